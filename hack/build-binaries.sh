@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Build the control-plane binaries the tests and the simulated cluster run, from the official
+# Go modules: kube-apiserver, kube-controller-manager and kube-scheduler (k8s.io/kubernetes),
+# etcd (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok, plus its standard stages).
+#
+# The wrapper modules under hack/go/ pin every version (go.mod + go.sum are committed).
+# Binaries land in ${GPU_OPERATOR_CACHE:-~/.cache/gpu-operator}/bin/<component>-<version>/;
+# a warm cache makes this script finish in about a second.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=hack/versions.env
+source "${here}/versions.env"
+cache="${GPU_OPERATOR_CACHE:-${HOME}/.cache/gpu-operator}"
+bin="${cache}/bin"
+
+fail() { echo "build-binaries: $*" >&2; exit 1; }
+
+command -v go >/dev/null 2>&1 ||
+  fail "Go is not installed; install Go 1.26 or newer (https://go.dev/dl/) and run this script again."
+
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
+
+# Progress: go build -v names each package as it compiles; print a count now and then.
+progress() {
+  awk -v what="$1" '{ n++; if (n % 250 == 0) { printf "  %s: %d packages compiled\n", what, n; fflush() } }
+    END { if (n) printf "  %s: %d packages compiled\n", what, n }'
+}
+
+# build NAME VERSION MODULE_DIR LDFLAGS PACKAGE...
+build() {
+  local name="$1" version="$2" module="$3" ldflags="$4"
+  shift 4
+  local out="${bin}/${name}-${version}"
+  local stamp
+  stamp="$(cat "${module}/go.sum" "${module}/go.mod" | sha256sum | cut -c1-16)"
+  if [[ -f "${out}/.stamp" && "$(cat "${out}/.stamp")" == "${stamp}" ]]; then
+    echo "${name} ${version}: cached in ${out}"
+    return
+  fi
+  echo "${name} ${version}: downloading modules"
+  (cd "${module}" && go mod download) ||
+    fail "could not download the Go modules for ${name} ${version}; check that the Go module proxy ($(go env GOPROXY)) is reachable, then run this script again."
+  echo "${name} ${version}: building $* (a cold build takes several minutes on 2 cores)"
+  local tmp
+  tmp="$(mktemp -d "${bin}/.build-${name}.XXXXXX")"
+  trap 'rm -rf "${tmp}"' RETURN
+  local log="${tmp}/build.log"
+  if ! (cd "${module}" && go build -v -trimpath -ldflags "${ldflags}" -o "${tmp}/" "$@" 2> >(tee "${log}" | progress "${name}" >&2)); then
+    tail -n 30 "${log}" >&2
+    fail "building ${name} ${version} failed (log above); fix the error or step back one release in hack/versions.env."
+  fi
+  rm -f "${log}"
+  echo "${stamp}" > "${tmp}/.stamp"
+  chmod 755 "${tmp}"
+  rm -rf "${out}"
+  mv "${tmp}" "${out}"
+  echo "${name} ${version}: built into ${out}"
+}
+
+mkdir -p "${bin}"
+started=$SECONDS
+
+k8s_minor="${KUBERNETES_VERSION#v1.}"
+k8s_minor="${k8s_minor%%.*}"
+version_pkg="k8s.io/component-base/version"
+build kubernetes "${KUBERNETES_VERSION}" "${here}/go/kubernetes" \
+  "-s -w -X ${version_pkg}.gitVersion=${KUBERNETES_VERSION} -X ${version_pkg}.gitMajor=1 -X ${version_pkg}.gitMinor=${k8s_minor} -X ${version_pkg}.gitTreeState=clean" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+
+build etcd "${ETCD_VERSION}" "${here}/go/etcd" "-s -w" go.etcd.io/etcd/server/v3
+# etcd's main package is the module root, so go names the binary after the module ("server").
+if [[ -f "${bin}/etcd-${ETCD_VERSION}/server" ]]; then
+  mv "${bin}/etcd-${ETCD_VERSION}/server" "${bin}/etcd-${ETCD_VERSION}/etcd"
+fi
+
+build kwok "${KWOK_VERSION}" "${here}/go/kwok" \
+  "-s -w" sigs.k8s.io/kwok/cmd/kwok
+# kwok ships no built-in stages: copy the standard ones (node initialize, heartbeat with
+# lease, pod ready/complete/delete) from the module source next to the binary.
+stages="${bin}/kwok-${KWOK_VERSION}/stages"
+if [[ ! -f "${stages}/pod-ready.yaml" ]]; then
+  src="$(cd "${here}/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
+  mkdir -p "${stages}"
+  cp "${src}/node/fast/node-initialize.yaml" \
+     "${src}/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+     "${src}/pod/fast/pod-ready.yaml" "${src}/pod/fast/pod-complete.yaml" \
+     "${src}/pod/fast/pod-delete.yaml" "${stages}/"
+  chmod 644 "${stages}"/*.yaml
+fi
+
+echo "control-plane binaries ready in ${bin} ($((SECONDS - started))s)"

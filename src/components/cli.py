@@ -1,0 +1,60 @@
+"""The `gpu-operator` command line.
+
+Each subcommand lives in its own module and registers itself here, so the CLI stays a thin
+dispatcher and errors reach the user as one sentence instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from components import __version__, demo
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandError(Exception):
+    """An error meant for the user: printed as one sentence, exit status 1 (or `status`)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _version(_: argparse.Namespace) -> int:
+    print(f"gpu-operator {__version__}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-operator",
+        description="Install and keep healthy the NVIDIA GPU stack on every GPU node.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(handler=_version)
+    demo.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except CommandError as exc:
+        print(f"gpu-operator: {exc}", file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

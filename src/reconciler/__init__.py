@@ -1,0 +1,1 @@
+"""A controller-runtime style engine on asyncio. Knows nothing about GPUs."""

@@ -1,0 +1,15 @@
+"""Errors of the test control plane, each one sentence a developer can act on."""
+
+from __future__ import annotations
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started or used; the message says what to do."""
+
+
+class BinaryMissingError(ControlPlaneError):
+    """A control-plane binary is not in the cache."""
+
+
+class AlreadyRunningError(ControlPlaneError):
+    """A named control plane is already running from the same state directory."""
