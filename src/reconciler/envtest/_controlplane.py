@@ -231,7 +231,11 @@ class ControlPlane:
             assert self.apiserver is not None
             if self._fixed_apiserver_port and _ADDRESS_IN_USE in self.apiserver.log_tail(200):
                 raise ControlPlaneError(f"port {self.apiserver_port} is already in use")
-            if not self._fixed_apiserver_port and attempt + 1 < _PORT_RETRIES and _ADDRESS_IN_USE in self.apiserver.log_tail(200):
+            if (
+                not self._fixed_apiserver_port
+                and attempt + 1 < _PORT_RETRIES
+                and _ADDRESS_IN_USE in self.apiserver.log_tail(200)
+            ):
                 self.apiserver.stop()
                 continue
             break
