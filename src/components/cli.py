@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from components import __version__, demo
+from components.api import commands as api_commands
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(handler=_version)
+    api_commands.register(sub)
     demo.register(sub)
     return parser
 

@@ -1,0 +1,226 @@
+"""Image references: `repository/image:version`, `repository/image@sha256:...`.
+
+Resolution, in order:
+
+1. What the section sets. Parts it leaves empty come from the operand's default
+   (DESIGN section 3), so `devicePlugin: {version: v0.19.0}` keeps the default repository.
+   An `image` with a `/` and no `repository` is a full path; an `image` that already has a
+   tag or digest and no `version` is used as is (tools like kbld write that).
+2. When the section sets none of `repository`, `image`, `version`: the operator's
+   environment variable the reference reads (`DRIVER_IMAGE`, `DEVICE_PLUGIN_IMAGE`, ...),
+   as OLM bundles set them.
+3. The default.
+
+Driver images get an OS suffix on the tag (`595.91.07-ubuntu22.04`), precompiled ones the
+kernel too (`595-6.8.0-60-generic-ubuntu24.04`); a digest gets no suffix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from components.api._clusterpolicy import ClusterPolicySpec, DriverSpec
+from components.api._common import ImageSpec
+from components.api._nvidiadriver import NVIDIADriverSpec
+
+
+class ImageError(ValueError):
+    """An image reference cannot be made from the spec (said in one sentence)."""
+
+
+class Operand(StrEnum):
+    """Operands that have an image, named as in the reference's state names."""
+
+    DRIVER = "driver"
+    DRIVER_MANAGER = "driver-manager"
+    CONTAINER_TOOLKIT = "container-toolkit"
+    DEVICE_PLUGIN = "device-plugin"
+    GPU_FEATURE_DISCOVERY = "gpu-feature-discovery"
+    DCGM = "dcgm"
+    DCGM_EXPORTER = "dcgm-exporter"
+    MIG_MANAGER = "mig-manager"
+    OPERATOR_VALIDATOR = "operator-validator"
+    NODE_STATUS_EXPORTER = "node-status-exporter"
+    INIT_CONTAINER = "init-container"
+
+
+@dataclass(frozen=True)
+class ImageDefault:
+    """An operand's default image, and the environment variable that can replace it."""
+
+    repository: str
+    image: str
+    version: str
+    env: str
+
+    @property
+    def reference(self) -> str:
+        return join_image(self.repository, self.image, self.version)
+
+
+#: Operator (and validator) version the defaults below pair with.
+OPERATOR_VERSION = "v25.10.0"
+
+DEFAULT_IMAGES: Mapping[Operand, ImageDefault] = {
+    Operand.DRIVER: ImageDefault("nvcr.io/nvidia", "driver", "595.91.07", "DRIVER_IMAGE"),
+    Operand.DRIVER_MANAGER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0", "DRIVER_MANAGER_IMAGE"
+    ),
+    Operand.CONTAINER_TOOLKIT: ImageDefault(
+        "nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0", "CONTAINER_TOOLKIT_IMAGE"
+    ),
+    Operand.DEVICE_PLUGIN: ImageDefault(
+        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", "DEVICE_PLUGIN_IMAGE"
+    ),
+    Operand.GPU_FEATURE_DISCOVERY: ImageDefault(
+        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", "GFD_IMAGE"
+    ),
+    Operand.DCGM: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "dcgm", "4.6.0-1-ubuntu24.04", "DCGM_IMAGE"
+    ),
+    Operand.DCGM_EXPORTER: ImageDefault(
+        "nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless", "DCGM_EXPORTER_IMAGE"
+    ),
+    Operand.MIG_MANAGER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0", "MIG_MANAGER_IMAGE"
+    ),
+    Operand.OPERATOR_VALIDATOR: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
+        "VALIDATOR_IMAGE",
+    ),
+    Operand.NODE_STATUS_EXPORTER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
+        "VALIDATOR_IMAGE",
+    ),
+    Operand.INIT_CONTAINER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
+        "CUDA_BASE_IMAGE",
+    ),
+}  # fmt: skip
+
+
+def join_image(repository: str, image: str, version: str) -> str:
+    """`repository/image:version`, or `@version` when it is a `sha256:` digest."""
+    path = f"{repository.rstrip('/')}/{image}" if repository else image
+    if not version:
+        return path
+    return f"{path}@{version}" if version.startswith("sha256:") else f"{path}:{version}"
+
+
+def _has_tag_or_digest(image: str) -> bool:
+    return "@" in image or ":" in image.rsplit("/", 1)[-1]
+
+
+def resolve_image(
+    spec: ImageSpec,
+    default: Operand | ImageDefault,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The image reference for an operand section (see the module docstring)."""
+    fallback = DEFAULT_IMAGES[default] if isinstance(default, Operand) else default
+    environ = os.environ if env is None else env
+    if not (spec.repository or spec.image or spec.version):
+        return environ.get(fallback.env) or fallback.reference
+    if spec.image and not spec.repository and not spec.version and _has_tag_or_digest(spec.image):
+        return spec.image
+    image = spec.image or fallback.image
+    if spec.repository:
+        repository = spec.repository
+    elif "/" in image:
+        repository = ""
+    else:
+        repository = fallback.repository
+    return join_image(repository, image, spec.version or fallback.version)
+
+
+# --- the driver's OS- and kernel-specific tags -----------------------------------------
+
+#: Distributions whose driver images are tagged with the major version only (`rhel9`).
+MAJOR_VERSION_ONLY = frozenset({"rhel", "rocky", "ol"})
+
+
+def os_tag(os_id: str, version_id: str) -> str:
+    """The OS part of a driver tag, from a node's `os_release` ID and VERSION_ID labels:
+    `ubuntu22.04`; `rhel9` for RHEL, Rocky and Oracle Linux (major version only)."""
+    os_id = os_id.strip().lower()
+    version_id = version_id.strip()
+    if not os_id or not version_id:
+        raise ImageError(
+            "the node's OS is unknown (labels feature.node.kubernetes.io/system-os_release.ID "
+            "and .VERSION_ID are needed to pick a driver image)"
+        )
+    if os_id in MAJOR_VERSION_ONLY:
+        version_id = version_id.split(".", 1)[0]
+    return f"{os_id}{version_id}"
+
+
+def driver_image(
+    spec: DriverSpec | NVIDIADriverSpec,
+    *,
+    os_id: str,
+    os_version: str,
+    kernel: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The driver image for a node with that OS (and kernel, when precompiled).
+
+    `<ref>:<version>-<ostag>`; precompiled: `<ref>:<version>-<kernel>-<ostag>`; a digest
+    is used as is (and cannot be combined with precompiled images).
+    """
+    base = resolve_image(spec, Operand.DRIVER, env=env)
+    digest = "@" in base
+    if spec.use_precompiled:
+        if digest:
+            raise ImageError(
+                "a sha256 digest cannot be the driver version with usePrecompiled: "
+                "precompiled images are picked per kernel"
+            )
+        if not kernel:
+            raise ImageError(
+                "precompiled drivers need the node's kernel "
+                "(label feature.node.kubernetes.io/kernel-version.full)"
+            )
+        return f"{base}-{kernel}-{os_tag(os_id, os_version)}"
+    if digest:
+        return base
+    return f"{base}-{os_tag(os_id, os_version)}"
+
+
+def driver_manager_image(
+    spec: DriverSpec | NVIDIADriverSpec, *, env: Mapping[str, str] | None = None
+) -> str:
+    """The k8s-driver-manager init container's image."""
+    return resolve_image(spec.manager, Operand.DRIVER_MANAGER, env=env)
+
+
+_SECTIONS: Mapping[Operand, str] = {
+    Operand.CONTAINER_TOOLKIT: "toolkit",
+    Operand.DEVICE_PLUGIN: "device_plugin",
+    Operand.GPU_FEATURE_DISCOVERY: "gfd",
+    Operand.DCGM: "dcgm",
+    Operand.DCGM_EXPORTER: "dcgm_exporter",
+    Operand.MIG_MANAGER: "mig_manager",
+    Operand.OPERATOR_VALIDATOR: "validator",
+    Operand.NODE_STATUS_EXPORTER: "node_status_exporter",
+}
+
+
+def operand_image(
+    spec: ClusterPolicySpec, operand: Operand, *, env: Mapping[str, str] | None = None
+) -> str:
+    """The image of a ClusterPolicy operand that does not depend on the node.
+
+    For the driver itself (its tag depends on the node's OS) use `driver_image`.
+    """
+    if operand is Operand.DRIVER:
+        raise ImageError("the driver's image depends on the node: use driver_image()")
+    if operand is Operand.DRIVER_MANAGER:
+        return driver_manager_image(spec.driver, env=env)
+    if operand is Operand.INIT_CONTAINER:
+        return resolve_image(spec.operator.init_container, operand, env=env)
+    section: ImageSpec = getattr(spec, _SECTIONS[operand])
+    return resolve_image(section, operand, env=env)

@@ -1,0 +1,142 @@
+"""The driver upgrade policy (`driver.upgradePolicy`, `NVIDIADriver.spec.upgradePolicy`).
+
+Field names, defaults and limits are the reference's (k8s-operator-libs
+`DriverUpgradePolicySpec`). Defaults apply both in the CRD (the API server fills them in
+when the section is present) and in Python (when it is absent).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from components.api._base import ApiModel, Cel, IntOrString, crd_default
+
+_PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
+_COUNT_OR_PERCENT = re.compile(r"^(([0-9]+)|(100|[1-9]?[0-9])%)$")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_or_percent(value: Any) -> bool:
+    if _is_int(value):
+        return bool(value >= 0)
+    return isinstance(value, str) and bool(_PERCENT.match(value))
+
+
+def _count_or_percent(value: Any) -> bool:
+    if _is_int(value):
+        return bool(value >= 0)
+    return isinstance(value, str) and bool(_COUNT_OR_PERCENT.match(value))
+
+
+#: A node count or a percentage of nodes: `5` or `"25%"` (not `"5"`, not `"abc"`).
+IntOrPercent = Annotated[
+    int | str,
+    IntOrString(),
+    Cel(
+        rule=(
+            "type(self) == int ? self >= 0 : "
+            "type(self) == string && self.matches('^(100|[1-9]?[0-9])%$')"
+        ),
+        message="must be a non-negative integer or a percentage from 0% to 100%, like 25%",
+        check=_int_or_percent,
+    ),
+]
+
+#: Like `IntOrPercent`, but a string of digits is a count too (`"1"`), as the reference's
+#: `daemonsets.rollingUpdate.maxUnavailable` (a string field) has always accepted.
+CountOrPercent = Annotated[
+    int | str,
+    IntOrString(),
+    Cel(
+        rule=(
+            "type(self) == int ? self >= 0 : "
+            "type(self) == string && self.matches('^(([0-9]+)|(100|[1-9]?[0-9])%)$')"
+        ),
+        message="must be a non-negative integer (or a string of digits) or a percentage, like 25%",
+        check=_count_or_percent,
+    ),
+]
+
+
+def scaled_value(value: int | str, total: int) -> int:
+    """An int-or-percent resolved against `total`, rounding up (as the reference does)."""
+    if isinstance(value, int):
+        return value
+    if value.endswith("%"):
+        return math.ceil(int(value[:-1]) * total / 100)
+    return int(value)
+
+
+class WaitForCompletionSpec(ApiModel):
+    """Wait for matching pods (jobs) to finish before upgrading a node's driver."""
+
+    pod_selector: str = Field(
+        default="", description="Label selector of the pods to wait for; empty waits for none."
+    )
+    timeout_seconds: int = crd_default(
+        0, ge=0, description="How long to wait before going on anyway; 0 waits forever."
+    )
+
+
+class PodDeletionSpec(ApiModel):
+    """Deletion of the pods that use GPUs before a node's driver is upgraded."""
+
+    force: bool = crd_default(False, description="Delete pods not managed by a controller too.")
+    timeout_seconds: int = crd_default(
+        300, ge=0, description="How long to wait for pod deletion; 0 waits forever."
+    )
+    delete_empty_dir: bool = crd_default(
+        False, description="Delete pods that use emptyDir volumes (their data is lost)."
+    )
+
+
+class DrainSpec(ApiModel):
+    """Draining the node before its driver is upgraded."""
+
+    enable: bool = crd_default(False, description="Drain the node during the upgrade.")
+    force: bool = crd_default(False, description="Drain pods not managed by a controller too.")
+    pod_selector: str = Field(
+        default="", description="Label selector of the pods to drain; empty drains all."
+    )
+    timeout_seconds: int = crd_default(
+        300, ge=0, description="How long to wait for the drain; 0 waits forever."
+    )
+    delete_empty_dir: bool = crd_default(
+        False, description="Drain pods that use emptyDir volumes (their data is lost)."
+    )
+
+
+class DriverUpgradePolicySpec(ApiModel):
+    """How driver upgrades roll through the nodes."""
+
+    auto_upgrade: bool = crd_default(
+        False, description="Upgrade drivers automatically; when false the rest is ignored."
+    )
+    max_parallel_upgrades: int = crd_default(
+        1, ge=0, description="How many nodes may upgrade at once; 0 means no limit."
+    )
+    max_unavailable: IntOrPercent = crd_default(
+        "25%",
+        description=(
+            "How many driver nodes may be unavailable during the upgrade: a count or a "
+            "percentage of the nodes (rounded up)."
+        ),
+    )
+    pod_deletion: PodDeletionSpec = Field(default_factory=PodDeletionSpec)
+    wait_for_completion: WaitForCompletionSpec = Field(default_factory=WaitForCompletionSpec)
+    drain: DrainSpec = Field(default_factory=DrainSpec)
+
+
+class NVIDIADriverUpgradePolicySpec(DriverUpgradePolicySpec):
+    """How driver upgrades roll through the nodes of this NVIDIADriver's pool."""
+
+    auto_upgrade: bool = crd_default(
+        True, description="Upgrade drivers automatically; when false the rest is ignored."
+    )

@@ -1,0 +1,152 @@
+"""config/rbac: least privilege, said out loud."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.unit.components.api.cases import REPO
+
+pytestmark = pytest.mark.unit
+RBAC = REPO / "config" / "rbac"
+
+
+def documents() -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted(RBAC.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        (document,) = list(yaml.safe_load_all(path.read_text()))
+        out[f"{document['kind']}"] = document
+    return out
+
+
+def rules(kind: str) -> list[dict[str, Any]]:
+    return list(documents()[kind]["rules"])
+
+
+def allowed(kind: str, group: str, resource: str) -> set[str]:
+    verbs: set[str] = set()
+    for rule in rules(kind):
+        if group in rule["apiGroups"] and resource in rule["resources"]:
+            verbs |= set(rule["verbs"])
+    return verbs
+
+
+def test_kustomization_lists_every_file() -> None:
+    listed = yaml.safe_load((RBAC / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == sorted(
+        p.name for p in RBAC.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
+
+
+@pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
+def test_no_wildcards(kind: str) -> None:
+    for rule in rules(kind):
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key], rule
+        assert "nonResourceURLs" not in rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+
+
+@pytest.mark.parametrize("name", ["cluster_role.yaml", "role.yaml"])
+def test_every_rule_says_why(name: str) -> None:
+    lines = (RBAC / name).read_text().splitlines()
+    for number, line in enumerate(lines):
+        if line.strip().startswith("- apiGroups:"):
+            assert lines[number - 1].strip().startswith("#"), f"{name}:{number + 1} has no comment"
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "resource", "verbs"),
+    [
+        ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch"}),
+        ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
+        ("ClusterRole", "", "pods/eviction", {"create"}),
+        ("ClusterRole", "", "events", {"create", "patch"}),
+        (
+            "ClusterRole",
+            "node.k8s.io",
+            "runtimeclasses",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+        (
+            "ClusterRole",
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+        (
+            "ClusterRole",
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+        (
+            "ClusterRole",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            {"get", "list", "watch"},
+        ),
+        (
+            "ClusterRole",
+            "nvidia.com",
+            "clusterpolicies",
+            {"get", "list", "watch", "update", "patch"},
+        ),
+        ("ClusterRole", "nvidia.com", "nvidiadrivers", {"get", "list", "watch", "update", "patch"}),
+        ("ClusterRole", "nvidia.com", "clusterpolicies/status", {"get", "update", "patch"}),
+        ("ClusterRole", "nvidia.com", "nvidiadrivers/status", {"get", "update", "patch"}),
+        ("ClusterRole", "nvidia.com", "clusterpolicies/finalizers", {"update"}),
+        (
+            "Role",
+            "apps",
+            "daemonsets",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+        ("Role", "apps", "controllerrevisions", {"get", "list", "watch"}),
+        ("Role", "", "configmaps", {"get", "list", "watch", "create", "update", "patch", "delete"}),
+        ("Role", "", "services", {"get", "list", "watch", "create", "update", "patch", "delete"}),
+        (
+            "Role",
+            "",
+            "serviceaccounts",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+        (
+            "Role",
+            "rbac.authorization.k8s.io",
+            "roles",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+        ("Role", "coordination.k8s.io", "leases", {"get", "create", "update"}),
+        (
+            "Role",
+            "monitoring.coreos.com",
+            "servicemonitors",
+            {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ),
+    ],
+)
+def test_exactly_the_verbs_it_needs(kind: str, group: str, resource: str, verbs: set[str]) -> None:
+    assert allowed(kind, group, resource) == verbs
+
+
+def test_nothing_else_is_granted() -> None:
+    assert allowed("ClusterRole", "", "secrets") == set()
+    assert allowed("Role", "", "secrets") == set()
+    assert allowed("ClusterRole", "apps", "daemonsets") == set()
+    assert allowed("ClusterRole", "", "nodes") & {"update", "delete", "create"} == set()
+
+
+def test_bindings_point_at_the_service_account() -> None:
+    docs = documents()
+    account = docs["ServiceAccount"]["metadata"]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        (subject,) = docs[kind]["subjects"]
+        assert (subject["name"], subject["namespace"]) == (account["name"], account["namespace"])
+    assert docs["ClusterRoleBinding"]["roleRef"]["name"] == docs["ClusterRole"]["metadata"]["name"]
+    assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    assert docs["Role"]["metadata"]["namespace"] == account["namespace"]
