@@ -7,6 +7,7 @@ A case is a document and, for invalid ones, the field the rejection must name.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,22 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[4]
-COMPAT = REPO.parent / "shared" / "compat"
+
+
+def _compat_folder() -> Path:
+    """The reference's samples live in the workplace's read-only `shared/compat/`, beside
+    the checkout; a clone elsewhere finds it through GPU_OPERATOR_SHARED or /work/shared."""
+    candidates = [Path(p) / "compat" for p in [os.environ.get("GPU_OPERATOR_SHARED", "")] if p] + [
+        REPO.parent / "shared" / "compat",
+        Path("/work/shared/compat"),
+    ]
+    for candidate in candidates:
+        if any(candidate.glob("*.yaml")):
+            return candidate
+    return candidates[-1]
+
+
+COMPAT = _compat_folder()
 SAMPLES = REPO / "config" / "samples"
 COMPAT_FILES = sorted(COMPAT.glob("*.yaml"))
 SAMPLE_FILES = sorted(SAMPLES.glob("*.yaml"))
