@@ -1,0 +1,91 @@
+"""`state-dcgm`: the standalone DCGM host engine on each GPU node, and the `nvidia-dcgm`
+Service (port 5555, node-local traffic) that DCGM exporter connects to
+(`DCGM_REMOTE_HOSTENGINE_INFO=nvidia-dcgm:5555`).
+"""
+
+from __future__ import annotations
+
+from components.api import ClusterPolicy
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    ClusterView,
+    Ctx,
+    Rendered,
+    apply_component,
+    daemonset,
+    deploy_label,
+    host_path,
+    image_or_condition,
+    merge_env,
+    pod_spec,
+    pull_policy,
+    service,
+    service_account,
+    toolkit_validation,
+    validations_volume,
+)
+
+NAME = "state-dcgm"
+DEPLOY_LABEL = deploy_label("dcgm")
+APP = "nvidia-dcgm"
+ACCOUNT = "nvidia-dcgm"
+PORT = 5555
+
+
+class DCGM:
+    """The DCGM DaemonSet, its ServiceAccount and Service."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.dcgm.enabled
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        ctx = Ctx(policy, view, self.name)
+        dcgm = policy.spec.dcgm
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                service(
+                    ctx,
+                    APP,
+                    port=PORT,
+                    port_name="dcgm",
+                    selector={"app": APP},
+                    internal_traffic_policy="Local",
+                ),
+            ]
+        )
+        image = image_or_condition(ctx, ImageOperand.DCGM, rendered)
+        if image is None:
+            return rendered
+        probe = {"tcpSocket": {"port": PORT}, "initialDelaySeconds": 15}
+        container = apply_component(
+            {
+                "name": "nvidia-dcgm-ctr",
+                "image": image,
+                "imagePullPolicy": pull_policy(dcgm),
+                "securityContext": {"privileged": True},
+                "ports": [{"name": "dcgm", "containerPort": PORT}],
+                "livenessProbe": dict(probe),
+                "readinessProbe": dict(probe),
+            },
+            dcgm,
+        )
+        if dcgm.env:
+            container["env"] = merge_env([], dcgm.env)
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=[toolkit_validation(ctx)],
+            containers=[container],
+            volumes=[validations_volume(), host_path("run-nvidia", "/run/nvidia", "Directory")],
+            images=[dcgm],
+            runtime_class=True,
+        )
+        rendered.objects.append(daemonset(ctx, APP, pod))
+        return rendered

@@ -1,0 +1,200 @@
+"""`state-dcgm-exporter`: GPU metrics for Prometheus on port 9400 of each GPU node.
+
+Renders the exporter DaemonSet, the `nvidia-dcgm-exporter` Service (port 9400, named
+`gpu-metrics`) and, when the prometheus-operator CRD is installed and
+`dcgmExporter.serviceMonitor.enabled`, a `ServiceMonitor` (`monitoring.coreos.com/v1`);
+enabled without the CRD gives a condition instead. With `dcgm.enabled` the exporter talks
+to the standalone host engine (`nvidia-dcgm:5555`), otherwise it embeds one.
+
+`dcgmExporter.config.name` names the admin's ConfigMap of metrics (a `dcgm-metrics.csv`
+key); it is mounted at `/etc/dcgm-exporter/dcgm-metrics.csv` and used instead of the
+image's default list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.api import ClusterPolicy
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    ClusterView,
+    Ctx,
+    Rendered,
+    apply_component,
+    cluster_role,
+    config_map_volume,
+    daemonset,
+    deploy_label,
+    env,
+    env_field,
+    get_env,
+    host_path,
+    image_or_condition,
+    merge_env,
+    mount,
+    pod_spec,
+    pull_policy,
+    rule,
+    service,
+    service_account,
+    set_env,
+    toolkit_validation,
+    validations_volume,
+)
+from components.operands.dcgm import APP as DCGM_APP
+from components.operands.dcgm import PORT as DCGM_PORT
+
+NAME = "state-dcgm-exporter"
+DEPLOY_LABEL = deploy_label("dcgm-exporter")
+APP = "nvidia-dcgm-exporter"
+ACCOUNT = "nvidia-dcgm-exporter"
+PORT = 9400
+PORT_NAME = "gpu-metrics"
+METRICS_FILE = "dcgm-metrics.csv"
+METRICS_PATH = f"/etc/dcgm-exporter/{METRICS_FILE}"
+DEFAULT_COLLECTORS = "/etc/dcgm-exporter/dcp-metrics-included.csv"
+
+
+def _service_monitor(ctx: Ctx) -> dict[str, Any]:
+    monitor = ctx.spec.dcgm_exporter.service_monitor
+    endpoint: dict[str, Any] = {"port": PORT_NAME, "path": "/metrics"}
+    if monitor.interval:
+        endpoint["interval"] = monitor.interval
+    if monitor.honor_labels:
+        endpoint["honorLabels"] = True
+    if monitor.relabelings:
+        endpoint["relabelings"] = [r.to_dict() for r in monitor.relabelings]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": ctx.meta(APP, labels={**monitor.additional_labels, "app": APP}),
+        "spec": {
+            "endpoints": [endpoint],
+            "jobLabel": "app",
+            "namespaceSelector": {"matchNames": [ctx.namespace]},
+            "selector": {"matchLabels": {"app": APP}},
+        },
+    }
+
+
+class DCGMExporter:
+    """The DCGM exporter DaemonSet, ServiceAccount, RBAC, Service and ServiceMonitor."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.dcgm_exporter.enabled
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        ctx = Ctx(policy, view, self.name)
+        spec = policy.spec
+        exporter = spec.dcgm_exporter
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                *cluster_role(
+                    ctx,
+                    "nvidia-dcgm-exporter-read-pods",
+                    [rule([""], ["pods"], ["get", "list", "watch"])],
+                    account=ACCOUNT,
+                ),
+                service(
+                    ctx,
+                    APP,
+                    port=PORT,
+                    port_name=PORT_NAME,
+                    selector={"app": APP},
+                    annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT)},
+                    type_=exporter.service.type,
+                    internal_traffic_policy=exporter.service.internal_traffic_policy,
+                ),
+            ]
+        )
+        if exporter.service_monitor.enabled:
+            if view.has_service_monitor_crd:
+                rendered.objects.append(_service_monitor(ctx))
+            else:
+                rendered.conditions.append(
+                    (
+                        "ServiceMonitorCRDMissing",
+                        "dcgmExporter.serviceMonitor.enabled is true but the ServiceMonitor "
+                        "CRD (servicemonitors.monitoring.coreos.com) is not installed",
+                    )
+                )
+        image = image_or_condition(ctx, ImageOperand.DCGM_EXPORTER, rendered)
+        if image is None:
+            return rendered
+
+        envs = [
+            env("DCGM_EXPORTER_LISTEN", f":{PORT}"),
+            env("DCGM_EXPORTER_KUBERNETES", "true"),
+            env("DCGM_EXPORTER_COLLECTORS", DEFAULT_COLLECTORS),
+            env_field("NODE_NAME", "spec.nodeName"),
+        ]
+        mounts = [
+            mount("pod-gpu-resources", "/var/lib/kubelet/pod-resources", read_only=True),
+        ]
+        volumes = [
+            host_path("pod-gpu-resources", "/var/lib/kubelet/pod-resources"),
+            validations_volume(),
+        ]
+        if spec.dcgm.enabled:
+            envs.append(env("DCGM_REMOTE_HOSTENGINE_INFO", f"{DCGM_APP}:{DCGM_PORT}"))
+        if exporter.config.name:
+            set_env(envs, "DCGM_EXPORTER_COLLECTORS", METRICS_PATH)
+            mounts.append(
+                mount("metrics-config", METRICS_PATH, read_only=True, sub_path=METRICS_FILE)
+            )
+            volumes.append(
+                config_map_volume("metrics-config", exporter.config.name, items=[METRICS_FILE])
+            )
+        if exporter.hpc_job_mapping.enabled:
+            directory = exporter.hpc_job_mapping.directory
+            envs.append(env("DCGM_HPC_JOB_MAPPING_DIR", directory))
+            mounts.append(mount("hpc-job-mapping", directory, read_only=True))
+            volumes.append(host_path("hpc-job-mapping", directory, "DirectoryOrCreate"))
+        envs = merge_env(envs, exporter.env)
+        probe: dict[str, Any] = {"httpGet": {"port": PORT, "path": "/health"}}
+        container = apply_component(
+            {
+                "name": "nvidia-dcgm-exporter",
+                "image": image,
+                "imagePullPolicy": pull_policy(exporter),
+                "env": envs,
+                "ports": [{"name": "metrics", "containerPort": PORT}],
+                "livenessProbe": {**probe, "initialDelaySeconds": 45, "periodSeconds": 5},
+                "readinessProbe": {**probe, "initialDelaySeconds": 45},
+                "securityContext": {"privileged": True},
+                "volumeMounts": mounts,
+            },
+            exporter,
+        )
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=[toolkit_validation(ctx)],
+            containers=[container],
+            volumes=volumes,
+            images=[exporter],
+            runtime_class=True,
+            host_pid=exporter.host_pid,
+        )
+        remote = get_env(envs, "DCGM_REMOTE_HOSTENGINE_INFO") or ""
+        if exporter.host_network or (not spec.dcgm.enabled and remote.startswith("localhost")):
+            pod["hostNetwork"] = True
+            pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+        rendered.objects.append(
+            daemonset(
+                ctx,
+                APP,
+                pod,
+                pod_labels=exporter.pod_labels,
+                pod_annotations=exporter.pod_annotations,
+            )
+        )
+        return rendered

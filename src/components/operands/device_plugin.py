@@ -1,0 +1,242 @@
+"""`state-device-plugin`: the NVIDIA device plugin makes `nvidia.com/gpu` (or, with MIG
+strategy `mixed`, `nvidia.com/mig-<profile>`) allocatable on each GPU node.
+
+With `devicePlugin.config.name` (a ConfigMap of plugin configurations the admin provides),
+a `config-manager` init container and sidecar pick the configuration each node names in its
+`nvidia.com/device-plugin.config` label (else `devicePlugin.config.default`) and signal the
+plugin when it changes; GPU feature discovery uses the same ConfigMap the same way.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from components.api import ClusterPolicy, MIGStrategy
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    VALIDATIONS_DIR,
+    ClusterView,
+    Ctx,
+    Rendered,
+    apply_component,
+    cluster_role,
+    config_map,
+    config_map_volume,
+    daemonset,
+    deploy_label,
+    env,
+    env_field,
+    host_path,
+    image_or_condition,
+    merge_env,
+    mount,
+    pod_spec,
+    pull_policy,
+    rule,
+    service_account,
+    set_env,
+    toolkit_validation,
+    validations_volume,
+)
+
+NAME = "state-device-plugin"
+DEPLOY_LABEL = deploy_label("device-plugin")
+APP = "nvidia-device-plugin-daemonset"
+ACCOUNT = "nvidia-device-plugin"
+ENTRYPOINT_CONFIG_MAP = "nvidia-device-plugin-entrypoint"
+DEFAULT_MPS_ROOT = "/run/nvidia/mps"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+
+_ENTRYPOINT = """#!/bin/sh
+# Start the plugin once the validator has found a working driver; take the driver
+# settings it recorded.
+until [ -f /run/nvidia/validations/driver-ready ]; do
+  echo "waiting for the driver validation to finish"
+  sleep 5
+done
+set -o allexport
+. /run/nvidia/validations/driver-ready
+echo "starting nvidia-device-plugin"
+exec nvidia-device-plugin
+"""
+
+
+def mig_env(envs: list[dict[str, Any]], strategy: MIGStrategy) -> None:
+    """`MIG_STRATEGY`, and `NVIDIA_MIG_MONITOR_DEVICES=all` unless the strategy is none."""
+    set_env(envs, "MIG_STRATEGY", strategy)
+    if strategy != "none":
+        set_env(envs, "NVIDIA_MIG_MONITOR_DEVICES", "all")
+
+
+def cdi_hook_path(ctx: Ctx) -> str | None:
+    """Where the toolkit installs `nvidia-cdi-hook` (None when the toolkit is off)."""
+    toolkit = ctx.spec.toolkit
+    if not toolkit.enabled:
+        return None
+    return posixpath.join(toolkit.install_dir or "/usr/local/nvidia", "toolkit/nvidia-cdi-hook")
+
+
+def _config_manager(ctx: Ctx, image: str, *, oneshot: bool, process: str) -> dict[str, Any]:
+    config = ctx.spec.device_plugin.config
+    return {
+        "name": "config-manager-init" if oneshot else "config-manager",
+        "image": image,
+        "imagePullPolicy": pull_policy(ctx.spec.device_plugin),
+        "command": ["config-manager"],
+        "env": [
+            env("ONESHOT", "true" if oneshot else "false"),
+            env("KUBECONFIG", ""),
+            env_field("NODE_NAME", "spec.nodeName"),
+            env("NODE_LABEL", CONFIG_LABEL),
+            env("CONFIG_FILE_SRCDIR", "/available-configs"),
+            env("CONFIG_FILE_DST", "/config/config.yaml"),
+            env("DEFAULT_CONFIG", config.default),
+            env("SEND_SIGNAL", "false" if oneshot else "true"),
+            env("SIGNAL", "" if oneshot else "1"),
+            env("PROCESS_TO_SIGNAL", "" if oneshot else process),
+            env("FALLBACK_STRATEGIES", "empty"),
+        ],
+        **({} if oneshot else {"securityContext": {"privileged": True}}),
+        "volumeMounts": _config_mounts(ctx),
+    }
+
+
+def _config_mounts(ctx: Ctx) -> list[dict[str, Any]]:
+    name = ctx.spec.device_plugin.config.name
+    return [mount("config", "/config"), mount(name, "/available-configs")]
+
+
+def apply_plugin_config(
+    ctx: Ctx,
+    pod: dict[str, Any],
+    main: dict[str, Any],
+    *,
+    image: str,
+    process: str,
+) -> None:
+    """With `devicePlugin.config.name`: the config-manager init container and sidecar, the
+    ConfigMap and shared volumes, `CONFIG_FILE` on the main container (in place)."""
+    name = ctx.spec.device_plugin.config.name
+    if not name:
+        return
+    set_env(main["env"], "CONFIG_FILE", "/config/config.yaml")
+    main["volumeMounts"] += _config_mounts(ctx)
+    pod.setdefault("initContainers", []).append(
+        _config_manager(ctx, image, oneshot=True, process=process)
+    )
+    pod["containers"].append(_config_manager(ctx, image, oneshot=False, process=process))
+    pod["volumes"] += [config_map_volume(name, name), {"name": "config", "emptyDir": {}}]
+    if not pod.get("hostPID"):
+        pod["shareProcessNamespace"] = True
+
+
+class DevicePlugin:
+    """The device plugin DaemonSet, its ServiceAccount, RBAC and entrypoint ConfigMap."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.device_plugin.enabled
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        ctx = Ctx(policy, view, self.name)
+        spec = policy.spec
+        plugin = spec.device_plugin
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                *cluster_role(ctx, ACCOUNT, [rule([""], ["nodes"], ["get", "list", "watch"])]),
+                config_map(
+                    ctx, ENTRYPOINT_CONFIG_MAP, {"entrypoint.sh": _ENTRYPOINT}, labels={"app": APP}
+                ),
+            ]
+        )
+        image = image_or_condition(ctx, ImageOperand.DEVICE_PLUGIN, rendered)
+        if image is None:
+            return rendered
+
+        mps_root = plugin.mps.root or DEFAULT_MPS_ROOT
+        envs: list[dict[str, Any]] = [
+            env("PASS_DEVICE_SPECS", "true"),
+            env("FAIL_ON_INIT_ERROR", "true"),
+            env("DEVICE_LIST_STRATEGY", "envvar"),
+            env("DEVICE_ID_STRATEGY", "uuid"),
+            env("NVIDIA_VISIBLE_DEVICES", "all"),
+            env("NVIDIA_DRIVER_CAPABILITIES", "all"),
+            env("MPS_ROOT", mps_root),
+        ]
+        mig_env(envs, spec.mig.strategy)
+        if spec.cdi.enabled:
+            set_env(envs, "CDI_ENABLED", "true")
+            set_env(envs, "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri")
+            set_env(envs, "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")
+            hook = cdi_hook_path(ctx)
+            if hook:
+                set_env(envs, "NVIDIA_CDI_HOOK_PATH", hook)
+        main = apply_component(
+            {
+                "name": "nvidia-device-plugin",
+                "image": image,
+                "imagePullPolicy": pull_policy(plugin),
+                "command": ["/bin/sh", "-c"],
+                "args": ["/bin/entrypoint.sh"],
+                "env": envs,
+                "securityContext": {"privileged": True},
+                "volumeMounts": [
+                    mount(
+                        "nvidia-device-plugin-entrypoint",
+                        "/bin/entrypoint.sh",
+                        read_only=True,
+                        sub_path="entrypoint.sh",
+                    ),
+                    mount("device-plugin", "/var/lib/kubelet/device-plugins"),
+                    mount("run-nvidia-validations", VALIDATIONS_DIR),
+                    mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
+                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+                    mount("cdi-root", "/var/run/cdi"),
+                    mount("mps-shm", "/dev/shm"),
+                    mount("mps-root", "/mps"),
+                ],
+            },
+            plugin,
+        )
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=[toolkit_validation(ctx)],
+            containers=[main],
+            volumes=[
+                config_map_volume(
+                    "nvidia-device-plugin-entrypoint", ENTRYPOINT_CONFIG_MAP, mode=0o700
+                ),
+                host_path("device-plugin", "/var/lib/kubelet/device-plugins"),
+                validations_volume(),
+                host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+                host_path("host-root", ctx.host_root),
+                host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+                host_path("mps-root", mps_root, "DirectoryOrCreate"),
+                host_path("mps-shm", posixpath.join(mps_root, "shm")),
+            ],
+            images=[plugin],
+            runtime_class=True,
+        )
+        apply_plugin_config(ctx, pod, main, image=image, process="nvidia-device-plugin")
+        main["env"] = merge_env(main["env"], plugin.env)
+        rendered.objects.append(
+            daemonset(
+                ctx,
+                APP,
+                pod,
+                pod_annotations={
+                    "nvidia.cdi.k8s.io/container.nvidia-device-plugin": (
+                        "management.nvidia.com/gpu=all"
+                    )
+                },
+            )
+        )
+        return rendered

@@ -1,0 +1,143 @@
+"""`gpu-feature-discovery`: GPU feature discovery labels each GPU node with what its GPUs
+are (`nvidia.com/gpu.product`, `gpu.count`, `gpu.memory`, `cuda.driver.major`,
+`mig.strategy`, ...). It writes a feature file into
+`/etc/kubernetes/node-feature-discovery/features.d` (and NodeFeature objects), which
+node-feature-discovery turns into node labels.
+
+**How NFD is provided (decision).** The operator does not deploy node-feature-discovery
+itself, exactly like the reference: the ClusterPolicy has no NFD section, and the
+reference's Helm chart installs NFD as a subchart (`nfd.enabled: true` by default, or
+`false` when the cluster already runs one, e.g. OpenShift's NFD operator). We do the same:
+NFD comes with the operator's installation (our deployment manifests / chart) or is already
+in the cluster; the operator only reads its labels (`pci-10de.present`, `system-os_release.*`,
+`kernel-version.full`) and the ClusterPolicy controller reports `NFDLabelsMissing` when no
+node carries them. GFD needs NFD's worker to publish its labels; without NFD, GFD runs but
+its labels never reach the nodes.
+
+With `devicePlugin.config.name`, GFD reads the same per-node configuration as the device
+plugin (see `device_plugin`).
+"""
+
+from __future__ import annotations
+
+from components.api import ClusterPolicy
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    ClusterView,
+    Ctx,
+    Rendered,
+    apply_component,
+    cluster_role,
+    daemonset,
+    deploy_label,
+    env,
+    env_field,
+    host_path,
+    image_or_condition,
+    merge_env,
+    mount,
+    pod_spec,
+    pull_policy,
+    role,
+    rule,
+    service_account,
+    toolkit_validation,
+    validations_volume,
+)
+from components.operands.device_plugin import apply_plugin_config, mig_env
+
+NAME = "gpu-feature-discovery"
+DEPLOY_LABEL = deploy_label("gpu-feature-discovery")
+APP = "gpu-feature-discovery"
+ACCOUNT = "nvidia-gpu-feature-discovery"
+PART_OF = {"app.kubernetes.io/part-of": "nvidia-gpu"}
+FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+
+
+class GPUFeatureDiscovery:
+    """The GFD DaemonSet, its ServiceAccount and RBAC."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.gfd.enabled
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        ctx = Ctx(policy, view, self.name)
+        spec = policy.spec
+        gfd = spec.gfd
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                *role(
+                    ctx,
+                    ACCOUNT,
+                    [
+                        rule(
+                            ["nfd.k8s-sigs.io"],
+                            ["nodefeatures"],
+                            ["get", "list", "watch", "create", "update"],
+                        )
+                    ],
+                ),
+                *cluster_role(
+                    ctx,
+                    ACCOUNT,
+                    [
+                        rule([""], ["nodes"], ["get", "list", "watch"]),
+                        rule([""], ["pods"], ["get"]),
+                    ],
+                ),
+            ]
+        )
+        image = image_or_condition(ctx, ImageOperand.GPU_FEATURE_DISCOVERY, rendered)
+        if image is None:
+            return rendered
+        envs = [
+            env("GFD_SLEEP_INTERVAL", "60s"),
+            env("GFD_FAIL_ON_INIT_ERROR", "true"),
+            env_field("NAMESPACE", "metadata.namespace"),
+            env_field("NODE_NAME", "spec.nodeName"),
+        ]
+        mig_env(envs, spec.mig.strategy)
+        main = apply_component(
+            {
+                "name": "gpu-feature-discovery",
+                "image": image,
+                "imagePullPolicy": pull_policy(gfd),
+                "command": ["gpu-feature-discovery"],
+                "env": envs,
+                "securityContext": {"privileged": True},
+                "volumeMounts": [
+                    mount("output-dir", FEATURES_DIR),
+                    mount("host-sys", "/sys", read_only=True),
+                ],
+            },
+            gfd,
+        )
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=[toolkit_validation(ctx)],
+            containers=[main],
+            volumes=[
+                host_path("output-dir", FEATURES_DIR),
+                host_path("host-sys", "/sys"),
+                validations_volume(),
+            ],
+            images=[gfd],
+            runtime_class=True,
+        )
+        if spec.device_plugin.config.name:
+            # The config-manager containers come with the device plugin's image.
+            plugin_image = image_or_condition(ctx, ImageOperand.DEVICE_PLUGIN, rendered)
+            apply_plugin_config(
+                ctx, pod, main, image=plugin_image or image, process="gpu-feature-discovery"
+            )
+        main["env"] = merge_env(main["env"], gfd.env)
+        rendered.objects.append(daemonset(ctx, APP, pod, selector=PART_OF))
+        return rendered

@@ -1,0 +1,287 @@
+"""`state-mig-manager`: applies the MIG layout each MIG-capable node asks for in its
+`nvidia.com/mig.config` label, and reports progress in `nvidia.com/mig.config.state`.
+
+Rendered only while some GPU node is MIG-capable (`nvidia.com/mig.capable=true`): the node
+labeler sets `nvidia.com/gpu.deploy.mig-manager` on those nodes only, so on a cluster
+without MIG GPUs there is nothing for it to do.
+
+The layouts come from the `default-mig-parted-config` ConfigMap, generated from the MIG
+profile table below (NVIDIA's MIG user guide): for every GPU, `all-disabled`,
+`all-enabled`, `all-<profile>` (the whole GPU cut into that profile, e.g. `all-1g.5gb` on
+an A100-40GB: seven 1g.5gb instances) and `all-balanced`. Entries that differ per GPU model
+carry a `device-filter` of PCI device IDs. `migManager.config.name` pointing at another
+ConfigMap replaces it (then the default is not rendered); likewise
+`migManager.gpuClientsConfig.name` for `default-gpu-clients` (host services stopped while
+MIG mode changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from components.api import ClusterPolicy
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    VALIDATIONS_DIR,
+    ClusterView,
+    Ctx,
+    GPUNode,
+    Rendered,
+    apply_component,
+    cluster_role,
+    config_map,
+    config_map_volume,
+    daemonset,
+    deploy_label,
+    env,
+    env_field,
+    host_path,
+    image_or_condition,
+    merge_env,
+    mount,
+    pod_spec,
+    pull_policy,
+    role,
+    rule,
+    service_account,
+    toolkit_validation,
+    validations_volume,
+    wants_operand,
+)
+from components.operands.device_plugin import cdi_hook_path
+
+NAME = "state-mig-manager"
+DEPLOY_LABEL = deploy_label("mig-manager")
+APP = "nvidia-mig-manager"
+ACCOUNT = "nvidia-mig-manager"
+DEFAULT_CONFIG_MAP = "default-mig-parted-config"
+DEFAULT_GPU_CLIENTS_CONFIG_MAP = "default-gpu-clients"
+
+
+@dataclass(frozen=True)
+class MigGPU:
+    """One MIG-capable GPU model: its PCI device IDs and MIG profiles."""
+
+    name: str
+    device_ids: tuple[str, ...]
+    #: (profile, instances per GPU when the whole GPU is that profile)
+    profiles: tuple[tuple[str, int], ...]
+    #: the `all-balanced` layout per GPU
+    balanced: tuple[tuple[str, int], ...]
+
+
+MIG_GPUS: Sequence[MigGPU] = (
+    MigGPU(
+        "A30-24GB",
+        ("0x20B710DE",),
+        (("1g.6gb", 4), ("2g.12gb", 2), ("4g.24gb", 1)),
+        (("1g.6gb", 2), ("2g.12gb", 1)),
+    ),
+    MigGPU(
+        "A100-40GB",
+        ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"),
+        (("1g.5gb", 7), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1)),
+        (("1g.5gb", 2), ("2g.10gb", 1), ("3g.20gb", 1)),
+    ),
+    MigGPU(
+        "A100-80GB",
+        ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"),
+        (
+            ("1g.10gb", 7),
+            ("1g.20gb", 4),
+            ("2g.20gb", 3),
+            ("3g.40gb", 2),
+            ("4g.40gb", 1),
+            ("7g.80gb", 1),
+        ),
+        (("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1)),
+    ),
+    MigGPU(
+        "H100-80GB",
+        ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE"),
+        (
+            ("1g.10gb", 7),
+            ("1g.20gb", 4),
+            ("2g.20gb", 3),
+            ("3g.40gb", 2),
+            ("4g.40gb", 1),
+            ("7g.80gb", 1),
+        ),
+        (("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1)),
+    ),
+    MigGPU(
+        "H200-141GB",
+        ("0x233510DE", "0x233B10DE"),
+        (
+            ("1g.18gb", 7),
+            ("1g.35gb", 4),
+            ("2g.35gb", 3),
+            ("3g.71gb", 2),
+            ("4g.71gb", 1),
+            ("7g.141gb", 1),
+        ),
+        (("1g.18gb", 2), ("2g.35gb", 1), ("3g.71gb", 1)),
+    ),
+)
+
+
+def _entries(layouts: Sequence[tuple[MigGPU, tuple[tuple[str, int], ...]]]) -> list[Any]:
+    """One mig-parted entry per distinct layout, filtered to the GPUs that use it."""
+    groups: dict[tuple[tuple[str, int], ...], list[str]] = {}
+    for gpu, layout in layouts:
+        groups.setdefault(layout, []).extend(gpu.device_ids)
+    return [
+        {
+            "device-filter": ids,
+            "devices": "all",
+            "mig-enabled": True,
+            "mig-devices": dict(layout),
+        }
+        for layout, ids in groups.items()
+    ]
+
+
+def mig_parted_config(gpus: Sequence[MigGPU] = MIG_GPUS) -> dict[str, Any]:
+    """The mig-parted configuration (`version: v1`, `mig-configs: {...}`)."""
+    configs: dict[str, Any] = {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+    }
+    by_profile: dict[str, list[tuple[MigGPU, tuple[tuple[str, int], ...]]]] = {}
+    for gpu in gpus:
+        for profile, count in gpu.profiles:
+            by_profile.setdefault(profile, []).append((gpu, ((profile, count),)))
+    for profile, layouts in by_profile.items():
+        configs[f"all-{profile}"] = _entries(layouts)
+    configs["all-balanced"] = _entries([(gpu, gpu.balanced) for gpu in gpus])
+    return {"version": "v1", "mig-configs": configs}
+
+
+GPU_CLIENTS = (
+    "nvsm.service",
+    "nvsm-mqtt.service",
+    "nvsm-core.service",
+    "nvsm-api-gateway.service",
+    "nvsm-notifier.service",
+    "nv_peer_mem.service",
+    "nvidia-dcgm.service",
+    "dcgm.service",
+    "dcgm-exporter.service",
+)
+
+
+def _dump(data: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=False)
+
+
+def mig_nodes(nodes: Sequence[GPUNode]) -> list[GPUNode]:
+    """The GPU nodes the MIG manager runs on."""
+    return [n for n in nodes if n.mig_capable and wants_operand(n, DEPLOY_LABEL)]
+
+
+class MIGManager:
+    """The MIG manager DaemonSet, ServiceAccount, RBAC and its two ConfigMaps."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.mig_manager.enabled
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy) or not mig_nodes(view.gpu_nodes):
+            return Rendered()
+        ctx = Ctx(policy, view, self.name)
+        spec = policy.spec
+        manager = spec.mig_manager
+        parted = manager.config.config_map_name
+        clients = manager.gpu_clients_config.name or DEFAULT_GPU_CLIENTS_CONFIG_MAP
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                *role(
+                    ctx,
+                    ACCOUNT,
+                    [
+                        rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+                        rule([""], ["pods/eviction"], ["create"]),
+                    ],
+                ),
+                *cluster_role(
+                    ctx,
+                    ACCOUNT,
+                    [rule([""], ["nodes"], ["get", "list", "watch", "update", "patch"])],
+                ),
+            ]
+        )
+        if parted == DEFAULT_CONFIG_MAP:
+            rendered.objects.append(
+                config_map(ctx, DEFAULT_CONFIG_MAP, {"config.yaml": _dump(mig_parted_config())})
+            )
+        if clients == DEFAULT_GPU_CLIENTS_CONFIG_MAP:
+            rendered.objects.append(
+                config_map(
+                    ctx,
+                    DEFAULT_GPU_CLIENTS_CONFIG_MAP,
+                    {
+                        "clients.yaml": _dump(
+                            {"version": "v1", "systemd-services": list(GPU_CLIENTS)}
+                        )
+                    },
+                )
+            )
+        image = image_or_condition(ctx, ImageOperand.MIG_MANAGER, rendered)
+        if image is None:
+            return rendered
+        envs = [
+            env_field("NODE_NAME", "spec.nodeName"),
+            env("CONFIG_FILE", "/mig-parted-config/config.yaml"),
+            env("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"),
+            env_field("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
+        ]
+        if spec.cdi.enabled:
+            envs.append(env("CDI_ENABLED", "true"))
+            hook = cdi_hook_path(ctx)
+            if hook:
+                envs.append(env("NVIDIA_CDI_HOOK_PATH", hook))
+        if ctx.host_root != "/":
+            envs.append(env("HOST_ROOT", ctx.host_root))
+        container = apply_component(
+            {
+                "name": "nvidia-mig-manager",
+                "image": image,
+                "imagePullPolicy": pull_policy(manager),
+                "env": merge_env(envs, manager.env),
+                "securityContext": {"privileged": True},
+                "volumeMounts": [
+                    mount("host-sys", "/sys"),
+                    mount("mig-parted-config", "/mig-parted-config"),
+                    mount("host-root", "/host", propagation="HostToContainer"),
+                    mount("gpu-clients", "/gpu-clients"),
+                    mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer"),
+                ],
+            },
+            manager,
+        )
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=[toolkit_validation(ctx)],
+            containers=[container],
+            volumes=[
+                host_path("host-sys", "/sys", "Directory"),
+                config_map_volume("mig-parted-config", parted),
+                validations_volume(),
+                host_path("host-root", ctx.host_root),
+                config_map_volume("gpu-clients", clients),
+            ],
+            images=[manager],
+            runtime_class=True,
+        )
+        rendered.objects.append(daemonset(ctx, APP, pod))
+        return rendered

@@ -1,0 +1,334 @@
+"""`state-container-toolkit`: installs the NVIDIA Container Toolkit and configures the node's
+container runtime for the `nvidia` runtime (and CDI).
+
+**Runtime detection**: from the GPU nodes' `status.nodeInfo.containerRuntimeVersion`
+(`containerd://2.1.4`, `cri-o://1.31.0`, `docker://27.3.1`); the runtime most GPU nodes run
+wins (ties: containerd, then cri-o, then docker); with no GPU node reporting one,
+`operator.defaultRuntime`. Nodes on another runtime get a condition naming them: one
+DaemonSet can configure one runtime.
+
+**Runtime config** (env of `nvidia-container-toolkit-ctr`), as the reference sets it:
+`RUNTIME`, and per runtime the host files the toolkit edits, mounted into the container:
+
+- containerd: config `/etc/containerd/config.toml`, drop-in
+  `/etc/containerd/conf.d/99-nvidia.toml`, socket `/run/containerd/containerd.sock`
+- crio: config `/etc/crio/config.toml`, drop-in `/etc/crio/crio.conf.d/99-nvidia.conf`
+- docker: config `/etc/docker/daemon.json`, socket `/var/run/docker.sock`
+
+`toolkit.env` overrides every default. For the path variables (`CONTAINERD_CONFIG`,
+`CONTAINERD_SOCKET`, `RUNTIME_CONFIG`, `RUNTIME_DROP_IN_CONFIG`, `CRIO_CONFIG`,
+`DOCKER_CONFIG`, `DOCKER_SOCKET`) a user value is the path **on the host** (k3s, RKE2,
+MicroK8s keep containerd elsewhere), exactly as with the reference: its directory is mounted
+into the container under `/runtime/...` and the variable then names the file there
+(`RUNTIME_DROP_IN_CONFIG_HOST_PATH` keeps the host path). `CONTAINERD_RUNTIME_CLASS`
+defaults to `operator.runtimeClass`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.api import ClusterPolicy
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    VALIDATIONS_DIR,
+    ClusterView,
+    Ctx,
+    GPUNode,
+    Rendered,
+    apply_component,
+    config_map,
+    config_map_volume,
+    daemonset,
+    deploy_label,
+    env,
+    env_field,
+    get_env,
+    host_path,
+    image_or_condition,
+    merge_env,
+    mount,
+    nodes_phrase,
+    pod_spec,
+    pull_policy,
+    service_account,
+    set_env,
+    validations_volume,
+)
+
+NAME = "state-container-toolkit"
+DEPLOY_LABEL = deploy_label("container-toolkit")
+APP = "nvidia-container-toolkit-daemonset"
+ACCOUNT = "nvidia-container-toolkit"
+ENTRYPOINT_CONFIG_MAP = "nvidia-container-toolkit-entrypoint"
+DEFAULT_INSTALL_DIR = "/usr/local/nvidia"
+
+RUNTIMES = ("containerd", "crio", "docker")
+_PREFIXES: Mapping[str, str] = {
+    "containerd": "containerd",
+    "cri-o": "crio",
+    "crio": "crio",
+    "docker": "docker",
+}
+
+#: Host defaults per runtime: (config file, drop-in file, socket file).
+RUNTIME_DEFAULTS: Mapping[str, tuple[str, str | None, str | None]] = {
+    "containerd": (
+        "/etc/containerd/config.toml",
+        "/etc/containerd/conf.d/99-nvidia.toml",
+        "/run/containerd/containerd.sock",
+    ),
+    "crio": ("/etc/crio/config.toml", "/etc/crio/crio.conf.d/99-nvidia.conf", None),
+    "docker": ("/etc/docker/daemon.json", None, "/var/run/docker.sock"),
+}
+_CONFIG_ENV: Mapping[str, str] = {
+    "containerd": "CONTAINERD_CONFIG",
+    "crio": "CRIO_CONFIG",
+    "docker": "DOCKER_CONFIG",
+}
+_SOCKET_ENV: Mapping[str, str] = {"containerd": "CONTAINERD_SOCKET", "docker": "DOCKER_SOCKET"}
+CONFIG_DIR = "/runtime/config-dir"
+DROP_IN_DIR = "/runtime/config-dir.d"
+SOCKET_DIR = "/runtime/sock-dir"
+
+
+def node_runtime(version: str) -> str | None:
+    """`containerd://2.1.4` -> `containerd`, `cri-o://1.31` -> `crio`; None if unknown."""
+    scheme = version.split("://", 1)[0].strip().lower() if "://" in version else ""
+    return _PREFIXES.get(scheme)
+
+
+def detect_runtime(nodes: Sequence[GPUNode], *, default: str = "containerd") -> str:
+    """The container runtime of the GPU nodes: `containerd`, `crio` or `docker`.
+
+    The one most nodes run (ties: containerd, crio, docker); `default` when no node
+    reports a runtime this operator knows.
+    """
+    counts = Counter(r for r in (node_runtime(n.container_runtime) for n in nodes) if r)
+    if not counts:
+        return default if default in RUNTIMES else "containerd"
+    return max(RUNTIMES, key=lambda r: (counts[r], -RUNTIMES.index(r)))
+
+
+_ENTRYPOINT = """#!/bin/bash
+# Point the toolkit at the driver: the driver container's root, or the host's when the
+# validator found a preinstalled driver.
+set -e
+driver_root=/run/nvidia/driver
+driver_root_ctr_path=$driver_root
+if [[ -f /run/nvidia/validations/host-driver-ready ]]; then
+  driver_root=/
+  driver_root_ctr_path=/host
+fi
+export NVIDIA_DRIVER_ROOT=$driver_root
+export DRIVER_ROOT_CTR_PATH=$driver_root_ctr_path
+# containerd (1.6.9 and later) can send SIGTERM right after its own restart; give it time.
+sleep 5
+exec nvidia-toolkit "${ROOT:-/usr/local/nvidia}"
+"""
+
+
+def _runtime_config(
+    runtime: str, envs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Set the runtime env (in place) and return the mounts and volumes for it."""
+    config_default, drop_in_default, socket_default = RUNTIME_DEFAULTS[runtime]
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+
+    config = get_env(envs, _CONFIG_ENV[runtime]) or get_env(envs, "RUNTIME_CONFIG")
+    config = config or config_default
+    in_ctr = f"{CONFIG_DIR}/{posixpath.basename(config)}"
+    set_env(envs, "RUNTIME_CONFIG", in_ctr)
+    set_env(envs, _CONFIG_ENV[runtime], in_ctr)
+    mounts.append(mount(f"{runtime}-config", CONFIG_DIR))
+    volumes.append(host_path(f"{runtime}-config", posixpath.dirname(config), "DirectoryOrCreate"))
+
+    if drop_in_default is not None:
+        drop_in = get_env(envs, "RUNTIME_DROP_IN_CONFIG") or drop_in_default
+        set_env(envs, "RUNTIME_DROP_IN_CONFIG", f"{DROP_IN_DIR}/{posixpath.basename(drop_in)}")
+        set_env(envs, "RUNTIME_DROP_IN_CONFIG_HOST_PATH", drop_in)
+        mounts.append(mount(f"{runtime}-drop-in-config", DROP_IN_DIR))
+        volumes.append(
+            host_path(f"{runtime}-drop-in-config", posixpath.dirname(drop_in), "DirectoryOrCreate")
+        )
+
+    if socket_default is not None:
+        socket = get_env(envs, _SOCKET_ENV[runtime]) or socket_default
+        in_ctr = f"{SOCKET_DIR}/{posixpath.basename(socket)}"
+        set_env(envs, "RUNTIME_SOCKET", in_ctr)
+        set_env(envs, _SOCKET_ENV[runtime], in_ctr)
+        mounts.append(mount(f"{runtime}-socket", SOCKET_DIR))
+        volumes.append(host_path(f"{runtime}-socket", posixpath.dirname(socket)))
+    return mounts, volumes
+
+
+def _driver_validation(ctx: Ctx) -> dict[str, Any]:
+    """Waits until the validator has found a working driver (`driver-ready`)."""
+    envs = [
+        env("WITH_WAIT", "true"),
+        env("COMPONENT", "driver"),
+        env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+    ]
+    if ctx.driver_install_dir != "/run/nvidia/driver":
+        envs += [
+            env("DRIVER_INSTALL_DIR", ctx.driver_install_dir),
+            env("DRIVER_INSTALL_DIR_CTR_PATH", ctx.driver_install_dir),
+        ]
+    if ctx.host_root != "/":
+        envs.append(env("HOST_ROOT", ctx.host_root))
+    return {
+        "name": "driver-validation",
+        "image": ctx.validator_image,
+        "imagePullPolicy": pull_policy(ctx.spec.validator),
+        "command": ["sh", "-c"],
+        "args": ["nvidia-validator"],
+        "env": envs,
+        "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
+        "volumeMounts": [
+            mount("driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"),
+            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
+            mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+            mount("host-dev-char", "/host-dev-char"),
+        ],
+    }
+
+
+class Toolkit:
+    """The container toolkit DaemonSet, its ServiceAccount and entrypoint ConfigMap."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.toolkit.enabled
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        ctx = Ctx(policy, view, self.name)
+        spec = policy.spec
+        toolkit = spec.toolkit
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                config_map(
+                    ctx, ENTRYPOINT_CONFIG_MAP, {"entrypoint.sh": _ENTRYPOINT}, labels={"app": APP}
+                ),
+            ]
+        )
+        image = image_or_condition(ctx, ImageOperand.CONTAINER_TOOLKIT, rendered)
+        if image is None:
+            return rendered
+
+        detected = detect_runtime(view.gpu_nodes, default=spec.operator.default_runtime)
+        others = [
+            n.name
+            for n in view.gpu_nodes
+            if (r := node_runtime(n.container_runtime)) is not None and r != detected
+        ]
+        if others:
+            rendered.conditions.append(
+                (
+                    "MixedContainerRuntimes",
+                    f"{nodes_phrase(others, ('does', 'do'))} not run {detected}, the runtime "
+                    "the container toolkit is configured for",
+                )
+            )
+
+        install_dir = toolkit.install_dir or DEFAULT_INSTALL_DIR
+        defaults = [
+            env("ROOT", install_dir),
+            env("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", "management.nvidia.com/gpu"),
+            env("NVIDIA_VISIBLE_DEVICES", "void"),
+            env("TOOLKIT_PID_FILE", "/run/nvidia/toolkit/toolkit.pid"),
+            env_field("NRI_NAMESPACE", "metadata.namespace"),
+            env("RUNTIME", detected),
+        ]
+        if detected == "containerd":
+            defaults.append(env("CONTAINERD_RUNTIME_CLASS", ctx.runtime_class))
+        if detected == "crio":
+            defaults.append(env("CRIO_CONFIG_MODE", "config"))
+        if spec.cdi.enabled:
+            defaults += [
+                env("CDI_ENABLED", "true"),
+                env("NVIDIA_RUNTIME_SET_AS_DEFAULT", "false"),
+                env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
+            ]
+        if ctx.host_root != "/":
+            defaults.append(env("HOST_ROOT", ctx.host_root))
+        envs = merge_env(defaults, toolkit.env)
+        runtime = get_env(envs, "RUNTIME") or detected
+        if runtime not in RUNTIMES:
+            rendered.conditions.append(
+                (
+                    "RuntimeUnsupported",
+                    f"toolkit.env sets RUNTIME={runtime!r}; use one of {', '.join(RUNTIMES)}",
+                )
+            )
+            runtime = detected
+            set_env(envs, "RUNTIME", runtime)
+        runtime_mounts, runtime_volumes = _runtime_config(runtime, envs)
+
+        container = apply_component(
+            {
+                "name": "nvidia-container-toolkit-ctr",
+                "image": image,
+                "imagePullPolicy": pull_policy(toolkit),
+                "command": ["/bin/bash", "-c"],
+                "args": ["/bin/entrypoint.sh"],
+                "env": envs,
+                "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
+                "volumeMounts": [
+                    mount(
+                        "nvidia-container-toolkit-entrypoint",
+                        "/bin/entrypoint.sh",
+                        read_only=True,
+                        sub_path="entrypoint.sh",
+                    ),
+                    mount("toolkit-root", "/run/nvidia/toolkit"),
+                    mount("run-nvidia-validations", VALIDATIONS_DIR),
+                    mount("toolkit-install-dir", install_dir),
+                    mount("crio-hooks", "/usr/share/containers/oci/hooks.d"),
+                    mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
+                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+                    mount("cdi-root", "/var/run/cdi"),
+                    *runtime_mounts,
+                ],
+            },
+            toolkit,
+        )
+        crio_hooks = (
+            "/usr/share/containers/oci/hooks.d"
+            if runtime == "crio"
+            else "/run/containers/oci/hooks.d"
+        )
+        volumes = [
+            config_map_volume(
+                "nvidia-container-toolkit-entrypoint", ENTRYPOINT_CONFIG_MAP, mode=0o700
+            ),
+            host_path("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
+            validations_volume(),
+            host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+            host_path("host-root", ctx.host_root),
+            host_path("toolkit-install-dir", install_dir),
+            host_path("crio-hooks", crio_hooks),
+            host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
+            host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+            *runtime_volumes,
+        ]
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=[_driver_validation(ctx)],
+            containers=[container],
+            volumes=volumes,
+            images=[toolkit],
+            host_pid=True,
+        )
+        rendered.objects.append(daemonset(ctx, APP, pod))
+        return rendered

@@ -1,0 +1,204 @@
+"""`state-operator-validation`: the validator checks each layer on each node, in order, and
+writes the files the other operands wait for in `/run/nvidia/validations`:
+
+`driver-validation` (driver loaded, or a preinstalled host driver: `driver-ready`) ->
+`toolkit-validation` (`toolkit-ready`) -> `cuda-validation` (a CUDA workload pod runs:
+`cuda-ready`) -> `plugin-validation` (the device plugin advertises GPUs: `plugin-ready`;
+only when the device plugin is enabled). Its main container only sleeps; its readiness
+means "this node's GPU stack works".
+
+`validator.env` goes to the main container; `validator.{driver,toolkit,cuda,plugin}.env`
+to each validation step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from components.api import ClusterPolicy, EnvVar
+from components.api import Operand as ImageOperand
+from components.operands._common import (
+    VALIDATIONS_DIR,
+    ClusterView,
+    Ctx,
+    Rendered,
+    apply_component,
+    cluster_role,
+    daemonset,
+    deploy_label,
+    env,
+    env_field,
+    host_path,
+    image_or_condition,
+    merge_env,
+    mount,
+    pod_spec,
+    pull_policy,
+    role,
+    rule,
+    service_account,
+    validations_volume,
+)
+
+NAME = "state-operator-validation"
+DEPLOY_LABEL = deploy_label("operator-validator")
+APP = "nvidia-operator-validator"
+ACCOUNT = "nvidia-operator-validator"
+PART_OF = {"app.kubernetes.io/part-of": "gpu-operator"}
+
+
+def _step(
+    ctx: Ctx,
+    image: str,
+    component: str,
+    defaults: Sequence[dict[str, Any]],
+    overrides: Iterable[EnvVar],
+    mounts: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    validator = ctx.spec.validator
+    return {
+        "name": f"{component}-validation",
+        "image": image,
+        "imagePullPolicy": pull_policy(validator),
+        "command": ["sh", "-c"],
+        "args": ["nvidia-validator"],
+        "env": merge_env([env("COMPONENT", component), *defaults], overrides),
+        "securityContext": {
+            "privileged": True,
+            "runAsUser": 0,
+            **({"seLinuxOptions": {"level": "s0"}} if component == "driver" else {}),
+        },
+        "volumeMounts": [
+            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
+            *mounts,
+        ],
+    }
+
+
+def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
+    """What the cuda and plugin steps need to start their test pods."""
+    validator = ctx.spec.validator
+    out = [
+        env("WITH_WAIT", "false"),
+        env_field("NODE_NAME", "spec.nodeName"),
+        env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+        env("VALIDATOR_IMAGE", image),
+        env("VALIDATOR_IMAGE_PULL_POLICY", pull_policy(validator)),
+        env("VALIDATOR_RUNTIME_CLASS", ctx.runtime_class),
+    ]
+    if validator.image_pull_secrets:
+        out.append(env("VALIDATOR_IMAGE_PULL_SECRETS", ",".join(validator.image_pull_secrets)))
+    return out
+
+
+class Validator:
+    """The operator validator DaemonSet, its ServiceAccount and RBAC."""
+
+    name: str = NAME
+    deploy_label: str | None = DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        """Always on, as in the reference: the other operands wait for its files."""
+        return True
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        ctx = Ctx(policy, view, self.name)
+        spec = policy.spec
+        validator = spec.validator
+        rendered = Rendered(
+            objects=[
+                service_account(ctx, ACCOUNT),
+                *role(
+                    ctx,
+                    ACCOUNT,
+                    [
+                        rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+                        rule(["apps"], ["daemonsets"], ["get", "list"]),
+                    ],
+                ),
+                *cluster_role(ctx, ACCOUNT, [rule([""], ["nodes"], ["get", "list", "watch"])]),
+            ]
+        )
+        image = image_or_condition(ctx, ImageOperand.OPERATOR_VALIDATOR, rendered)
+        if image is None:
+            return rendered
+
+        driver_env = [env("WITH_WAIT", "true")]
+        if ctx.driver_install_dir != "/run/nvidia/driver":
+            driver_env += [
+                env("DRIVER_INSTALL_DIR", ctx.driver_install_dir),
+                env("DRIVER_INSTALL_DIR_CTR_PATH", ctx.driver_install_dir),
+            ]
+        if ctx.host_root != "/":
+            driver_env.append(env("HOST_ROOT", ctx.host_root))
+        steps = [
+            _step(
+                ctx,
+                image,
+                "driver",
+                driver_env,
+                validator.driver.env,
+                [
+                    mount(
+                        "driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"
+                    ),
+                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+                    mount("host-dev-char", "/host-dev-char"),
+                ],
+            ),
+            _step(ctx, image, "toolkit", [env("WITH_WAIT", "false")], validator.toolkit.env),
+            _step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
+        ]
+        if spec.device_plugin.enabled:
+            steps.append(
+                _step(
+                    ctx,
+                    image,
+                    "plugin",
+                    [
+                        env("WITH_WORKLOAD", "true"),
+                        env("MIG_STRATEGY", spec.mig.strategy),
+                        *_workload_env(ctx, image),
+                    ],
+                    validator.plugin.env,
+                )
+            )
+        main = apply_component(
+            {
+                "name": "nvidia-operator-validator",
+                "image": image,
+                "imagePullPolicy": pull_policy(validator),
+                "command": ["sh", "-c"],
+                "args": ["echo all validations are successful; sleep infinity"],
+                "securityContext": {"privileged": True, "runAsUser": 0},
+                "lifecycle": {
+                    "preStop": {
+                        "exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/*-ready"]}
+                    }
+                },
+                "volumeMounts": [
+                    mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional")
+                ],
+            },
+            validator,
+        )
+        if validator.env:
+            main["env"] = merge_env([], validator.env)
+        pod = pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEPLOY_LABEL,
+            init_containers=steps,
+            containers=[main],
+            volumes=[
+                validations_volume(),
+                host_path("driver-install-dir", ctx.driver_install_dir),
+                host_path("host-root", ctx.host_root),
+                host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
+            ],
+            images=[validator],
+            runtime_class=True,
+        )
+        rendered.objects.append(daemonset(ctx, APP, pod, selector=PART_OF))
+        return rendered
