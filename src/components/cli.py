@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from components import __version__, demo
+from components import __version__, demo, sim
 from components.api import commands as api_commands
 
 Handler = Callable[[argparse.Namespace], int]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     version.set_defaults(handler=_version)
     api_commands.register(sub)
     demo.register(sub)
+    sim.register(sub)
     return parser
 
 
@@ -59,4 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Import by name: `python -m components.cli` would otherwise run a second copy of this
+    # module, whose CommandError the subcommands (importing the first copy) never raise.
+    from components.cli import main as installed_main
+
+    sys.exit(installed_main())

@@ -1,0 +1,213 @@
+"""`gpu-operator sim up|down|status`: a simulated GPU cluster that keeps running in the
+background until `sim down`.
+
+Progress goes to stderr; the only line on stdout, and the last one printed, is the
+kubeconfig path, so `export KUBECONFIG=$(gpu-operator sim up)` works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from components.sim._cluster import SimulatedCluster
+from components.sim._errors import SimError
+from components.sim._hardware import DEFAULT_PRODUCT, PRODUCTS
+from components.sim._nodes import (
+    DEFAULT_CONTAINER_RUNTIME,
+    ClusterConfig,
+    parse_kernels,
+    parse_os_list,
+)
+from components.sim._state import (
+    CLUSTER_DIR,
+    RecordedProcess,
+    SimState,
+    read_state,
+    remove_state,
+    state_dir,
+    stop_processes,
+    up_lock,
+    write_state,
+)
+from reconciler.envtest import ControlPlaneError
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    """The cluster the flags ask for; bad flags are one sentence naming the flag."""
+    if args.nodes < 1:
+        raise SimError(f"--nodes must be at least 1 (got {args.nodes})")
+    if args.cpu_nodes < 0:
+        raise SimError(f"--cpu-nodes must not be negative (got {args.cpu_nodes})")
+    if not 1 <= args.gpus_per_node <= 16:
+        raise SimError(f"--gpus-per-node must be between 1 and 16 (got {args.gpus_per_node})")
+    config = ClusterConfig(
+        gpu_nodes=args.nodes,
+        cpu_nodes=args.cpu_nodes,
+        gpus_per_node=args.gpus_per_node,
+        product=args.product,
+        os=parse_os_list(args.os),
+        kernels=parse_kernels(args.kernels),
+        mig_capable=args.mig_capable,
+        container_runtime=args.container_runtime,
+        mig_reconfigure_seconds=args.mig_seconds,
+    )
+    config.validate()
+    return config
+
+
+def _summary(config: ClusterConfig) -> str:
+    oses = ",".join(str(o) for o in config.os)
+    mig = ", MIG-capable" if config.mig_capable else ""
+    return (
+        f"{config.gpu_nodes} GPU nodes ({config.gpus_per_node} x {config.product}{mig}) "
+        f"and {config.cpu_nodes} CPU-only nodes on {oses}"
+    )
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from components.cli import CommandError
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    folder = state_dir()
+    try:
+        config = config_from_args(args)
+        with up_lock(folder):
+            existing = read_state(folder)
+            if existing is not None and existing.running():
+                raise SimError(
+                    f"a simulated cluster is already running (kubeconfig {existing.kubeconfig}); "
+                    "stop it with `gpu-operator sim down` first"
+                )
+            if existing is not None or (folder / CLUSTER_DIR).exists():
+                _say("removing the files of a simulated cluster that is no longer running")
+                remove_state(folder)
+                folder.mkdir(parents=True, exist_ok=True)
+            workdir = folder / CLUSTER_DIR
+            state = SimState(kubeconfig=str(workdir / "kubeconfig"), summary=_summary(config))
+            write_state(folder, state)  # early: `sim down` can clean up an interrupted `up`
+
+            def record(name: str, pid: int) -> None:
+                state.processes.append(RecordedProcess.of(name, pid))
+                write_state(folder, state)
+
+            cluster = SimulatedCluster(
+                config,
+                workdir=workdir,
+                die_with_parent=False,
+                apiserver_port=args.port,
+                progress=_say,
+                on_process=record,
+            )
+            try:
+                cluster.start()
+            except BaseException:
+                remove_state(folder)
+                raise
+            state.status = "running"
+            write_state(folder, state)
+    except (SimError, ControlPlaneError) as exc:
+        raise CommandError(str(exc)) from exc
+    _say(
+        f"simulated cluster up in {cluster.started_seconds:.1f}s: {_summary(config)}; "
+        "stop it with `gpu-operator sim down`"
+    )
+    print(cluster.kubeconfig, flush=True)
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    folder = state_dir()
+    state = read_state(folder)
+    if state is None:
+        if (folder / CLUSTER_DIR).exists():
+            remove_state(folder)
+            _say(f"removed the leftover files of a simulated cluster in {folder}")
+        else:
+            _say("no simulated cluster is running")
+        return 0
+    stop_processes(list(reversed(state.processes)))
+    remove_state(folder)
+    _say(f"stopped the simulated cluster and removed its files from {folder}")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    folder = state_dir()
+    state = read_state(folder)
+    if state is None or not state.running():
+        _say("no simulated cluster is running")
+        return 1
+    dead = [p.name for p in state.processes if not p.alive()]
+    health = f"; not running: {', '.join(dead)}" if dead else ""
+    _say(f"simulated cluster {state.status}: {state.summary}{health}")
+    print(Path(state.kubeconfig), flush=True)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "sim", help="a local simulated GPU cluster (kwok nodes with simulated NVIDIA GPUs)"
+    )
+    actions = parser.add_subparsers(dest="sim_action", metavar="ACTION", required=True)
+
+    up = actions.add_parser(
+        "up",
+        help="start a simulated cluster in the background; prints the kubeconfig path",
+        description="Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+        "kwok and the GPU node behaviour, create the nodes, wait until they are Ready and "
+        "print the kubeconfig path (last line). The cluster runs until `sim down`.",
+    )
+    up.add_argument("--nodes", type=int, default=4, help="GPU nodes (default 4)")
+    up.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only nodes (default 2)")
+    up.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    up.add_argument(
+        "--product",
+        default=DEFAULT_PRODUCT,
+        help=f"GPU product (default {DEFAULT_PRODUCT}; known: {', '.join(PRODUCTS)})",
+    )
+    up.add_argument(
+        "--os",
+        default="ubuntu22.04",
+        help="OS mix, comma-separated ID+VERSION_ID, round-robin over nodes "
+        "(default ubuntu22.04; e.g. ubuntu22.04,rhel9.4)",
+    )
+    up.add_argument(
+        "--kernels",
+        default="",
+        help="kernel mix, comma-separated, cycled over each OS's nodes "
+        "(default: the usual kernel of each OS)",
+    )
+    up.add_argument("--mig-capable", action="store_true", help="GPUs support MIG")
+    up.add_argument(
+        "--container-runtime",
+        default=DEFAULT_CONTAINER_RUNTIME,
+        help=f"status.nodeInfo.containerRuntimeVersion (default {DEFAULT_CONTAINER_RUNTIME})",
+    )
+    up.add_argument(
+        "--mig-seconds",
+        type=float,
+        default=1.0,
+        help="how long a simulated MIG reconfiguration stays pending (default 1)",
+    )
+    up.add_argument(
+        "--port", type=int, default=0, help="kube-apiserver port (default: any free port)"
+    )
+    up.set_defaults(handler=run_up)
+
+    down = actions.add_parser("down", help="stop the simulated cluster and remove its files")
+    down.set_defaults(handler=run_down)
+
+    status = actions.add_parser("status", help="say whether a simulated cluster is running")
+    status.set_defaults(handler=run_status)

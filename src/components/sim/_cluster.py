@@ -1,0 +1,533 @@
+"""The simulated cluster: a real control plane whose nodes are kwok's and whose GPUs are ours.
+
+`SimulatedCluster` starts etcd + kube-apiserver (reconciler.envtest), kube-controller-manager
+(DaemonSets, ReplicaSets, garbage collection, node lifecycle, taint eviction, ...),
+kube-scheduler, kwok (kubelets for the nodes carrying its annotation) and the GPU node
+behaviour process, creates the nodes and returns once every node is Ready and schedulable.
+Everything stops together; with `die_with_parent=False` the processes outlive Python (that is
+how `gpu-operator sim up` leaves a cluster running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import components
+from components.sim._errors import SimError
+from components.sim._nodes import (
+    ANNOTATION_INDEX,
+    KWOK_ANNOTATION,
+    KWOK_ANNOTATION_VALUE,
+    ClusterConfig,
+    NodeSpec,
+    kernel_labels,
+    node_manifest,
+)
+from reconciler.envtest import (
+    Binaries,
+    ControlPlane,
+    ControlPlaneError,
+    Process,
+    free_port,
+)
+
+_T = TypeVar("_T")
+
+# Controllers a kubelet-less cluster needs for workloads to really roll out and be evicted.
+KCM_CONTROLLERS = (
+    "daemonset-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "cronjob-controller",
+    "ttl-after-finished-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "clusterrole-aggregation-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "pod-garbage-collector-controller",
+    "disruption-controller",
+)
+_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_PORT_RETRIES = 3
+_ADDRESS_IN_USE = "address already in use"
+_CREATE_CONCURRENCY = 32
+
+
+def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine to completion from sync code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def _ok(response: Any) -> dict[str, Any]:
+    try:
+        body: bytes = await response.read()
+    finally:
+        response.release()
+    if not 200 <= response.status < 300:
+        try:
+            message = json.loads(body).get("message", "")
+        except ValueError:
+            message = body[:200].decode(errors="replace")
+        raise SimError(f"the apiserver answered {response.status}: {message}")
+    result: dict[str, Any] = json.loads(body)
+    return result
+
+
+class SimulatedCluster:
+    """A full simulated GPU cluster; use as a context manager or call `start()`/`stop()`.
+
+    `config` says which nodes to create. `workdir` keeps the cluster's files (required with
+    `die_with_parent=False`); without it a temporary folder is used and removed at `stop()`.
+    `apiserver_port` fixes the apiserver's port (0 = any free one). `progress` receives one
+    line per start-up step.
+    """
+
+    def __init__(
+        self,
+        config: ClusterConfig | None = None,
+        *,
+        workdir: Path | None = None,
+        binaries: Binaries | None = None,
+        die_with_parent: bool = True,
+        apiserver_port: int = 0,
+        startup_timeout: float = 120.0,
+        progress: Callable[[str], None] | None = None,
+        on_process: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.config = config or ClusterConfig()
+        self.binaries = binaries or Binaries.from_cache()
+        self._workdir = workdir
+        self._die_with_parent = die_with_parent
+        self._apiserver_port = apiserver_port
+        self._startup_timeout = startup_timeout
+        self._progress = progress or (lambda line: None)
+        self._on_process = on_process or (lambda name, pid: None)
+        self.control_plane: ControlPlane | None = None
+        self.processes: dict[str, Process] = {}
+        self.nodes: list[NodeSpec] = []
+        self.started_seconds = 0.0
+        self._component_ports: dict[str, int] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        if self.control_plane is None:
+            raise SimError("the simulated cluster is not started")
+        return self.control_plane.kubeconfig
+
+    @property
+    def workdir(self) -> Path:
+        if self.control_plane is None:
+            raise SimError("the simulated cluster is not started")
+        return self.control_plane.workdir
+
+    @property
+    def gpu_nodes(self) -> list[str]:
+        return [spec.name for spec in self.nodes if spec.gpus]
+
+    @property
+    def cpu_nodes(self) -> list[str]:
+        return [spec.name for spec in self.nodes if not spec.gpus]
+
+    def start(self) -> Self:
+        """Start every component, create the nodes, and wait until they are Ready."""
+        began = time.monotonic()
+        specs = self.config.node_specs()
+        if self._apiserver_port:
+            _check_port_free(self._apiserver_port)
+        self.binaries.require(
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"
+        )
+        stages = sorted(self.binaries.kwok_stages.glob("*.yaml"))
+        if not stages:
+            raise SimError(
+                f"kwok's stage configs are missing in {self.binaries.kwok_stages}; "
+                "run `bash hack/build-binaries.sh` to install them"
+            )
+        if self._workdir is None and not self._die_with_parent:
+            raise SimError("a cluster that outlives this process needs a workdir")
+        try:
+            self._progress("starting etcd and kube-apiserver")
+            self.control_plane = ControlPlane(
+                workdir=self._workdir,
+                binaries=self.binaries,
+                die_with_parent=self._die_with_parent,
+                apiserver_port=self._apiserver_port,
+                startup_timeout=self._startup_timeout,
+            ).start()
+            plane = self.control_plane
+            for name, process in (("etcd", plane.etcd), ("kube-apiserver", plane.apiserver)):
+                if process is not None and process.pid is not None:
+                    self._on_process(name, process.pid)
+            self._progress(
+                "starting kube-controller-manager, kube-scheduler, kwok and the GPU node behaviour"
+            )
+            self._start_components(stages)
+            self._progress(
+                f"creating {self.config.gpu_nodes} GPU nodes "
+                f"({self.config.gpus_per_node} x {self.config.product}) and "
+                f"{self.config.cpu_nodes} CPU-only nodes"
+            )
+            _run(self._add_nodes(specs, first_index=0))
+        except ControlPlaneError as exc:
+            self.stop()
+            raise SimError(str(exc)) from exc
+        except BaseException:
+            self.stop()
+            raise
+        self.started_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        """Stop every process (behaviour, kwok, scheduler, controllers, apiserver, etcd)."""
+        for name in reversed(list(self.processes)):
+            self.processes[name].stop()
+        self.processes.clear()
+        if self.control_plane is not None:
+            self.control_plane.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def pids(self) -> dict[str, int]:
+        """Each running process's pid (control plane included), in start order."""
+        found: dict[str, int] = {}
+        plane = self.control_plane
+        if plane is not None:
+            for name, process in (("etcd", plane.etcd), ("kube-apiserver", plane.apiserver)):
+                if process is not None and process.pid is not None:
+                    found[name] = process.pid
+        for name, process in self.processes.items():
+            if process.pid is not None:
+                found[name] = process.pid
+        return found
+
+    def log_tails(self, lines: int = 40) -> dict[str, str]:
+        return self.control_plane.log_tails(lines) if self.control_plane else {}
+
+    # -- components --------------------------------------------------------------------
+
+    def _start_components(self, stages: Sequence[Path]) -> None:
+        plane = self.control_plane
+        assert plane is not None and plane.pki is not None
+        kubeconfig = str(plane.kubeconfig)
+        auth = [
+            f"--kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+        ]
+        kcm = [
+            str(self.binaries.kube_controller_manager),
+            *auth,
+            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            "--use-service-account-credentials=false",
+            f"--service-account-private-key-file={plane.pki.sa_private_key}",
+            f"--root-ca-file={plane.pki.ca_cert}",
+            f"--cert-dir={plane.workdir / 'kube-controller-manager'}",
+            "--concurrent-daemonset-syncs=4",
+            "--concurrent-replicaset-syncs=4",
+            "--concurrent-gc-syncs=20",
+        ]
+        scheduler = [
+            str(self.binaries.kube_scheduler),
+            *auth,
+            f"--cert-dir={plane.workdir / 'kube-scheduler'}",
+        ]
+        kwok = [
+            str(self.binaries.kwok),
+            f"--kubeconfig={kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
+            "--node-lease-duration-seconds=40",
+            "--v=WARN",  # INFO is a line per node patch and lease renewal
+            *(f"--config={stage}" for stage in stages),
+        ]
+        # Launch everything, then wait: the components start up side by side.
+        on_ports = {
+            "kube-controller-manager": (kcm, "--secure-port="),
+            "kube-scheduler": (scheduler, "--secure-port="),
+            "kwok": (kwok, "--server-address=127.0.0.1:"),
+        }
+        urls = {name: self._launch_on_free_port(name, *spec) for name, spec in on_ports.items()}
+        ready_file = plane.workdir / "gpu-node-behaviour.ready"
+        ready_file.unlink(missing_ok=True)
+        source_root = Path(components.__file__).resolve().parent.parent
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(source_root), env.get("PYTHONPATH", "")) if p
+        )
+        env.pop("KUBECONFIG", None)
+        behaviour = [
+            sys.executable,
+            "-m",
+            "components.sim.gpu_node_behaviour",
+            f"--kubeconfig={kubeconfig}",
+            f"--mig-reconfigure-seconds={self.config.mig_reconfigure_seconds}",
+            f"--ready-file={ready_file}",
+        ]
+        self._launch("gpu-node-behaviour", behaviour, env=env)
+        for name, (argv, flag) in on_ports.items():
+            for attempt in range(_PORT_RETRIES):
+                healthy = partial(_healthy, urls[name])
+                if self._wait(
+                    name, healthy, "did not become healthy", fail=not attempt + 1 < _PORT_RETRIES
+                ):
+                    break
+                if _ADDRESS_IN_USE not in self.processes[name].log_tail(200):
+                    raise self._failure(name, "did not become healthy")
+                # Another process took the port between our pick and its bind: again.
+                self.processes[name].stop()
+                urls[name] = self._launch_on_free_port(name, argv, flag)
+        self._wait("gpu-node-behaviour", ready_file.exists, "did not finish its first sync")
+
+    def _launch(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> Process:
+        plane = self.control_plane
+        assert plane is not None
+        process = Process(
+            name,
+            argv,
+            plane.logs_dir / f"{name}.log",
+            env=env,
+            die_with_parent=self._die_with_parent,
+        )
+        process.start()
+        self.processes[name] = process
+        if process.pid is not None:
+            self._on_process(name, process.pid)
+        return process
+
+    def _launch_on_free_port(self, name: str, argv: Sequence[str], flag: str) -> str:
+        """Start a component on a free port; returns its health URL."""
+        port = free_port()
+        self._launch(name, [*argv, f"{flag}{port}"])
+        self._component_ports[name] = port
+        scheme = "http" if name == "kwok" else "https"
+        return f"{scheme}://127.0.0.1:{port}/healthz"
+
+    def _wait(self, name: str, ready: Callable[[], bool], what: str, *, fail: bool = True) -> bool:
+        process = self.processes[name]
+        deadline = time.monotonic() + self._startup_timeout
+        while time.monotonic() < deadline and process.alive():
+            if ready():
+                return True
+            time.sleep(0.1)
+        if not fail:
+            return False
+        raise self._failure(name, what)
+
+    def _failure(self, name: str, what: str) -> SimError:
+        process = self.processes[name]
+        state = (
+            f"exited with status {process.exit_code()}"
+            if not process.alive()
+            else f"{what} within {self._startup_timeout:.0f}s"
+        )
+        return SimError(f"{name} {state}; last lines of {process.log_path}:\n{process.log_tail()}")
+
+    # -- nodes -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def api_client(self) -> AsyncIterator[Any]:
+        """A kubernetes_asyncio ApiClient for this cluster, as the admin user."""
+        from kubernetes_asyncio import client, config
+
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(self.kubeconfig), client_configuration=configuration
+        )
+        configuration.connection_pool_maxsize = _CREATE_CONCURRENCY
+        async with client.ApiClient(configuration) as api:
+            yield api
+
+    def gpu_node_spec(self, name: str, **fields: Any) -> NodeSpec:
+        """A GPU node like the ones this cluster was built with; `fields` override."""
+        from components.sim._nodes import gpu_node
+
+        base: dict[str, Any] = {
+            "gpus": self.config.gpus_per_node,
+            "product": self.config.product,
+            "os": self.config.os[0],
+            "mig_capable": self.config.mig_capable,
+            "container_runtime": self.config.container_runtime,
+        }
+        if self.config.kernels and "kernel" not in fields and "os" not in fields:
+            base["kernel"] = self.config.kernels[0]
+        base.update(fields)
+        return gpu_node(name, **base)
+
+    async def add_node(self, spec: NodeSpec, *, wait_ready: bool = True) -> None:
+        """Create one more node (it joins like a kubelet registering) and wait until Ready."""
+        await self.add_nodes([spec], wait_ready=wait_ready)
+
+    async def add_nodes(self, specs: Sequence[NodeSpec], *, wait_ready: bool = True) -> None:
+        for spec in specs:
+            spec.validate()
+        async with self.api_client() as api:
+            from kubernetes_asyncio import client
+
+            core: Any = client.CoreV1Api(api)
+            listed = await _ok(await core.list_node(_preload_content=False))
+            used = [
+                int((item["metadata"].get("annotations") or {}).get(ANNOTATION_INDEX, "-1"))
+                for item in listed.get("items") or []
+            ]
+        await self._add_nodes(specs, first_index=max(used, default=-1) + 1, wait=wait_ready)
+
+    async def _add_nodes(
+        self, specs: Sequence[NodeSpec], *, first_index: int, wait: bool = True
+    ) -> None:
+        began = time.monotonic()
+        async with self.api_client() as api:
+            from kubernetes_asyncio import client
+
+            core: Any = client.CoreV1Api(api)
+            gate = asyncio.Semaphore(_CREATE_CONCURRENCY)
+
+            async def create(spec: NodeSpec, index: int) -> None:
+                async with gate:
+                    await _ok(
+                        await core.create_node(node_manifest(spec, index), _preload_content=False)
+                    )
+
+            async with asyncio.TaskGroup() as group:
+                for offset, spec in enumerate(specs):
+                    group.create_task(create(spec, first_index + offset))
+            self.nodes.extend(specs)
+            if wait:
+                await self._wait_ready(core, [spec.name for spec in specs])
+                self._progress(f"{len(specs)} nodes Ready in {time.monotonic() - began:.1f}s")
+
+    async def _wait_ready(self, core: Any, names: Iterable[str]) -> None:
+        """Until kwok reports every node Ready and the node controller lifted its taints."""
+        waiting = set(names)
+        timeout = self._startup_timeout + 0.05 * len(waiting)
+        interval = 0.2 if len(waiting) <= 200 else 1.0
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = await _ok(await core.list_node(_preload_content=False))
+            for item in listed.get("items") or []:
+                if _schedulable(item):
+                    waiting.discard(item["metadata"]["name"])
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                shown = ", ".join(sorted(waiting)[:5])
+                raise SimError(
+                    f"{len(waiting)} nodes were not Ready within {timeout:.0f}s ({shown}); "
+                    f"see the kwok and kube-controller-manager logs in {self.workdir / 'logs'}"
+                )
+            await asyncio.sleep(interval)
+
+    async def remove_node(self, name: str) -> None:
+        """Delete a node, as when a machine leaves the cluster."""
+        async with self.api_client() as api:
+            from kubernetes_asyncio import client
+
+            core: Any = client.CoreV1Api(api)
+            await _ok(await core.delete_node(name, _preload_content=False))
+        self.nodes = [spec for spec in self.nodes if spec.name != name]
+
+    async def set_node_labels(self, name: str, labels: Mapping[str, str | None]) -> None:
+        """Set (or, with None, remove) labels on a node, as NFD or an admin would."""
+        await self._patch_node(name, {"metadata": {"labels": dict(labels)}})
+
+    async def change_kernel(self, name: str, kernel: str) -> None:
+        """The node rebooted into another kernel: NFD's kernel labels and nodeInfo change."""
+        await self.set_node_labels(name, kernel_labels(kernel))
+        await self._patch_node(
+            name, {"status": {"nodeInfo": {"kernelVersion": kernel}}}, status=True
+        )
+        self.nodes = [
+            _with_kernel(spec, kernel) if spec.name == name else spec for spec in self.nodes
+        ]
+
+    async def _patch_node(self, name: str, body: dict[str, Any], *, status: bool = False) -> None:
+        async with self.api_client() as api:
+            from kubernetes_asyncio import client
+
+            core: Any = client.CoreV1Api(api)
+            call = core.patch_node_status if status else core.patch_node
+            await _ok(
+                await call(
+                    name,
+                    body,
+                    _content_type="application/merge-patch+json",
+                    _preload_content=False,
+                )
+            )
+
+
+def _with_kernel(spec: NodeSpec, kernel: str) -> NodeSpec:
+    from dataclasses import replace
+
+    return replace(spec, kernel=kernel)
+
+
+def _schedulable(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("key") in _NOT_READY_TAINTS for t in taints)
+
+
+def _healthy(url: str) -> bool:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(
+            url, timeout=2, context=context if url.startswith("https") else None
+        ) as response:
+            return bool(response.read().strip() == b"ok")
+    except (OSError, urllib.error.URLError, ssl.SSLError):
+        return False
+
+
+def _check_port_free(port: int) -> None:
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise SimError(f"port {port} is not a valid TCP port (1-65535)")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise SimError(
+                f"port {port} is already in use; pick a free one or leave the port out"
+            ) from None

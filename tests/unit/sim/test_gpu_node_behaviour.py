@@ -1,0 +1,360 @@
+"""What the simulated NVIDIA node software decides for one node, given the pods on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from components.sim import cpu_node, gpu_node, node_manifest
+from components.sim.gpu_node_behaviour import (
+    ANNOTATION_MIG_APPLIED,
+    ANNOTATION_MIG_FAILED,
+    LABEL_MIG_CONFIG,
+    LABEL_MIG_STATE,
+    PAUSED_FOR_MIG,
+    MigProgress,
+    NodeInfo,
+    Operand,
+    Plan,
+    PodInfo,
+    driver_version,
+    is_gfd_label,
+    node_info,
+    operand_of,
+    plan_node,
+    pod_info,
+)
+
+pytestmark = pytest.mark.unit
+
+APPS = {
+    Operand.DRIVER: "nvidia-driver-daemonset",
+    Operand.DEVICE_PLUGIN: "nvidia-device-plugin-daemonset",
+    Operand.GPU_FEATURE_DISCOVERY: "gpu-feature-discovery",
+    Operand.MIG_MANAGER: "nvidia-mig-manager",
+    Operand.DCGM: "nvidia-dcgm",
+}
+
+
+def _pod_object(
+    app: str,
+    *,
+    node: str = "n1",
+    ready: bool = True,
+    image: str = "nvcr.io/nvidia/driver:595.91.07-ubuntu22.04",
+    env: Mapping[str, str] | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": f"{app}-x", "namespace": "gpu", "labels": {"app": app}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    container: dict[str, Any] = {"name": "c", "image": image}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": node, "containers": [container]},
+        "status": {
+            "phase": "Running" if ready else "Pending",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(operand: Operand, **kwargs: Any) -> PodInfo:
+    info = pod_info(_pod_object(APPS[operand], **kwargs))
+    assert info is not None
+    return info
+
+
+def gpu(
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    resources: Mapping[str, str] | None = None,
+    **spec: Any,
+) -> NodeInfo:
+    manifest = node_manifest(gpu_node("n1", **spec), index=0)
+    manifest["metadata"]["labels"].update(labels or {})
+    manifest["metadata"]["annotations"].update(annotations or {})
+    for key in ("capacity", "allocatable"):
+        manifest["status"][key].update(resources or {})
+    return node_info(manifest)
+
+
+def apply(node: NodeInfo, plan: Plan) -> NodeInfo:
+    """The node after the loop wrote `plan` (merge-patch semantics)."""
+
+    def merged(old: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+        result = dict(old)
+        for key, value in changes.items():
+            if value is None:
+                result.pop(key, None)
+            else:
+                result[key] = value
+        return result
+
+    return replace(
+        node,
+        labels=merged(node.labels, plan.labels),
+        annotations=merged(node.annotations, plan.annotations),
+        capacity=merged(node.capacity, plan.resources),
+        allocatable=merged(node.allocatable, plan.resources),
+    )
+
+
+STACK = [pod(Operand.DRIVER), pod(Operand.DEVICE_PLUGIN)]
+
+
+# -- which pods are operands -------------------------------------------------------------
+
+
+def test_operand_table_matches_the_reference_app_labels() -> None:
+    assert operand_of({"app": "nvidia-device-plugin-daemonset"}) is Operand.DEVICE_PLUGIN
+    assert operand_of({"app": "gpu-feature-discovery"}) is Operand.GPU_FEATURE_DISCOVERY
+    assert operand_of({"app": "nvidia-mig-manager"}) is Operand.MIG_MANAGER
+    assert operand_of({"app": "nvidia-driver-daemonset"}) is Operand.DRIVER
+    # Per-OS / per-kernel driver DaemonSets keep the prefix.
+    assert operand_of({"app": "nvidia-driver-daemonset-ubuntu22.04"}) is Operand.DRIVER
+    assert operand_of({"app.kubernetes.io/component": "nvidia-driver"}) is Operand.DRIVER
+    assert operand_of({"app": "nvidia-device-plugin-daemonset-extra"}) is None
+    assert operand_of({"app": "web"}) is None
+
+
+def test_pod_info_reads_readiness_image_and_env() -> None:
+    info = pod(Operand.DEVICE_PLUGIN, env={"MIG_STRATEGY": "mixed"})
+    assert info.ready and info.node == "n1" and info.env == {"MIG_STRATEGY": "mixed"}
+    assert not pod(Operand.DRIVER, ready=False).ready
+    assert not pod(Operand.DRIVER, deleting=True).ready
+    unbound = _pod_object("nvidia-driver-daemonset")
+    del unbound["spec"]["nodeName"]
+    assert pod_info(unbound) is None
+
+
+def test_driver_version_comes_from_the_image_tag() -> None:
+    assert driver_version("nvcr.io/nvidia/driver:580.95.05-ubuntu22.04") == "580.95.05"
+    assert driver_version("nvcr.io/nvidia/driver:570.86.15-5.15.0-131-generic-ubuntu22.04") == (
+        "570.86.15"
+    )
+    assert driver_version("nvcr.io/nvidia/driver@sha256:abcd") == "595.91.07"
+    assert driver_version("localhost:5000/driver") == "595.91.07"
+
+
+# -- device plugin -> resources -----------------------------------------------------------
+
+
+def test_device_plugin_with_driver_advertises_every_gpu() -> None:
+    plan = plan_node(gpu(gpus=4), STACK, now=0)
+    assert plan.resources == {"nvidia.com/gpu": "4"}
+    assert plan.labels == {} and plan.annotations == {}
+
+
+def test_nothing_without_a_ready_driver() -> None:
+    assert plan_node(gpu(), [pod(Operand.DEVICE_PLUGIN)], now=0).empty
+    not_ready = [pod(Operand.DRIVER, ready=False), pod(Operand.DEVICE_PLUGIN)]
+    assert plan_node(gpu(), not_ready, now=0).empty
+
+
+def test_driver_gone_takes_the_resources_away() -> None:
+    node = gpu(resources={"nvidia.com/gpu": "8"})
+    assert plan_node(node, [pod(Operand.DEVICE_PLUGIN)], now=0).resources == {
+        "nvidia.com/gpu": None
+    }
+    assert plan_node(node, [pod(Operand.DRIVER)], now=0).resources == {"nvidia.com/gpu": None}
+
+
+def test_a_driver_preinstalled_on_the_host_needs_no_driver_pod() -> None:
+    plan = plan_node(gpu(host_driver="570.86.15"), [pod(Operand.DEVICE_PLUGIN)], now=0)
+    assert plan.resources == {"nvidia.com/gpu": "8"}
+
+
+def test_in_sync_node_needs_no_write() -> None:
+    node = gpu(resources={"nvidia.com/gpu": "8"})
+    assert plan_node(node, STACK, now=0).empty
+
+
+def test_cpu_nodes_are_never_touched() -> None:
+    node = node_info(node_manifest(cpu_node("c1"), 0))
+    assert plan_node(
+        node, [pod(Operand.DRIVER, node="c1"), pod(Operand.DEVICE_PLUGIN)], now=0
+    ).empty
+
+
+# -- GPU feature discovery ----------------------------------------------------------------
+
+
+def test_gfd_labels() -> None:
+    pods = [pod(Operand.DRIVER, image="nvcr.io/nvidia/driver:580.95.05-rhel9.4")]
+    pods.append(pod(Operand.GPU_FEATURE_DISCOVERY))
+    labels = plan_node(gpu(gpus=8, product="NVIDIA-A100-SXM4-80GB"), pods, now=0).labels
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert labels["nvidia.com/gpu.memory"] == "81920"
+    assert labels["nvidia.com/gpu.family"] == "ampere"
+    assert labels["nvidia.com/gpu.compute.major"] == "8"
+    assert labels["nvidia.com/cuda.driver.major"] == "580"
+    assert labels["nvidia.com/cuda.driver.minor"] == "95"
+    assert labels["nvidia.com/cuda.driver.rev"] == "05"
+    assert labels["nvidia.com/mig.capable"] == "false"
+    assert labels["nvidia.com/mig.strategy"] == "single"
+    assert all(is_gfd_label(key) for key in labels)
+
+
+def test_gfd_labels_stay_when_gfd_stops_and_never_touch_operator_labels() -> None:
+    pods = [pod(Operand.DRIVER), pod(Operand.GPU_FEATURE_DISCOVERY)]
+    operator = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true"}
+    node = gpu(labels=operator)
+    node = apply(node, plan_node(node, pods, now=0))
+    assert node.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert plan_node(node, [pod(Operand.DRIVER)], now=0).empty
+    for key in operator:
+        assert not is_gfd_label(key)
+    assert not is_gfd_label(LABEL_MIG_CONFIG) and not is_gfd_label(LABEL_MIG_STATE)
+
+
+# -- MIG manager --------------------------------------------------------------------------
+
+
+def _mig_node(**labels: str) -> NodeInfo:
+    return gpu(gpus=2, mig_capable=True, labels={LABEL_MIG_CONFIG: "all-1g.10gb", **labels})
+
+
+def _run_mig(
+    node: NodeInfo, pods: list[PodInfo], *, seconds: float = 1.0
+) -> tuple[NodeInfo, list[str]]:
+    """Drive the MIG manager to its end, as the loop does; returns the states it wrote."""
+    states: list[str] = []
+    progress: MigProgress | None = None
+    now = 0.0
+    for _ in range(10):
+        plan = plan_node(node, pods, now=now, mig=progress, mig_reconfigure_seconds=seconds)
+        node = apply(node, plan)
+        state = plan.labels.get(LABEL_MIG_STATE)
+        if state:
+            states.append(state)
+        progress = plan.mig
+        if plan.recheck_after is None and progress is None:
+            break
+        now += plan.recheck_after or 0.0
+    return node, states
+
+
+MIG_STACK = [
+    pod(Operand.DRIVER),
+    pod(Operand.DEVICE_PLUGIN, env={"MIG_STRATEGY": "mixed"}),
+    pod(Operand.MIG_MANAGER),
+]
+
+
+def test_mig_mixed_goes_pending_then_success_with_mig_resources() -> None:
+    node, states = _run_mig(_mig_node(), MIG_STACK)
+    assert states == ["pending", "success"]
+    assert node.annotations[ANNOTATION_MIG_APPLIED] == "all-1g.10gb"
+    assert node.allocatable == {"nvidia.com/mig-1g.10gb": "14"}
+    assert node.capacity == node.allocatable
+
+
+def test_mig_waits_for_its_delay_before_success() -> None:
+    node = _mig_node()
+    first = plan_node(node, MIG_STACK, now=10.0, mig_reconfigure_seconds=2.0)
+    assert first.labels[LABEL_MIG_STATE] == "pending" and first.recheck_after == 2.0
+    node = apply(node, first)
+    early = plan_node(node, MIG_STACK, now=11.0, mig=first.mig, mig_reconfigure_seconds=2.0)
+    assert early.labels == {} and early.recheck_after == pytest.approx(1.0)
+    done = plan_node(node, MIG_STACK, now=12.0, mig=first.mig, mig_reconfigure_seconds=2.0)
+    assert done.labels[LABEL_MIG_STATE] == "success"
+
+
+def test_mig_single_strategy_multiplies_nvidia_gpu() -> None:
+    pods = [
+        pod(Operand.DRIVER),
+        pod(Operand.DEVICE_PLUGIN, env={"MIG_STRATEGY": "single"}),
+        pod(Operand.MIG_MANAGER),
+        pod(Operand.GPU_FEATURE_DISCOVERY, env={"MIG_STRATEGY": "single"}),
+    ]
+    node, _ = _run_mig(_mig_node(), pods)
+    assert node.allocatable == {"nvidia.com/gpu": "14"}
+    assert node.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
+    assert node.labels["nvidia.com/gpu.count"] == "14"
+    assert node.labels["nvidia.com/gpu.memory"] == "10240"
+    assert node.labels["nvidia.com/mig.capable"] == "true"
+
+
+def test_mig_strategy_may_come_from_the_node_label() -> None:
+    pods = [pod(Operand.DRIVER), pod(Operand.DEVICE_PLUGIN), pod(Operand.MIG_MANAGER)]
+    node, _ = _run_mig(_mig_node(**{"nvidia.com/mig.strategy": "mixed"}), pods)
+    assert node.allocatable == {"nvidia.com/mig-1g.10gb": "14"}
+
+
+def test_mig_mixed_gfd_labels_per_profile_and_cleanup_when_disabled() -> None:
+    pods = [*MIG_STACK, pod(Operand.GPU_FEATURE_DISCOVERY, env={"MIG_STRATEGY": "mixed"})]
+    node, _ = _run_mig(_mig_node(**{LABEL_MIG_CONFIG: "all-balanced"}), pods)
+    assert node.allocatable == {
+        "nvidia.com/mig-1g.10gb": "4",
+        "nvidia.com/mig-2g.20gb": "2",
+        "nvidia.com/mig-3g.40gb": "2",
+    }
+    assert node.labels["nvidia.com/mig-1g.10gb.count"] == "4"
+    assert node.labels["nvidia.com/mig-3g.40gb.memory"] == "40960"
+
+    node = apply(node, Plan(labels={LABEL_MIG_CONFIG: "all-disabled"}))
+    node, states = _run_mig(node, pods)
+    assert states == ["pending", "success"]
+    assert node.allocatable == {"nvidia.com/gpu": "2"}
+    assert not any(key.startswith("nvidia.com/mig-") for key in node.labels)
+
+
+def test_mig_config_the_gpu_cannot_apply_fails_and_keeps_the_layout() -> None:
+    node, _ = _run_mig(_mig_node(), MIG_STACK)
+    node = apply(node, Plan(labels={LABEL_MIG_CONFIG: "all-1g.5gb"}))
+    node, states = _run_mig(node, MIG_STACK)
+    assert states == ["pending", "failed"]
+    assert node.annotations[ANNOTATION_MIG_FAILED] == "all-1g.5gb"
+    assert node.annotations[ANNOTATION_MIG_APPLIED] == "all-1g.10gb"
+    assert node.allocatable == {"nvidia.com/mig-1g.10gb": "14"}
+    # It stays failed (no retry loop) until someone asks for another config.
+    assert plan_node(node, MIG_STACK, now=100.0).empty
+
+
+def test_a_node_that_is_not_mig_capable_fails_any_mig_layout() -> None:
+    node = gpu(gpus=2, mig_capable=False, labels={LABEL_MIG_CONFIG: "all-1g.10gb"})
+    node, states = _run_mig(node, MIG_STACK)
+    assert states == ["pending", "failed"]
+    assert node.allocatable == {"nvidia.com/gpu": "2"}
+
+
+def test_mig_manager_needs_its_pod_and_the_driver() -> None:
+    assert plan_node(_mig_node(), [pod(Operand.DRIVER)], now=0).empty
+    assert plan_node(_mig_node(), [pod(Operand.MIG_MANAGER)], now=0).empty
+
+
+def test_mig_manager_pauses_gpu_clients_until_their_pods_are_gone() -> None:
+    deploy = "nvidia.com/gpu.deploy.device-plugin"
+    node = _mig_node(**{deploy: "true", "nvidia.com/gpu.deploy.dcgm": "true"})
+    pods = [*MIG_STACK, pod(Operand.DCGM)]
+    first = plan_node(node, pods, now=0.0, mig_reconfigure_seconds=0.0)
+    assert first.labels[deploy] == PAUSED_FOR_MIG
+    assert first.labels["nvidia.com/gpu.deploy.dcgm"] == PAUSED_FOR_MIG
+    node = apply(node, first)
+    # The device plugin and DCGM pods are still on the node: keep waiting.
+    waiting = plan_node(node, pods, now=5.0, mig=first.mig, mig_reconfigure_seconds=0.0)
+    assert waiting.labels == {} and waiting.mig == first.mig
+    # Their DaemonSets removed them: apply, then resume the clients.
+    gone = [pod(Operand.DRIVER), pod(Operand.MIG_MANAGER)]
+    done = plan_node(node, gone, now=6.0, mig=first.mig, mig_reconfigure_seconds=0.0)
+    assert done.labels == {
+        LABEL_MIG_STATE: "success",
+        deploy: "true",
+        "nvidia.com/gpu.deploy.dcgm": "true",
+    }
+
+
+def test_no_pause_when_the_layout_already_matches() -> None:
+    deploy = "nvidia.com/gpu.deploy.device-plugin"
+    node = _mig_node(**{deploy: "true"})
+    node = apply(node, Plan(annotations={ANNOTATION_MIG_APPLIED: "all-1g.10gb"}))
+    plan = plan_node(node, MIG_STACK, now=0.0)
+    assert plan.labels == {LABEL_MIG_STATE: "pending"}
