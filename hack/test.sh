@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README, CI): install, then lint, types, layering, unit and
-# integration tests. Pass a layer to run one alone: `bash hack/test.sh unit|integration|e2e`.
+# The project's test command (README, CI): install, then lint, types, layering, unit,
+# integration and e2e tests. Pass a layer to run one alone: `bash hack/test.sh unit|integration|e2e`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -16,7 +16,7 @@ if [[ ${#layers[@]} -eq 0 ]]; then
   mypy --strict src/
   echo "== layering"
   lint-imports
-  layers=(unit integration)
+  layers=(unit integration e2e)
 fi
 
 for layer in "${layers[@]}"; do
