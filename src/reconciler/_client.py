@@ -1,0 +1,325 @@
+"""Reads from the cache, writes to the API server.
+
+Writes are level-based and idempotent by construction: server-side apply of the whole
+desired object with one field manager (`force` on objects we own), so the same reconcile
+run twice makes the same request and the server does the merging. A hash of the desired
+object, kept in an annotation, lets a reconcile skip an apply whose result it already sees
+in the cache: at 5,000 nodes most reconciles change nothing and should cost nothing.
+
+Transient failures (unreachable server, 429 throttling, 5xx) are retried here with
+tenacity; everything else surfaces as a typed exception carrying the server's message.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler._cache import Cache
+from reconciler._exceptions import (
+    ApiUnreachable,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+)
+from reconciler._objects import (
+    GVK,
+    Object,
+    annotations_of,
+    name_of,
+    namespace_of,
+    resource_version_of,
+)
+from reconciler._restmapper import Resource, RESTMapper
+from reconciler._retry import TRANSIENT, with_retries
+from reconciler._transport import APPLY_PATCH, JSON, JSON_PATCH, MERGE_PATCH, Params, Transport
+
+log = logging.getLogger("reconciler.client")
+
+POD = GVK("", "v1", "Pod")
+
+
+class Eviction(enum.Enum):
+    EVICTED = "evicted"
+    BLOCKED = "blocked"
+    """Refused, typically by a PodDisruptionBudget: try again later."""
+    NOT_FOUND = "not-found"
+    """The pod is already gone, which is what we wanted."""
+
+
+@dataclass(frozen=True)
+class EvictionResult:
+    outcome: Eviction
+    message: str = ""
+    retry_after: float | None = None
+
+    @property
+    def evicted(self) -> bool:
+        return self.outcome is not Eviction.BLOCKED
+
+
+def desired_hash(obj: Mapping[str, Any]) -> str:
+    """A stable hash of what we ask for (key order does not matter)."""
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+class Client:
+    def __init__(
+        self,
+        transport: Transport,
+        mapper: RESTMapper,
+        cache: Cache,
+        *,
+        field_manager: str,
+        hash_annotation: str | None = None,
+        attempts: int = 5,
+    ) -> None:
+        """`hash_annotation` names the annotation that records `desired_hash` on applied
+        objects; without it every apply is sent."""
+        self.transport = transport
+        self.mapper = mapper
+        self.cache = cache
+        self.field_manager = field_manager
+        self.hash_annotation = hash_annotation
+        self.attempts = attempts
+
+    # -- reads from the cache ------------------------------------------------------------
+
+    def get(self, gvk: GVK, name: str, namespace: str = "") -> Object | None:
+        """From the cache (`NotCached` if the kind has no informer). Do not mutate it."""
+        return self.cache.get(gvk, name, namespace)
+
+    def list(
+        self,
+        gvk: GVK,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        index: tuple[str, str] | None = None,
+    ) -> builtins.list[Object]:
+        return self.cache.list(gvk, namespace=namespace, labels=labels, index=index)
+
+    # -- reads from the server, for the rare read that must be fresh ---------------------
+
+    async def get_live(self, gvk: GVK, name: str, namespace: str = "") -> Object:
+        res = await self.mapper.resource_for(gvk)
+        return await self.request("GET", res.path(namespace, name))
+
+    async def list_live(
+        self, gvk: GVK, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> builtins.list[Object]:
+        res = await self.mapper.resource_for(gvk)
+        params: dict[str, str] = {"labelSelector": label_selector} if label_selector else {}
+        doc = await self.request("GET", res.path(namespace), params=params)
+        items: builtins.list[Object] = doc.get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", gvk.api_version)
+            item.setdefault("kind", gvk.kind)
+        return items
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def apply(
+        self,
+        obj: Object,
+        *,
+        force: bool = True,
+        field_manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Object:
+        """Server-side apply `obj` (the whole desired state of the fields we manage).
+
+        With a `hash_annotation`, an apply whose desired hash is already on the cached
+        object is skipped and the cached object returned.
+        """
+        gvk = GVK.of(obj)
+        res = await self.mapper.resource_for(gvk)
+        name, namespace = name_of(obj), namespace_of(obj)
+        cached = self.cache.get(gvk, name, namespace) if self.cache.is_cached(gvk) else None
+        if self.hash_annotation and subresource is None:
+            digest = desired_hash(obj)
+            if cached is not None and annotations_of(cached).get(self.hash_annotation) == digest:
+                log.debug("apply %s %s skipped: unchanged", gvk.kind, _ref(obj))
+                return cached
+            obj = _with_annotation(obj, self.hash_annotation, digest)
+        params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
+        out = await self.request(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            params=params,
+            body=obj,
+            content_type=APPLY_PATCH,
+        )
+        what = f"{gvk.kind}{'/' + subresource if subresource else ''} {_ref(obj)}"
+        if cached is not None and resource_version_of(cached) == resource_version_of(out):
+            log.debug("applied %s: no change", what)
+        else:
+            log.info("applied %s", what)
+        return out
+
+    async def apply_status(self, obj: Object, *, field_manager: str | None = None) -> Object:
+        """Server-side apply to the status subresource (only `status` is taken)."""
+        return await self.apply(obj, field_manager=field_manager, subresource="status")
+
+    async def create(self, obj: Object) -> Object:
+        gvk = GVK.of(obj)
+        res = await self.mapper.resource_for(gvk)
+        params: Params = {"fieldManager": self.field_manager}
+        out = await self.request("POST", res.path(namespace_of(obj)), params=params, body=obj)
+        log.info("created %s %s", gvk.kind, _ref(out))
+        return out
+
+    async def update(self, obj: Object, *, subresource: str | None = None) -> Object:
+        """Replace (PUT). With `metadata.resourceVersion` set, a stale copy gets `Conflict`."""
+        gvk = GVK.of(obj)
+        res = await self.mapper.resource_for(gvk)
+        params: Params = {"fieldManager": self.field_manager}
+        out = await self.request(
+            "PUT",
+            res.path(namespace_of(obj), name_of(obj), subresource),
+            params=params,
+            body=obj,
+        )
+        log.info("updated %s%s %s", gvk.kind, "/" + subresource if subresource else "", _ref(obj))
+        return out
+
+    async def update_status(self, obj: Object) -> Object:
+        """Replace the status subresource; optimistic concurrency on resourceVersion."""
+        return await self.update(obj, subresource="status")
+
+    async def patch(
+        self,
+        gvk: GVK,
+        name: str,
+        patch: Object | builtins.list[Object],
+        *,
+        namespace: str = "",
+        subresource: str | None = None,
+        json_patch: bool = False,
+    ) -> Object:
+        """A JSON merge patch (labels, annotations, `spec.unschedulable`), or an RFC 6902
+        JSON patch with `json_patch=True` (a list of operations, e.g. with a `test`)."""
+        res = await self.mapper.resource_for(gvk)
+        body = json.dumps(patch, separators=(",", ":")).encode()
+        out = await self.request(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            params={"fieldManager": self.field_manager},
+            body=body,
+            content_type=JSON_PATCH if json_patch else MERGE_PATCH,
+        )
+        log.info(
+            "patched %s%s %s: %s",
+            gvk.kind,
+            "/" + subresource if subresource else "",
+            _ref(out),
+            _summary(patch),
+        )
+        return out
+
+    async def delete(
+        self,
+        gvk: GVK,
+        name: str,
+        *,
+        namespace: str = "",
+        propagation_policy: str = "Background",
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        missing_ok: bool = False,
+    ) -> None:
+        """Delete; `uid` makes sure we delete the object we looked at, not a successor."""
+        res = await self.mapper.resource_for(gvk)
+        body: Object = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation_policy,
+        }
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self.request("DELETE", res.path(namespace, name), body=body)
+        except NotFound:
+            if not missing_ok:
+                raise
+            log.debug("delete %s %s: already gone", gvk.kind, _ref_of(namespace, name))
+            return
+        log.info("deleted %s %s (%s)", gvk.kind, _ref_of(namespace, name), propagation_policy)
+
+    async def evict(
+        self, name: str, namespace: str, *, grace_period_seconds: int | None = None
+    ) -> EvictionResult:
+        """Ask to evict a pod, honouring PodDisruptionBudgets.
+
+        A refusal (429, usually a PDB) is an outcome, not an error: the caller tries again
+        later. Other failures raise.
+        """
+        res = await self.mapper.resource_for(POD)
+        body: Object = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if grace_period_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        path = res.path(namespace, name, "eviction")
+        try:
+            # 429 here means "not now", so only the other transient errors are retried.
+            await self.request("POST", path, body=body, retry_on=(ApiUnreachable, ServerError))
+        except TooManyRequests as exc:
+            log.debug("eviction of pod %s/%s refused: %s", namespace, name, exc.message)
+            return EvictionResult(Eviction.BLOCKED, exc.message, exc.retry_after)
+        except NotFound as exc:
+            return EvictionResult(Eviction.NOT_FOUND, exc.message)
+        log.info("evicted pod %s/%s", namespace, name)
+        return EvictionResult(Eviction.EVICTED)
+
+    async def resource(self, gvk: GVK) -> Resource:
+        return await self.mapper.resource_for(gvk)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Object | bytes | None = None,
+        content_type: str = JSON,
+        retry_on: Iterable[type[Exception]] = TRANSIENT,
+    ) -> Object:
+        """A raw request with the transient-error retries and none of the logging."""
+        return await with_retries(
+            lambda: self.transport.request(
+                method, path, params=params, body=body, content_type=content_type
+            ),
+            attempts=self.attempts,
+            retry_on=retry_on,
+        )
+
+
+def _with_annotation(obj: Object, key: str, value: str) -> Object:
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), key: value}
+    return {**obj, "metadata": meta}
+
+
+def _ref_of(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _ref(obj: Mapping[str, Any]) -> str:
+    return _ref_of(namespace_of(obj), name_of(obj))
+
+
+def _summary(patch: Object | list[Object]) -> str:
+    text = json.dumps(patch, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,220 @@
+"""A controller: a queue of requests, N workers, and the watches that fill the queue.
+
+Reconciles are level-based: a request names an object, never an event, and the reconcile
+computes everything from the cache. That is what makes collapsing bursts, dropping
+unneeded events and retrying after errors all safe.
+
+Result semantics follow controller-runtime: an exception requeues with backoff (the key's
+failures grow), `requeue_after` forgets the failures and comes back after that delay,
+`requeue` backs off like an error without being one, and success forgets. A reconcile that
+raises or times out never takes its worker down with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+
+from reconciler._clock import Clock
+from reconciler._exceptions import ApiError, Conflict, ShutDown, TerminalError
+from reconciler._handlers import Mapping, WatchHandler, enqueue_object
+from reconciler._informer import Informer
+from reconciler._metrics import Metrics, metrics_for
+from reconciler._objects import Request
+from reconciler._predicates import Predicate
+from reconciler._queue_metrics import PrometheusQueueMetrics
+from reconciler._rate_limiters import RateLimiter
+from reconciler._rate_limiting_queue import RateLimitingQueue
+
+log = logging.getLogger("reconciler.controller")
+
+_TIME_SLICE = 0.002
+"""Seconds a worker may keep the event loop before yielding between reconciles."""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a reconcile asks for next; `None` (or `Result()`) means "done until a change"."""
+
+    requeue: bool = False
+    requeue_after: float = 0.0
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, request: Request) -> Result | None: ...
+
+
+ReconcileFunc = Callable[[Request], Awaitable[Result | None]]
+
+
+class Controller:
+    def __init__(
+        self,
+        name: str,
+        reconcile: ReconcileFunc | Reconciler,
+        *,
+        max_concurrent_reconciles: int = 1,
+        reconcile_timeout: float | None = None,
+        rate_limiter: RateLimiter | None = None,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.name = name
+        self._reconcile: ReconcileFunc = (
+            reconcile if not hasattr(reconcile, "reconcile") else reconcile.reconcile
+        )
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.reconcile_timeout = reconcile_timeout
+        self._metrics = metrics if metrics is not None else metrics_for(CollectorRegistry())
+        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
+            name, rate_limiter, PrometheusQueueMetrics(self._metrics, name), clock
+        )
+        self._workers: list[asyncio.Task[None]] = []
+        self._watches: list[tuple[Informer, WatchHandler]] = []
+        m = self._metrics
+        self._total = {
+            r: m.reconcile_total.labels(controller=name, result=r)
+            for r in ("success", "error", "requeue", "requeue_after")
+        }
+        self._errors = m.reconcile_errors_total.labels(controller=name)
+        self._terminal = m.terminal_reconcile_errors_total.labels(controller=name)
+        self._time = m.reconcile_time_seconds.labels(controller=name)
+        self._active = m.active_workers.labels(controller=name)
+        m.max_concurrent_reconciles.labels(controller=name).set(max_concurrent_reconciles)
+        self._active.set(0)
+
+    @property
+    def started(self) -> bool:
+        return bool(self._workers)
+
+    def watch(
+        self,
+        informer: Informer,
+        mapping: Mapping = enqueue_object,
+        *predicates: Predicate,
+    ) -> None:
+        """Reconcile `mapping(obj)` when an object of `informer`'s kind changes."""
+        handler = WatchHandler(self.queue, mapping, predicates)
+        self._watches.append((informer, handler))
+        informer.add_handler(handler)
+
+    def enqueue(self, request: Request) -> None:
+        self.queue.add(request)
+
+    def start(self) -> None:
+        if self._workers:
+            return
+        self._workers = [
+            asyncio.create_task(self._worker(), name=f"{self.name} worker {i}")
+            for i in range(self.max_concurrent_reconciles)
+        ]
+        log.debug("controller %s: started %d workers", self.name, len(self._workers))
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop taking requests; let in-flight reconciles finish for up to `grace` seconds.
+
+        Requests still queued are dropped: level-based reconciles redo them from the next
+        leader's first list. `grace=0` cancels in-flight reconciles at once.
+        """
+        self.queue.shut_down()
+        for informer, handler in self._watches:
+            with contextlib.suppress(ValueError):
+                informer.remove_handler(handler)
+        self._watches.clear()
+        workers, self._workers = self._workers, []
+        if not workers:
+            return
+        _, pending = await asyncio.wait(workers, timeout=grace) if grace != 0 else (set(), workers)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.info("controller %s: cancelled %d unfinished reconciles", self.name, len(pending))
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        queue = self.queue
+        loop = asyncio.get_running_loop()
+        slice_began = loop.time()
+        while not queue.shutting_down:
+            if not len(queue):
+                slice_began = 0.0  # about to wait: the loop gets its turn anyway
+            try:
+                request = await queue.get()
+            except ShutDown:
+                return
+            if not slice_began:
+                slice_began = loop.time()
+            try:
+                await self._process(request)
+            except Exception:  # metrics or logging failed; the worker must survive it
+                log.exception("controller %s: failed handling %s", self.name, request)
+            finally:
+                queue.done(request)
+            # Reconciles that never await (cache reads only) would hold the loop for a whole
+            # backlog; give it back every few milliseconds, not after every key, so a burst
+            # still drains at full speed.
+            if loop.time() - slice_began >= _TIME_SLICE:
+                await asyncio.sleep(0)
+                slice_began = loop.time()
+
+    async def _process(self, request: Request) -> None:
+        queue = self.queue
+        self._active.inc()
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.reconcile_timeout):
+                result = await self._reconcile(request)
+        except TerminalError as exc:
+            self._errors.inc()
+            self._terminal.inc()
+            self._total["error"].inc()
+            queue.forget(request)
+            log.error("controller %s: %s: terminal error, not retried: %s", self.name, request, exc)
+        except Exception as exc:
+            self._errors.inc()
+            self._total["error"].inc()
+            queue.add_rate_limited(request)
+            self._log_error(request, exc)
+        else:
+            if result is not None and result.requeue_after > 0:
+                queue.forget(request)
+                queue.add_after(request, result.requeue_after)
+                self._total["requeue_after"].inc()
+            elif result is not None and result.requeue:
+                queue.add_rate_limited(request)
+                self._total["requeue"].inc()
+            else:
+                queue.forget(request)
+                self._total["success"].inc()
+        finally:
+            self._time.observe(time.perf_counter() - started)
+            self._active.dec()
+
+    def _log_error(self, request: Request, exc: Exception) -> None:
+        retries = self.queue.num_requeues(request)
+        if isinstance(exc, Conflict):
+            # Someone wrote first; the requeue reads the newer object. Routine.
+            log.debug("controller %s: %s: conflict, requeued: %s", self.name, request, exc)
+        elif isinstance(exc, ApiError | TimeoutError):
+            log.warning(
+                "controller %s: %s: %s (retry %d)",
+                self.name,
+                request,
+                exc if str(exc) else type(exc).__name__,
+                retries,
+            )
+        else:
+            log.error(
+                "controller %s: %s: reconcile failed (retry %d)",
+                self.name,
+                request,
+                retries,
+                exc_info=exc,
+            )

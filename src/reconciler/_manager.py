@@ -1,0 +1,274 @@
+"""The manager: one process's informers, controllers, leader election and HTTP server.
+
+Start order matters. Informers start at once on every replica, so a standby's cache is warm
+when it takes over; `/readyz` turns ready when they have synced. Controllers start only on
+the leader and only after the caches synced, so no reconcile ever reads an empty cache and
+concludes that everything must be created.
+
+Stopping comes in two kinds. `stop()` (SIGTERM) is graceful: in-flight reconciles get up to
+`shutdown_timeout` to finish, then the lease is released so a standby takes over at once.
+Losing the lease is not graceful: controllers are cancelled immediately, because another
+replica may already be leading, and `run()` raises `LeaderElectionLost` so the process
+exits. Cancelling `run()` is the same as the process dying: nothing is drained or released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from reconciler._cache import Cache
+from reconciler._client import Client
+from reconciler._controller import Controller, ReconcileFunc, Reconciler
+from reconciler._events import EventRecorder
+from reconciler._exceptions import LeaderElectionLost
+from reconciler._http_server import ProbeServer
+from reconciler._informer import Informer
+from reconciler._leader_election import LeaderElectionConfig, LeaderElector
+from reconciler._metrics import metrics_for
+from reconciler._objects import GVK
+from reconciler._rate_limiters import RateLimiter
+from reconciler._restmapper import RESTMapper
+from reconciler._transport import Transport
+
+log = logging.getLogger("reconciler.manager")
+
+Runnable = Callable[[], Coroutine[Any, Any, None]]
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return (host or "0.0.0.0"), int(port)
+
+
+class Manager:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        field_manager: str,
+        leader_election: LeaderElectionConfig | None = None,
+        bind_address: str | None = "0.0.0.0:8081",
+        registry: CollectorRegistry | None = None,
+        shutdown_timeout: float = 30.0,
+        cache_sync_timeout: float = 120.0,
+        hash_annotation: str | None = None,
+        handle_signals: bool = False,
+    ) -> None:
+        """`api_client` is a kubernetes_asyncio ApiClient; we use its transport and auth.
+
+        `bind_address` ("host:port", port 0 for any) serves /healthz, /readyz and /metrics;
+        None serves nothing. `registry` receives the metrics; a private one by default.
+        """
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = metrics_for(self.registry)
+        requests = self.metrics.rest_client_requests_total
+        host = str(api_client.configuration.host)
+        self.transport = Transport(
+            api_client,
+            user_agent=field_manager,
+            observe=lambda method, code: requests.labels(code, method, host).inc(),
+        )
+        self.mapper = RESTMapper(self.transport)
+        self.cache = Cache(self.transport, self.mapper)
+        self.client = Client(
+            self.transport,
+            self.mapper,
+            self.cache,
+            field_manager=field_manager,
+            hash_annotation=hash_annotation,
+        )
+        self.leader_election = leader_election
+        self.elector = (
+            LeaderElector(self.transport, leader_election, self.metrics)
+            if leader_election
+            else None
+        )
+        self.shutdown_timeout = shutdown_timeout
+        self.cache_sync_timeout = cache_sync_timeout
+        self.handle_signals = handle_signals
+        self.controllers: list[Controller] = []
+        self._runnables: list[tuple[Runnable, bool]] = []
+        self._server = (
+            ProbeServer(*_split_address(bind_address), self.registry, ready=self._is_ready)
+            if bind_address is not None
+            else None
+        )
+        self._stop: asyncio.Event | None = None
+        self._stop_requested = False
+        self._synced = False
+        self._leading = asyncio.Event()
+
+    # -- wiring --------------------------------------------------------------------------
+
+    def informer(self, gvk: GVK, **kwargs: Any) -> Informer:
+        """The cache's informer for `gvk` (see `Cache.informer` for the options)."""
+        return self.cache.informer(gvk, **kwargs)
+
+    def controller(
+        self,
+        name: str,
+        reconcile: ReconcileFunc | Reconciler,
+        *,
+        max_concurrent_reconciles: int = 1,
+        reconcile_timeout: float | None = None,
+        rate_limiter: RateLimiter | None = None,
+    ) -> Controller:
+        if any(c.name == name for c in self.controllers):
+            raise ValueError(f"a controller named {name!r} already exists")
+        controller = Controller(
+            name,
+            reconcile,
+            max_concurrent_reconciles=max_concurrent_reconciles,
+            reconcile_timeout=reconcile_timeout,
+            rate_limiter=rate_limiter,
+            metrics=self.metrics,
+        )
+        self.controllers.append(controller)
+        return controller
+
+    def add_runnable(self, runnable: Runnable, *, leader_only: bool = True) -> None:
+        """A background coroutine run beside the controllers, cancelled on stop."""
+        self._runnables.append((runnable, leader_only))
+
+    def event_recorder(self, component: str) -> EventRecorder:
+        return EventRecorder(self.client, component)
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._is_ready()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set()
+
+    @property
+    def stopping(self) -> bool:
+        """`stop()` was called (or a signal received); reconciles in flight are finishing."""
+        return self._stop_requested
+
+    @property
+    def http_port(self) -> int | None:
+        return self._server.port if self._server is not None else None
+
+    def _is_ready(self) -> bool:
+        return self._synced and self.cache.synced
+
+    async def wait_leading(self) -> None:
+        await self._leading.wait()
+
+    # -- running -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask `run()` to finish gracefully. Safe to call from a signal handler, or twice."""
+        self._stop_requested = True
+        if self._stop is not None:
+            self._stop.set()
+
+    async def run(self) -> None:
+        """Run until `stop()` (returns) or until leadership is lost (raises)."""
+        self._stop = asyncio.Event()
+        if self._stop_requested:
+            self._stop.set()
+        loop = asyncio.get_running_loop()
+        previous: dict[signal.Signals, Any] = {}
+        if self.handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.getsignal(sig)
+                loop.add_signal_handler(sig, self.stop)
+        background: list[asyncio.Task[Any]] = []
+        hold: asyncio.Task[None] | None = None
+        lost = False
+        graceful = False
+        try:
+            if self._server is not None:
+                await self._server.start()
+            await self.cache.start()
+            if not await self._until_stopped(self._sync()):
+                graceful = True
+                return
+            if self.elector is not None:
+                if not await self._until_stopped(self.elector.acquire()):
+                    graceful = True
+                    return
+                hold = asyncio.create_task(self.elector.hold(), name="lease renewal")
+            self._leading.set()
+            for controller in self.controllers:
+                controller.start()
+            for runnable, _ in self._runnables:
+                background.append(asyncio.create_task(runnable()))
+            log.info(
+                "manager started %d controllers%s",
+                len(self.controllers),
+                f" as leader {self.elector.config.identity}" if self.elector else "",
+            )
+            stop_wait = asyncio.create_task(self._stop.wait())
+            waits: set[asyncio.Task[Any]] = {stop_wait} | ({hold} if hold else set())
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            if hold is not None and hold.done():
+                lost = True
+                await self._stop_controllers(grace=0)
+            else:
+                graceful = True
+                await self._stop_controllers(grace=self.shutdown_timeout)
+        finally:
+            self._leading.clear()
+            if hold is not None:
+                hold.cancel()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, *([hold] if hold else []), return_exceptions=True)
+            if not graceful:
+                # Cancelled or lost: nothing may keep running, but drain nothing either.
+                await self._stop_controllers(grace=0)
+            elif self.elector is not None:
+                await self.elector.release()
+            await self.cache.stop()
+            if self._server is not None:
+                await self._server.stop()
+            for sig, handler in previous.items():
+                # remove_signal_handler resets to the default; put back what was there.
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, handler)
+            log.debug("manager stopped")
+        if lost:
+            raise LeaderElectionLost(
+                f"lost lease {self.leader_election.namespace}/{self.leader_election.name}"
+                if self.leader_election
+                else "lost leadership"
+            )
+
+    async def _sync(self) -> None:
+        await self.cache.wait_for_sync(self.cache_sync_timeout)
+        self._synced = True
+        log.debug("caches synced: %d informers", len(self.cache.informers))
+
+    async def _until_stopped(self, work: Awaitable[None]) -> bool:
+        """Run `work` unless `stop()` comes first; True if it finished."""
+        assert self._stop is not None
+        task = asyncio.ensure_future(work)
+        stop_wait = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_wait.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.done() and not task.cancelled():
+            task.result()  # re-raise, e.g. CacheSyncTimeout
+            return True
+        return False
+
+    async def _stop_controllers(self, grace: float) -> None:
+        await asyncio.gather(*(c.stop(grace) for c in self.controllers))

@@ -1,0 +1,202 @@
+"""List, then watch from the list's resourceVersion; the loop that keeps a cache current.
+
+The server's watch cache answers `resourceVersion=0` lists without touching etcd, so the
+first list is cheap. Watches ask for bookmarks so an idle watch still advances its
+resourceVersion, which keeps a re-watch after a normal timeout from falling off the end of
+the server's history. `410 Gone` means exactly that happened: relist. Throttling (429) and
+server errors back off from 0.8 s to 30 s; an unreachable server is retried with the same
+backoff from the last resourceVersion, so an API server restart costs a re-watch, not a
+relist, when its history allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from reconciler._backoff import Backoff
+from reconciler._decode import ObjectDecoder
+from reconciler._exceptions import (
+    ApiError,
+    ApiUnreachable,
+    Gone,
+    ServerError,
+    TooManyRequests,
+    UnknownKind,
+    error_from_status,
+)
+from reconciler._objects import GVK, Object
+from reconciler._restmapper import RESTMapper
+from reconciler._transport import Params, Transport
+
+log = logging.getLogger("reconciler.reflector")
+
+RELIST_PAGE_SIZE = 500
+
+
+class Sink(Protocol):
+    def replace(self, items: Sequence[Object], resource_version: str) -> None:
+        """The full state as of `resource_version`."""
+        ...
+
+    def apply(self, event_type: str, obj: Object) -> None:
+        """One watch event: ADDED, MODIFIED or DELETED."""
+        ...
+
+
+class Reflector:
+    def __init__(
+        self,
+        transport: Transport,
+        mapper: RESTMapper,
+        gvk: GVK,
+        sink: Sink,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        decoder: ObjectDecoder | None = None,
+        watch_timeout: tuple[int, int] = (300, 600),
+        inactivity_timeout: float = 120.0,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self._transport = transport
+        self._mapper = mapper
+        self.gvk = gvk
+        self._sink = sink
+        self._decoder = decoder or ObjectDecoder()
+        self.namespace = namespace
+        self._selectors: dict[str, str] = {}
+        if label_selector:
+            self._selectors["labelSelector"] = label_selector
+        if field_selector:
+            self._selectors["fieldSelector"] = field_selector
+        self.watch_timeout = watch_timeout
+        self.inactivity_timeout = inactivity_timeout
+        self._backoff = backoff or Backoff()
+        self.last_sync_resource_version = ""
+        self.lists = 0
+        """Completed lists, including the first: tests and metrics read it."""
+        self.watches = 0
+        """Watch streams opened."""
+
+    async def run(self) -> None:
+        """Keep the sink current until cancelled. Never returns otherwise."""
+        loop = asyncio.get_running_loop()
+        path = ""
+        # A reflector restarted after a pause resumes watching where it stopped; if the
+        # server's history no longer reaches back that far, the watch says 410 and we relist.
+        need_list = not self.last_sync_resource_version
+        list_rv = "0"
+        while True:
+            try:
+                if not path:
+                    path = (await self._mapper.resource_for(self.gvk)).path(self.namespace)
+                if need_list:
+                    try:
+                        await self._list(path, list_rv)
+                    except Gone:
+                        # Our last resourceVersion is older than the server's history:
+                        # ask for the latest, read through to etcd.
+                        log.debug("%s: list at rv=%s expired; listing latest", self.gvk, list_rv)
+                        await self._list(path, "")
+                    need_list = False
+                started = loop.time()
+                if not await self._watch(path) and loop.time() - started < 1.0:
+                    # A watch that ends at once with nothing in it would otherwise spin.
+                    await asyncio.sleep(self._backoff.next())
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.debug("%s: watch expired; relisting", self.gvk)
+                need_list = True
+                list_rv = self.last_sync_resource_version or ""
+                continue
+            except (TooManyRequests, ServerError) as exc:
+                delay = max(self._backoff.next(), exc.retry_after or 0.0)
+                log.debug("%s: %s; retrying in %.1fs", self.gvk, exc, delay)
+                await asyncio.sleep(delay)
+            except ApiUnreachable as exc:
+                delay = self._backoff.next()
+                log.debug("%s: %s; retrying in %.1fs", self.gvk, exc, delay)
+                await asyncio.sleep(delay)
+            except UnknownKind as exc:
+                delay = self._backoff.next()
+                log.warning("%s; retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+            except ApiError as exc:
+                delay = self._backoff.next()
+                log.warning("%s: list/watch failed: %s; retrying in %.1fs", self.gvk, exc, delay)
+                need_list = True
+                list_rv = self.last_sync_resource_version or ""
+                await asyncio.sleep(delay)
+            except Exception:
+                delay = self._backoff.next()
+                log.exception("%s: list/watch failed; retrying in %.1fs", self.gvk, delay)
+                need_list = True
+                list_rv = self.last_sync_resource_version or ""
+                await asyncio.sleep(delay)
+
+    async def _list(self, path: str, resource_version: str) -> None:
+        params: dict[str, Any] = dict(self._selectors)
+        items: list[Object] = []
+        request, decode_list = self._transport.request_bytes, self._decoder.list
+        if resource_version:
+            # Served from the watch cache, whole, no pagination (the server ignores limit).
+            params["resourceVersion"] = resource_version
+            items, list_meta = decode_list(await request("GET", path, params=params))
+            rv = str(list_meta.get("resourceVersion") or "")
+        else:
+            # A consistent read from etcd: page it so neither side holds it all twice.
+            params["limit"] = RELIST_PAGE_SIZE
+            rv = ""
+            while True:
+                page, list_meta = decode_list(await request("GET", path, params=params))
+                items.extend(page)
+                rv = str(list_meta.get("resourceVersion") or rv)
+                token = list_meta.get("continue")
+                if not token:
+                    break
+                params["continue"] = token
+        api_version, kind = self.gvk.api_version, self.gvk.kind
+        for item in items:
+            # List items come without apiVersion/kind; cached objects should carry theirs.
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        self._sink.replace(items, rv)
+        self.last_sync_resource_version = rv
+        self.lists += 1
+        log.debug("%s: listed %d objects at rv=%s", self.gvk, len(items), rv)
+
+    async def _watch(self, path: str) -> int:
+        """Follow one watch stream to its end; returns how many events it carried."""
+        timeout = random.randint(*self.watch_timeout)
+        params: Params = {
+            **self._selectors,
+            "watch": True,
+            "resourceVersion": self.last_sync_resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+        }
+        inactivity = min(self.inactivity_timeout, timeout + 30.0)
+        async with self._transport.watch(path, params, inactivity_timeout=inactivity) as events:
+            self.watches += 1
+            count = 0
+            log.debug("%s: watching from rv=%s", self.gvk, self.last_sync_resource_version)
+            decode_event = self._decoder.event
+            async for line in events:
+                event_type, obj = decode_event(line)
+                if event_type == "ERROR":
+                    raise error_from_status(int(obj.get("code") or 500), obj)
+                count += 1
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                if event_type != "BOOKMARK":
+                    self._sink.apply(event_type, obj)
+                if rv:
+                    self.last_sync_resource_version = rv
+                self._backoff.reset()
+        log.debug("%s: watch closed at rv=%s", self.gvk, self.last_sync_resource_version)
+        return count

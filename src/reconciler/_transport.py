@@ -1,0 +1,203 @@
+"""HTTP to the API server, borrowed from a kubernetes_asyncio `ApiClient`.
+
+The ApiClient knows how to find and authenticate to the server (kubeconfig, in-cluster
+service account, exec plugins, token refresh); we reuse its aiohttp session, TLS context and
+auth hook, and send raw paths with plain-dict JSON bodies. Going around its generated models
+keeps the hot paths (lists of 5,000 nodes, watch streams) free of model (de)serialisation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+
+from reconciler._decode import decode, encode
+from reconciler._exceptions import ApiUnreachable, error_from_status
+from reconciler._objects import Object
+
+log = logging.getLogger("reconciler.transport")
+
+JSON = "application/json"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+Params = Mapping[str, str | int | bool]
+# Called once per request with (method, status code or "<error>"), for request metrics.
+RequestObserver = Callable[[str, str], None]
+
+
+def _query(params: Params | None) -> dict[str, str]:
+    if not params:
+        return {}
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+class Transport:
+    """Raw requests and watch streams against one API server."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        user_agent: str = "reconciler",
+        request_timeout: float = 60.0,
+        observe: RequestObserver | None = None,
+    ) -> None:
+        self.api_client = api_client
+        self._config = api_client.configuration
+        self.host: str = str(self._config.host).rstrip("/")
+        self._server_hostname: str | None = getattr(self._config, "tls_server_name", None) or None
+        self._proxy: str | None = getattr(self._config, "proxy", None) or None
+        self._user_agent = user_agent
+        self.request_timeout = request_timeout
+        self._observe: RequestObserver = observe or (lambda method, code: None)
+
+    @property
+    def _session(self) -> aiohttp.ClientSession:
+        session: aiohttp.ClientSession = self.api_client.rest_client.pool_manager
+        return session
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": self._user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # auth_settings() runs the refresh hook (exec plugins, rotated service-account tokens).
+        for setting in (await self._config.auth_settings()).values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Object | bytes | None = None,
+        content_type: str = JSON,
+        request_timeout: float | None = None,
+    ) -> Object:
+        """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`."""
+        raw = await self.request_bytes(
+            method,
+            path,
+            params=params,
+            body=body,
+            content_type=content_type,
+            request_timeout=request_timeout,
+        )
+        if not raw:
+            return {}
+        doc = decode(raw)
+        return doc if isinstance(doc, dict) else {"items": doc}
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Object | bytes | None = None,
+        content_type: str = JSON,
+        request_timeout: float | None = None,
+    ) -> bytes:
+        """Like `request`, but the answer's body undecoded (for decoders that skip fields)."""
+        data = body if isinstance(body, bytes) or body is None else encode(body)
+        headers = await self._headers(content_type if data is not None else None)
+        client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.request_timeout)
+        try:
+            async with self._session.request(
+                method,
+                self.host + path,
+                params=_query(params),
+                data=data,
+                headers=headers,
+                timeout=client_timeout,
+                server_hostname=self._server_hostname,
+                proxy=self._proxy,
+            ) as resp:
+                self._observe(method, str(resp.status))
+                raw = await resp.read()
+                if resp.status >= 400:
+                    raise error_from_status(resp.status, raw, _retry_after(resp.headers))
+                return raw
+        except (TimeoutError, aiohttp.ClientConnectionError) as exc:
+            self._observe(method, "<error>")
+            raise ApiUnreachable(f"{method} {path}: {exc!r}") from exc
+
+    @asynccontextmanager
+    async def watch(
+        self, path: str, params: Params, *, inactivity_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a watch stream; iterate it for its events, one JSON `WatchEvent` per item.
+
+        `inactivity_timeout` bounds the silence between two reads: bookmarks arrive about
+        once a minute, so a longer silence means a half-open connection, not a quiet cluster.
+        """
+        headers = await self._headers(None)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.request_timeout, sock_read=inactivity_timeout
+        )
+        try:
+            async with self._session.get(
+                self.host + path,
+                params=_query(params),
+                headers=headers,
+                timeout=timeout,
+                server_hostname=self._server_hostname,
+                proxy=self._proxy,
+            ) as resp:
+                self._observe("WATCH", str(resp.status))
+                if resp.status >= 400:
+                    raw = await resp.read()
+                    raise error_from_status(resp.status, raw, _retry_after(resp.headers))
+                yield _lines(resp)
+        except TimeoutError as exc:  # before ClientError: aiohttp's timeouts are both
+            raise ApiUnreachable(f"watch {path}: no data for {inactivity_timeout}s") from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise ApiUnreachable(f"watch {path}: {exc!r}") from exc
+
+
+async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    # Split on newlines ourselves: readline() has a line-length cap and one event can be
+    # as large as an etcd value (1.5 MiB).
+    buf = bytearray()
+    content = resp.content
+    while True:
+        chunk = await content.readany()
+        if not chunk:
+            if buf.strip():
+                yield bytes(buf)
+            return
+        buf += chunk
+        start = 0
+        while True:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            if end > start:
+                yield bytes(buf[start:end])
+            start = end + 1
+        if start:
+            del buf[:start]

@@ -1,0 +1,137 @@
+"""Make objects small before they enter the cache.
+
+At 5,000 nodes the cache is most of the operator's memory. `managedFields` alone is often
+half of an object, and a Node's `status.images` more still; neither is read by a
+controller. Repeated strings (keys, label values, condition types) are interned so that
+5,000 copies of "lastHeartbeatTime" cost one.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from reconciler._objects import Object
+
+Path = Sequence[str]
+"""Keys from the top of an object to the field to drop; `"*"` means every list element."""
+Transform = Callable[[Object], Object]
+
+DEFAULT_DROP: tuple[Path, ...] = (
+    ("metadata", "managedFields"),
+    ("metadata", "annotations", "kubectl.kubernetes.io/last-applied-configuration"),
+)
+"""Dropped from every cached object: written by clients for their own bookkeeping."""
+
+_INTERN_MAX = 1024  # beyond this, strings are rarely repeated (certificates, JSON blobs)
+
+
+def drop_paths(obj: Object, paths: Iterable[Path]) -> None:
+    """Delete each path (a sequence of keys) from `obj` in place, if present.
+
+    A `"*"` step goes into every element of a list (or every value of a map), so
+    `("status", "conditions", "*", "lastHeartbeatTime")` reaches each condition.
+    """
+    for path in paths:
+        _drop(obj, path)
+
+
+def _drop(node: Any, path: Path) -> None:
+    if not path:
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        if not rest:
+            if isinstance(node, list | dict):
+                node.clear()
+            return
+        children = (
+            node
+            if isinstance(node, list)
+            else list(node.values())
+            if isinstance(node, dict)
+            else []
+        )
+        for child in children:
+            _drop(child, rest)
+        return
+    if not isinstance(node, dict):
+        return
+    if not rest:
+        node.pop(head, None)
+        return
+    child = node.get(head)
+    if child is not None:
+        _drop(child, rest)
+
+
+def intern_strings(value: Any) -> Any:
+    """Return `value` with every dict key and every string value up to 1 KiB interned."""
+    kind = type(value)
+    if kind is dict:
+        return _intern_dict(value)
+    if kind is list:
+        return _intern_list(value)
+    if kind is str and len(value) <= _INTERN_MAX:
+        return sys.intern(value)
+    return value
+
+
+# The two helpers below run for every field of every cached object: they test exact types
+# (JSON only has these) and keep the work per field to a couple of bytecodes.
+def _intern_dict(d: dict[str, Any]) -> dict[str, Any]:
+    intern = sys.intern
+    out = {}
+    for key, value in d.items():
+        kind = type(value)
+        if kind is str:
+            if len(value) <= _INTERN_MAX:
+                value = intern(value)
+        elif kind is dict:
+            value = _intern_dict(value)
+        elif kind is list:
+            value = _intern_list(value)
+        out[intern(key)] = value
+    return out
+
+
+def _intern_list(items: list[Any]) -> list[Any]:
+    out = []
+    for value in items:
+        kind = type(value)
+        if kind is str:
+            if len(value) <= _INTERN_MAX:
+                value = sys.intern(value)
+        elif kind is dict:
+            value = _intern_dict(value)
+        elif kind is list:
+            value = _intern_list(value)
+        out.append(value)
+    return out
+
+
+class Trimmer:
+    """What an informer does to each object before caching it."""
+
+    def __init__(
+        self,
+        drop: Iterable[Path] = (),
+        transform: Transform | None = None,
+        *,
+        intern: bool = True,
+    ) -> None:
+        self.paths: tuple[Path, ...] = DEFAULT_DROP + tuple(tuple(p) for p in drop)
+        self.transform = transform
+        self.intern = intern
+
+    def __call__(self, obj: Object) -> Object:
+        drop_paths(obj, self.paths)
+        meta = obj.get("metadata")
+        if isinstance(meta, dict) and meta.get("annotations") == {}:
+            del meta["annotations"]
+        if self.transform is not None:
+            obj = self.transform(obj)
+        if self.intern:
+            obj = intern_strings(obj)
+        return obj

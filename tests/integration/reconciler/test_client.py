@@ -1,0 +1,161 @@
+"""Writes against the real API server: apply, patches, deletes, evictions, events, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler import (
+    GVK,
+    Client,
+    Conflict,
+    EventRecorder,
+    Eviction,
+    Invalid,
+    NotFound,
+    desired_hash,
+)
+
+from .conftest import CONFIGMAP, Kit, configmap, eventually
+
+pytestmark = pytest.mark.integration
+
+POD = GVK("", "v1", "Pod")
+PDB = GVK("policy", "v1", "PodDisruptionBudget")
+EVENT = GVK("", "v1", "Event")
+HASH = "reconciler.test/applied-hash"
+
+
+def pod(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+async def test_apply_takes_fields_by_force_and_uses_one_field_manager(
+    kit: Kit, namespace: str
+) -> None:
+    out = await kit.client.apply(configmap("cm", namespace, a="1"))
+    assert out["data"] == {"a": "1"}
+    # Another manager takes the field; our forced apply takes it back, without a conflict.
+    other = Client(kit.transport, kit.mapper, kit.cache, field_manager="someone-else")
+    await other.apply(configmap("cm", namespace, a="2"))
+    with pytest.raises(Conflict, match="conflict"):
+        await kit.client.apply(configmap("cm", namespace, a="3"), force=False)
+    out = await kit.client.apply(configmap("cm", namespace, a="3"))
+    assert out["data"] == {"a": "3"}
+    managers = {f["manager"] for f in out["metadata"]["managedFields"]}
+    assert "tests" in managers
+
+
+async def test_apply_is_skipped_when_the_cache_shows_the_same_desired_hash(
+    kit: Kit, namespace: str
+) -> None:
+    client = Client(
+        kit.transport, kit.mapper, kit.cache, field_manager="tests", hash_annotation=HASH
+    )
+    kit.cache.informer(CONFIGMAP, namespace=namespace)
+    await kit.cache.start()
+    await kit.cache.wait_for_sync(60)
+    desired = configmap("cm", namespace, a="1")
+    first = await client.apply(desired)
+    assert first["metadata"]["annotations"][HASH] == desired_hash(desired)
+    await eventually(lambda: kit.cache.get(CONFIGMAP, "cm", namespace) is not None)
+    again = await client.apply(configmap("cm", namespace, a="1"))
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    changed = await client.apply(configmap("cm", namespace, a="2"))
+    assert changed["data"] == {"a": "2"}
+
+
+async def test_invalid_object_surfaces_the_servers_message(kit: Kit, namespace: str) -> None:
+    bad = configmap("Not_A_Valid_Name", namespace)
+    with pytest.raises(Invalid) as info:
+        await kit.client.apply(bad)
+    assert "Not_A_Valid_Name" in info.value.message
+    assert info.value.status == 422
+
+
+async def test_merge_patch_labels_and_delete_with_propagation(kit: Kit, namespace: str) -> None:
+    await kit.client.apply(configmap("cm", namespace))
+    out = await kit.client.patch(
+        CONFIGMAP,
+        "cm",
+        {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}},
+        namespace=namespace,
+    )
+    assert out["metadata"]["labels"] == {"nvidia.com/gpu.present": "true"}
+    # Foreground: the object waits for its dependents, marked by a finalizer (no garbage
+    # collector runs here to remove it), which shows the policy reached the server.
+    await kit.client.delete(CONFIGMAP, "cm", namespace=namespace, propagation_policy="Foreground")
+    live = await kit.client.get_live(CONFIGMAP, "cm", namespace)
+    assert live["metadata"]["deletionTimestamp"]
+    assert live["metadata"]["finalizers"] == ["foregroundDeletion"]
+    await kit.client.patch(CONFIGMAP, "cm", {"metadata": {"finalizers": None}}, namespace=namespace)
+    with pytest.raises(NotFound, match="not found"):
+        await kit.client.get_live(CONFIGMAP, "cm", namespace)
+    with pytest.raises(NotFound):
+        await kit.client.delete(CONFIGMAP, "cm", namespace=namespace)
+    await kit.client.delete(CONFIGMAP, "cm", namespace=namespace, missing_ok=True)
+
+
+async def test_update_status_with_a_stale_resource_version_conflicts(
+    kit: Kit, namespace: str
+) -> None:
+    node_name = f"node-{namespace}"
+    node = await kit.client.create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name}}
+    )
+    try:
+        await kit.client.patch(
+            GVK("", "v1", "Node"), node_name, {"metadata": {"labels": {"x": "1"}}}
+        )
+        node["status"] = {"conditions": []}
+        with pytest.raises(Conflict, match="modified"):
+            await kit.client.update_status(node)
+    finally:
+        await kit.client.delete(GVK("", "v1", "Node"), node_name, missing_ok=True)
+
+
+async def test_eviction_blocked_by_a_pdb_is_an_outcome_not_an_error(
+    kit: Kit, namespace: str
+) -> None:
+    guarded = await kit.client.create(pod("guarded", namespace, {"app": "guarded"}))
+    # Pending pods are evicted regardless of budgets; make this one Running and Ready.
+    guarded["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    await kit.client.update_status(guarded)
+    await kit.client.create(pod("free", namespace))
+    await kit.client.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "pdb", "namespace": namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+    )
+    blocked = await kit.client.evict("guarded", namespace)
+    assert blocked.outcome is Eviction.BLOCKED
+    assert not blocked.evicted
+    assert blocked.message
+    evicted = await kit.client.evict("free", namespace)
+    assert evicted.outcome is Eviction.EVICTED
+    gone = await kit.client.evict("never-existed", namespace)
+    assert gone.outcome is Eviction.NOT_FOUND and gone.evicted
+
+
+async def test_events_are_recorded_and_repeats_aggregated(kit: Kit, namespace: str) -> None:
+    target = await kit.client.apply(configmap("cm", namespace))
+    recorder = EventRecorder(kit.client, "reconciler-tests")
+    await recorder.event(target, "Normal", "Synced", "all good")
+    await recorder.event(target, "Normal", "Synced", "all good")
+    await recorder.event(target, "Warning", "Broken", "not good")
+    events = await kit.client.list_live(EVENT, namespace=namespace)
+    by_reason = {e["reason"]: e for e in events}
+    assert by_reason["Synced"]["count"] == 2
+    assert by_reason["Synced"]["involvedObject"]["uid"] == target["metadata"]["uid"]
+    assert by_reason["Broken"]["type"] == "Warning"
+    assert by_reason["Synced"]["source"]["component"] == "reconciler-tests"

@@ -1,0 +1,261 @@
+"""Result semantics, worker survival, concurrency and metrics of a controller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from reconciler import (
+    Controller,
+    FakeClock,
+    ItemExponentialFailureRateLimiter,
+    Request,
+    Result,
+    TerminalError,
+    metrics_for,
+)
+
+from ._util import wait_until
+
+pytestmark = pytest.mark.unit
+
+A = Request("ns", "a")
+B = Request("ns", "b")
+
+
+async def settle(controller: Controller) -> None:
+    """Wait until nothing is queued or running (a hang guard, not a timing assertion)."""
+    q = controller.queue
+    await wait_until(lambda: not len(q) and not any(q.is_processing(r) for r in (A, B)))
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_error_requeues_with_backoff_and_worker_survives() -> None:
+    clock = FakeClock()
+    calls: list[Request] = []
+
+    async def reconcile(req: Request) -> Result | None:
+        calls.append(req)
+        if len(calls) < 3:
+            raise RuntimeError("transient")
+        return None
+
+    registry = CollectorRegistry()
+    c = Controller(
+        "t",
+        reconcile,
+        rate_limiter=ItemExponentialFailureRateLimiter(1.0, 100.0),
+        metrics=metrics_for(registry),
+        clock=clock,
+    )
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    assert len(calls) == 1
+    assert c.queue.num_requeues(A) == 1
+    clock.advance(1.0)
+    await settle(c)
+    assert len(calls) == 2
+    clock.advance(1.9)
+    await settle(c)
+    assert len(calls) == 2, "second retry waits 2 s"
+    clock.advance(0.1)
+    await settle(c)
+    assert len(calls) == 3
+    assert c.queue.num_requeues(A) == 0, "success forgets the failures"
+    get = registry.get_sample_value
+    assert get("controller_runtime_reconcile_total", {"controller": "t", "result": "error"}) == 2
+    assert get("controller_runtime_reconcile_total", {"controller": "t", "result": "success"}) == 1
+    assert get("controller_runtime_reconcile_errors_total", {"controller": "t"}) == 2
+    assert get("controller_runtime_reconcile_time_seconds_count", {"controller": "t"}) == 3
+    assert get("controller_runtime_max_concurrent_reconciles", {"controller": "t"}) == 1
+    await c.stop(5)
+
+
+async def test_requeue_after_forgets_then_comes_back_after_the_delay() -> None:
+    clock = FakeClock()
+    calls = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        return Result(requeue_after=30) if calls == 1 else None
+
+    c = Controller("t", reconcile, clock=clock)
+    c.queue.rate_limiter.when(A)  # a failure on record, to be forgotten
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    assert calls == 1
+    assert c.queue.num_requeues(A) == 0
+    clock.advance(29)
+    await settle(c)
+    assert calls == 1
+    clock.advance(1)
+    await settle(c)
+    assert calls == 2
+    await c.stop(5)
+
+
+async def test_requeue_backs_off_and_terminal_error_is_not_retried() -> None:
+    clock = FakeClock()
+    outcomes: list[str] = []
+
+    async def reconcile(req: Request) -> Result | None:
+        if req.name == "a":
+            outcomes.append("a")
+            return Result(requeue=True)
+        outcomes.append("b")
+        raise TerminalError("bad spec")
+
+    c = Controller(
+        "t", reconcile, rate_limiter=ItemExponentialFailureRateLimiter(1, 10), clock=clock
+    )
+    c.start()
+    c.enqueue(A)
+    c.enqueue(Request("ns", "b"))
+    await settle(c)
+    assert c.queue.num_requeues(A) == 1
+    assert c.queue.num_requeues(Request("ns", "b")) == 0
+    clock.advance(1)
+    await settle(c)
+    assert Counter(outcomes) == {"a": 2, "b": 1}
+    await c.stop(5)
+
+
+async def test_timeout_is_an_error_and_the_worker_lives_on() -> None:
+    clock = FakeClock()
+    calls = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await asyncio.sleep(3600)
+        return None
+
+    c = Controller(
+        "t",
+        reconcile,
+        reconcile_timeout=0.01,
+        rate_limiter=ItemExponentialFailureRateLimiter(1, 10),
+        clock=clock,
+    )
+    c.start()
+    c.enqueue(A)
+    await wait_until(lambda: c.queue.num_requeues(A) > 0)
+    clock.advance(1)
+    await settle(c)
+    assert calls == 2
+    await c.stop(5)
+
+
+async def test_never_two_reconciles_of_one_key_but_keys_run_in_parallel() -> None:
+    running: set[str] = set()
+    peak = 0
+    seen = Counter[str]()
+    release = asyncio.Event()
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal peak
+        assert req.name not in running
+        running.add(req.name)
+        peak = max(peak, len(running))
+        seen[req.name] += 1
+        await release.wait()
+        running.discard(req.name)
+        return None
+
+    c = Controller("t", reconcile, max_concurrent_reconciles=4)
+    c.start()
+    for name in "abcd":
+        c.enqueue(Request("ns", name))
+    await wait_until(lambda: len(running) == 4)
+    for _ in range(10):
+        c.enqueue(Request("ns", "a"))  # collapses into one more reconcile of "a"
+    release.set()
+    await wait_until(lambda: seen["a"] == 2 and not running)
+    assert peak == 4
+    assert seen == {"a": 2, "b": 1, "c": 1, "d": 1}
+    await c.stop(5)
+
+
+async def test_stop_lets_in_flight_finish_within_grace_and_drops_the_backlog() -> None:
+    finished: list[str] = []
+    gate = asyncio.Event()
+
+    async def reconcile(req: Request) -> Result | None:
+        await gate.wait()
+        finished.append(req.name)
+        return None
+
+    c = Controller("t", reconcile)
+    c.start()
+    c.enqueue(A)
+    c.enqueue(Request("ns", "b"))
+    await wait_until(lambda: bool(c.queue.is_processing(A)))
+    stopping = asyncio.create_task(c.stop(grace=30))
+    await asyncio.sleep(0.01)
+    gate.set()
+    await asyncio.wait_for(stopping, 10)
+    assert finished == ["a"]
+
+
+async def test_stop_cancels_what_outlives_the_grace() -> None:
+    async def reconcile(req: Request) -> Result | None:
+        await asyncio.sleep(3600)
+        return None
+
+    c = Controller("t", reconcile)
+    c.start()
+    c.enqueue(A)
+    await wait_until(lambda: bool(c.queue.is_processing(A)))
+    await asyncio.wait_for(c.stop(grace=0.01), 10)
+
+
+async def test_class_based_reconciler() -> None:
+    done = asyncio.Event()
+
+    class R:
+        async def reconcile(self, request: Request) -> Result | None:
+            done.set()
+            return None
+
+    c = Controller("t", R())
+    c.start()
+    c.enqueue(A)
+    await asyncio.wait_for(done.wait(), 10)
+    await c.stop(5)
+
+
+async def test_a_backlog_of_cheap_reconciles_does_not_starve_the_event_loop() -> None:
+    done = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal done
+        done += 1
+        deadline = time.perf_counter() + 0.0005
+        while time.perf_counter() < deadline:  # busy, never awaits: a cache-only reconcile
+            pass
+        return None
+
+    c = Controller("t", reconcile)
+    for i in range(2000):
+        c.enqueue(Request("ns", str(i)))
+    ticks_during_backlog = 0
+
+    async def ticker() -> None:
+        nonlocal ticks_during_backlog
+        while done < 2000:
+            ticks_during_backlog += 1
+            await asyncio.sleep(0)
+
+    c.start()
+    await asyncio.wait_for(ticker(), 30)
+    assert ticks_during_backlog > 10, "other tasks ran while the backlog drained"
+    await c.stop(5)

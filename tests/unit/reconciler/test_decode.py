@@ -1,0 +1,57 @@
+"""Decoding that skips dropped paths gives exactly what decoding whole and dropping gives."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler._decode import ObjectDecoder, build_plan
+from reconciler._trim import drop_paths
+
+pytestmark = pytest.mark.unit
+
+KEYS = st.sampled_from(["a", "b", "c", "metadata", "status"])
+scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5)
+values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(KEYS, children, max_size=4),
+    max_leaves=25,
+)
+paths = st.lists(st.lists(KEYS | st.just("*"), min_size=1, max_size=4), max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(obj=st.dictionaries(KEYS, values, max_size=5), drop=paths)
+def test_same_as_decoding_whole_then_dropping(obj: dict[str, Any], drop: list[list[str]]) -> None:
+    expected = copy.deepcopy(obj)
+    drop_paths(expected, drop)
+    assert ObjectDecoder(drop).object(json.dumps(obj).encode()) == expected
+
+
+def test_plan_keeps_a_whole_drop_over_deeper_ones() -> None:
+    assert build_plan([("a",), ("a", "b")]) == {"a": None}
+    assert build_plan([("a", "b"), ("a", "c", "d")]) == {"a": {"b": None, "c": {"d": None}}}
+
+
+def test_lists_and_events() -> None:
+    decoder = ObjectDecoder([("metadata", "managedFields"), ("status", "conditions", "*", "t")])
+    node = {
+        "metadata": {"name": "n", "managedFields": [{"manager": "x"}]},
+        "status": {"conditions": [{"type": "Ready", "t": "now"}]},
+    }
+    items, meta = decoder.list(
+        json.dumps({"metadata": {"resourceVersion": "5"}, "items": [node]}).encode()
+    )
+    assert meta == {"resourceVersion": "5"}
+    assert items == [{"metadata": {"name": "n"}, "status": {"conditions": [{"type": "Ready"}]}}]
+    kind, obj = decoder.event(json.dumps({"type": "MODIFIED", "object": node}).encode())
+    assert kind == "MODIFIED" and "managedFields" not in obj["metadata"]
+    kind, status = decoder.event(b'{"type":"ERROR","object":{"kind":"Status","code":410}}')
+    assert kind == "ERROR" and status["code"] == 410
+    empty, _ = decoder.list(b'{"kind":"NodeList","metadata":{},"items":null}')
+    assert empty == []

@@ -1,0 +1,103 @@
+"""The transport against a local HTTP server: watch streams and a half-open connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from reconciler import ApiUnreachable, NotFound, Transport
+
+pytestmark = pytest.mark.unit
+
+
+class FakeApiClient:
+    """Just what Transport borrows from a kubernetes_asyncio ApiClient."""
+
+    def __init__(self, host: str, session: aiohttp.ClientSession) -> None:
+        async def auth_settings() -> dict[str, Any]:
+            return {"BearerToken": {"in": "header", "key": "authorization", "value": "Bearer t"}}
+
+        self.configuration = type(
+            "C", (), {"host": host, "auth_settings": staticmethod(auth_settings)}
+        )()
+        self.rest_client = type("R", (), {"pool_manager": session})()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
+    seen: list[dict[str, str]] = []
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        seen.append({k.lower(): v for k, v in request.headers.items()})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        big = {"type": "ADDED", "object": {"metadata": {"name": "x" * 300_000}}}
+        await resp.write(json.dumps(big).encode() + b"\n")
+        await resp.write(b'{"type": "MODIFIED", "object": {"metadata": {"name": "y"}}}\n')
+        if request.query.get("hang") == "1":
+            await asyncio.sleep(3600)  # headers and data sent, then silence: half-open
+        return resp
+
+    async def missing(request: web.Request) -> web.Response:
+        body = {
+            "kind": "Status",
+            "code": 404,
+            "reason": "NotFound",
+            "message": 'pods "p" not found',
+        }
+        return web.json_response(body, status=404)
+
+    app = web.Application()
+    app.router.add_get("/watch", watch)
+    app.router.add_get("/missing", missing)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}", seen
+    await runner.cleanup()
+
+
+async def test_stream_with_long_lines_and_auth(server: tuple[str, list[dict[str, str]]]) -> None:
+    host, seen = server
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        async with transport.watch("/watch", {}, inactivity_timeout=10) as events:
+            got = [json.loads(e) async for e in events]
+    assert [e["type"] for e in got] == ["ADDED", "MODIFIED"]
+    assert len(got[0]["object"]["metadata"]["name"]) == 300_000
+    assert seen[0]["authorization"] == "Bearer t"
+
+
+async def test_silent_connection_is_abandoned(server: tuple[str, list[dict[str, str]]]) -> None:
+    host, _ = server
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        got = []
+        with pytest.raises(ApiUnreachable, match="no data"):
+            async with transport.watch("/watch", {"hang": 1}, inactivity_timeout=0.2) as events:
+                async for event in events:
+                    got.append(event)
+        assert len(got) == 2, "events before the silence were delivered"
+
+
+async def test_error_status_is_typed(server: tuple[str, list[dict[str, str]]]) -> None:
+    host, _ = server
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        with pytest.raises(NotFound, match='pods "p" not found'):
+            await transport.request("GET", "/missing")
+
+
+async def test_unreachable_server_is_typed() -> None:
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient("http://127.0.0.1:9", session))
+        with pytest.raises(ApiUnreachable):
+            await transport.request("GET", "/x")
