@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from components import __version__, demo, sim
+from components import __version__, demo, run, sim
 from components.api import commands as api_commands
 
 Handler = Callable[[argparse.Namespace], int]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     version.set_defaults(handler=_version)
     api_commands.register(sub)
     demo.register(sub)
+    run.register(sub)
     sim.register(sub)
     return parser
 

@@ -1,76 +1,252 @@
 """`gpu-operator demo`: the project's main job on one machine.
 
-It starts a real local control plane (etcd + kube-apiserver from the cached Go builds),
-installs the CRDs from `config/crd/`, runs the operator against it, prints how to point
-`kubectl` at it, and stays up until Ctrl-C, which tears everything down.
+A simulated GPU cluster (real control plane, kwok nodes, simulated GPUs), our CRDs, a
+sample ClusterPolicy and the operator running as its own process, as it would in its pod.
+It shows each operand's readiness as it changes until the policy is `ready`, proves a pod
+asking for `nvidia.com/gpu: 1` runs on a GPU node, then stays up until Ctrl-C, which tears
+everything down.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from reconciler.envtest import ControlPlane, ControlPlaneError
+import yaml
+from kubernetes_asyncio import client, config
+
+from components.kube import apply_crds, load_documents
+from reconciler.envtest import free_port
+
+NAMESPACE = "gpu-operator"
+_REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
+GPU_POD = "gpu-demo"
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from components.cli import CommandError
+    from components.sim import ClusterConfig, SimError, SimulatedCluster, parse_os_list
+
+    if args.nodes < 1:
+        raise CommandError("--nodes must be at least 1: the demo needs a GPU node")
+    try:
+        cluster_config = ClusterConfig(
+            gpu_nodes=args.nodes, cpu_nodes=args.cpu_nodes, os=parse_os_list(args.os)
+        )
+    except (SimError, ValueError) as exc:
+        raise CommandError(str(exc)) from exc
+    policy = _load_policy(Path(args.policy))
 
     signal.signal(signal.SIGTERM, _interrupt)
-    print("starting a local control plane (etcd + kube-apiserver) ...", flush=True)
-    try:
-        plane = ControlPlane().start()
-    except ControlPlaneError as exc:
-        raise CommandError(str(exc)) from exc
+    _say(f"starting a simulated cluster: {args.nodes} GPU nodes, {args.cpu_nodes} CPU-only")
+    sim = SimulatedCluster(cluster_config, progress=lambda line: _say(f"  {line}"))
     operator: subprocess.Popen[bytes] | None = None
     try:
-        print(f"kube-apiserver {plane.version()} ready at {plane.api_url}", flush=True)
-        crds = Path(args.crds)
-        if crds.is_dir() and any(crds.glob("*.yaml")):
-            _apply_crds(plane, crds)
-        operator = _start_operator(plane, args)
-        print(f"\nexport KUBECONFIG={plane.kubeconfig}", flush=True)
-        print("press Ctrl-C to stop and remove everything", flush=True)
-        while operator is None or operator.poll() is None:
+        try:
+            sim.start()
+        except SimError as exc:
+            raise CommandError(str(exc)) from exc
+        log_path = Path(sim.workdir) / "logs" / "gpu-operator.log"
+        operator = _start_operator(sim.kubeconfig, log_path)
+        _say(f"operator started (pid {operator.pid}); its log: {log_path}")
+        asyncio.run(_drive(sim.kubeconfig, policy, operator, log_path, args.timeout))
+        _say("")
+        _say("the cluster is yours; point kubectl at it with:")
+        _say(f"  export KUBECONFIG={sim.kubeconfig}")
+        _say("  kubectl get clusterpolicy; kubectl get pods -A -o wide")
+        _say("press Ctrl-C to stop and remove everything")
+        while operator.poll() is None:
             time.sleep(1)
-        print(f"the operator exited with status {operator.returncode}", file=sys.stderr)
-        return 1
+        raise CommandError(f"the operator exited with status {operator.returncode}; see {log_path}")
     except KeyboardInterrupt:
-        print("\nstopping ...", flush=True)
+        _say("\nstopping ...")
         return 0
     finally:
         if operator is not None and operator.poll() is None:
             operator.terminate()
-            operator.wait(15)
-        plane.stop()
+            try:
+                operator.wait(20)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+        sim.stop()
 
 
-def _apply_crds(plane: ControlPlane, folder: Path) -> None:
-    import asyncio
+def _load_policy(path: Path) -> dict[str, Any]:
+    from components.cli import CommandError
 
-    from components.kube import apply_manifests
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    except (OSError, yaml.YAMLError) as exc:
+        raise CommandError(f"cannot read the policy {path}: {exc}") from exc
+    policies = [d for d in documents if d.get("kind") == "ClusterPolicy"]
+    if not policies:
+        raise CommandError(f"{path} holds no ClusterPolicy")
+    policy: dict[str, Any] = policies[0]
+    return policy
 
-    asyncio.run(apply_manifests(plane.kubeconfig, sorted(folder.glob("*.yaml"))))
-    print(f"installed the CRDs from {folder}", flush=True)
+
+def _start_operator(kubeconfig: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """The operator runs as its own process, as it does in its pod."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "components.cli",
+                "run",
+                f"--kubeconfig={kubeconfig}",
+                f"--namespace={NAMESPACE}",
+                f"--metrics-bind-address=127.0.0.1:{free_port()}",
+                f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
 
-def _start_operator(
-    plane: ControlPlane, args: argparse.Namespace
-) -> subprocess.Popen[bytes] | None:
-    """Run the operator as its own process, as it runs in a cluster (its own pod)."""
-    return None
+async def _drive(
+    kubeconfig: Path,
+    policy: dict[str, Any],
+    operator: subprocess.Popen[bytes],
+    log_path: Path,
+    wait_seconds: float,
+) -> None:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        crds = await apply_crds(api, load_documents(sorted((_REPO_CONFIG / "crd").glob("*.yaml"))))
+        _say(f"installed CRDs: {', '.join(crds)}")
+        core: Any = client.CoreV1Api(api)
+        try:
+            await core.create_namespace({"metadata": {"name": NAMESPACE}})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        custom = client.CustomObjectsApi(api)
+        name = policy["metadata"]["name"]
+        await custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+        _say(f"created ClusterPolicy {name}; waiting for it to become ready")
+        await _follow_policy(custom, name, operator, log_path, wait_seconds)
+        await _run_gpu_pod(core, wait_seconds)
+
+
+def _progress_lines(status: dict[str, Any]) -> list[str]:
+    lines = []
+    for component in status.get("components") or []:
+        desired = component.get("nodesDesired", 0)
+        ready = component.get("nodesReady", 0)
+        line = f"  {component.get('name', '?'):<28} {component.get('state', '?'):<9}"
+        if desired:
+            line += f" {ready}/{desired} nodes ready"
+        lines.append(line)
+    return lines
+
+
+async def _follow_policy(
+    custom: Any,
+    name: str,
+    operator: subprocess.Popen[bytes],
+    log_path: Path,
+    wait_seconds: float,
+) -> None:
+    from components.cli import CommandError
+
+    shown: dict[str, str] = {}
+    began = time.monotonic()
+    status: dict[str, Any] = {}
+    while time.monotonic() - began < wait_seconds:
+        if operator.poll() is not None:
+            raise CommandError(
+                f"the operator exited with status {operator.returncode}; see {log_path}"
+            )
+        obj = await custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
+        status = obj.get("status") or {}
+        for line in _progress_lines(status):
+            key = line.split()[0]
+            if shown.get(key) != line:
+                shown[key] = line
+                _say(f"[{time.monotonic() - began:5.1f}s]{line}")
+        if status.get("state") == "ready":
+            _say(f"ClusterPolicy {name} is ready after {time.monotonic() - began:.1f}s")
+            return
+        await asyncio.sleep(1)
+    reasons = [
+        f"{c.get('type')}={c.get('status')} ({c.get('reason')}: {c.get('message')})"
+        for c in status.get("conditions") or []
+    ]
+    raise CommandError(
+        f"ClusterPolicy {name} was not ready within {wait_seconds:.0f}s; conditions: "
+        + ("; ".join(reasons) or "none")
+        + f"; operator log: {log_path}"
+    )
+
+
+async def _run_gpu_pod(core: Any, wait_seconds: float) -> None:
+    from components.cli import CommandError
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": GPU_POD},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04",
+                    "command": ["nvidia-smi"],
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            ],
+        },
+    }
+    await core.create_namespaced_pod("default", pod)
+    _say(f"created pod default/{GPU_POD} with resources.limits nvidia.com/gpu: 1")
+    began = time.monotonic()
+    while time.monotonic() - began < wait_seconds:
+        live = await core.read_namespaced_pod(GPU_POD, "default")
+        if live.status.phase in ("Running", "Succeeded"):
+            _say(f"pod default/{GPU_POD} is {live.status.phase} on GPU node {live.spec.node_name}")
+            return
+        await asyncio.sleep(0.5)
+    raise CommandError(f"pod default/{GPU_POD} did not start within {wait_seconds:.0f}s")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("demo", help="a local control plane with the operator on it")
-    parser.add_argument("--crds", default="config/crd", help="folder of CRD manifests to install")
+    parser = sub.add_parser(
+        "demo", help="a simulated GPU cluster with the operator on it, until Ctrl-C"
+    )
+    parser.add_argument("--nodes", type=int, default=4, help="GPU nodes (default 4)")
+    parser.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only nodes (default 2)")
+    parser.add_argument(
+        "--os", default="ubuntu22.04,rhel9.4", help="OS releases the GPU nodes cycle through"
+    )
+    parser.add_argument(
+        "--policy",
+        default=str(_REPO_CONFIG / "samples" / "nvidia_v1_clusterpolicy_minimal.yaml"),
+        help="the ClusterPolicy to create",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600, help="seconds to wait for ready (default 600)"
+    )
     parser.set_defaults(handler=run_demo)

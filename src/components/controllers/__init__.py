@@ -1,0 +1,55 @@
+"""The controllers that keep the GPU stack on every GPU node, and the operator that runs them.
+
+* `NodeLabelController`: `nvidia.com/gpu.present` and `nvidia.com/gpu.deploy.*` on nodes;
+* `ClusterPolicyController`: every operand from the oldest ClusterPolicy, its status,
+  Events and `gpu_operator_*` metrics;
+* `NVIDIADriverController`: driver DaemonSets per node pool from NVIDIADriver resources.
+
+Run them all in-process (tests, `gpu-operator run`)::
+
+    operator = build_operator(api_client, namespace="gpu-operator", bind_address=None)
+    task = asyncio.create_task(operator.manager.run())
+    await operator.manager.wait_leading()
+    ...
+    operator.manager.stop()
+    await task
+"""
+
+from components.controllers._clusterpolicy import ClusterPolicyController
+from components.controllers._constants import (
+    DEFAULT_NAMESPACE,
+    FIELD_MANAGER,
+    HASH_ANNOTATION,
+    LEASE_NAME,
+)
+from components.controllers._labels import has_gpu, node_label_patch
+from components.controllers._node_labels import NodeLabelController, deploy_labels
+from components.controllers._nvidiadriver import NVIDIADriverController
+from components.controllers._operator import Operator, build_operator, setup_operator
+from components.controllers._policies import oldest
+from components.controllers._pools import Pool, Pools, assign, exclusion_terms
+from components.controllers._status import Findings, OperandReadiness, policy_status
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "FIELD_MANAGER",
+    "HASH_ANNOTATION",
+    "LEASE_NAME",
+    "ClusterPolicyController",
+    "Findings",
+    "NVIDIADriverController",
+    "NodeLabelController",
+    "OperandReadiness",
+    "Operator",
+    "Pool",
+    "Pools",
+    "assign",
+    "build_operator",
+    "deploy_labels",
+    "exclusion_terms",
+    "has_gpu",
+    "node_label_patch",
+    "oldest",
+    "policy_status",
+    "setup_operator",
+]

@@ -1,0 +1,435 @@
+"""The ClusterPolicy controller: from the oldest ClusterPolicy, the whole GPU stack.
+
+One reconcile, level-based, all from the cache:
+
+1. the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
+   naming the active one, and nothing else is done for it;
+2. the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner reference)
+   is built and every enabled operand rendered, in the reference's order;
+3. each rendered object is server-side applied, skipped when the cached copy already
+   carries the desired hash; what we own but no longer want is deleted (a driver
+   DaemonSet only once no node depends on it alone);
+4. readiness is judged from the cached DaemonSets, their pods and ControllerRevisions;
+5. the status is written only when it changed; each change becomes an Event; the
+   `gpu_operator_*` metrics are set.
+
+A second reconcile that finds nothing to do writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pydantic
+
+from components.api import ClusterPolicy, ConditionType
+from components.controllers import _informers
+from components.controllers._apply import (
+    Applier,
+    Change,
+    ObjectRef,
+    component_of,
+    controller_owner,
+    owned_by_kind,
+    ref_of,
+)
+from components.controllers._constants import (
+    CLUSTER_POLICY,
+    CRD,
+    DAEMONSET,
+    DRIVER_DEPLOY_LABEL,
+    NODE,
+    NVIDIA_DRIVER,
+    SERVICE_MONITOR_CRD,
+)
+from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
+from components.controllers._policies import oldest
+from components.controllers._readiness import operand_readiness
+from components.controllers._selection import nodes_only_served_by
+from components.controllers._status import (
+    Findings,
+    OperandReadiness,
+    ignored_status,
+    policy_status,
+    status_patch,
+)
+from components.controllers._view import (
+    any_nfd_labels,
+    config_map_keys,
+    count_gpu_nodes,
+    gpu_nodes,
+)
+from components.metrics import OperatorMetrics, ReconciliationStatus
+from components.operands import OPERANDS, ClusterView, Operand, Rendered
+from reconciler import (
+    NORMAL,
+    WARNING,
+    BadRequest,
+    Controller,
+    EventRecorder,
+    Forbidden,
+    Funcs,
+    GenerationChanged,
+    Invalid,
+    LabelsChanged,
+    Manager,
+    Matching,
+    Object,
+    Or,
+    Request,
+    Result,
+    generation_of,
+    name_of,
+    namespace_of,
+    owner_reference,
+)
+
+log = logging.getLogger("components.controllers.clusterpolicy")
+
+NAME = "clusterpolicy"
+
+INVALID_SPEC = "InvalidSpec"
+RENDER_FAILED = "RenderFailed"
+APPLY_FAILED = "ApplyFailed"
+
+
+@dataclass
+class Sync:
+    """What applying one policy's operands did and found."""
+
+    desired: set[ObjectRef] = field(default_factory=set)
+    rendered: dict[str, Rendered] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+    """Operands whose render failed: their existing objects are left alone."""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    driver_daemonsets: list[Object] | None = None
+    """The driver DaemonSets that should serve the nodes (None: the driver is disabled)."""
+
+
+def _runtime_changed(old: Object, new: Object) -> bool:
+    def runtime(node: Object) -> object:
+        return ((node.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
+
+    return runtime(old) != runtime(new)
+
+
+def _namespace_is(namespace: str) -> Matching:
+    return Matching(lambda obj: namespace_of(obj) == namespace)
+
+
+NODE_CHANGED = Or(LabelsChanged(), Funcs(update=_runtime_changed))
+"""Node events that can change the desired state (not heartbeats or conditions)."""
+
+
+class ClusterPolicyController:
+    def __init__(
+        self,
+        manager: Manager,
+        applier: Applier,
+        metrics: OperatorMetrics,
+        *,
+        namespace: str,
+        operands: Sequence[Operand] | None = None,
+        recorder: EventRecorder | None = None,
+        set_auto_upgrade: bool = True,
+    ) -> None:
+        """`set_auto_upgrade=False` leaves `gpu_operator_driver_auto_upgrade_enabled` to
+        the upgrade controller (which also knows the NVIDIADrivers' policies)."""
+        self.manager = manager
+        self.client = manager.client
+        self.applier = applier
+        self.metrics = metrics
+        self.namespace = namespace
+        self.operands: list[Operand] = list(OPERANDS if operands is None else operands)
+        self.driver = next(
+            (op.name for op in self.operands if op.deploy_label == DRIVER_DEPLOY_LABEL), None
+        )
+        self.recorder = recorder or manager.event_recorder("gpu-operator")
+        self.controller: Controller | None = None
+        self._in_namespace = _namespace_is(namespace)
+        self.set_auto_upgrade = set_auto_upgrade
+
+    # -- wiring --------------------------------------------------------------------------
+
+    def setup(self) -> Controller:
+        m = self.manager
+        c = m.controller(NAME, self)
+        c.watch(_informers.cluster_policies(m), self._all_policies, GenerationChanged())
+        c.watch(_informers.nodes(m), self._active_policy, NODE_CHANGED)
+        c.watch(_informers.service_monitor_crd(m), self._all_policies)
+        c.watch(_informers.config_maps(m, self.namespace), self._active_policy)
+        c.watch(_informers.pods(m), self._via_daemonset, self._in_namespace)
+        c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
+        for informer in self.applier.owned_informers:
+            c.watch(informer, self._owner_policy)
+        self.applier.on_new_informer(lambda informer: c.watch(informer, self._owner_policy))
+        self.controller = c
+        return c
+
+    def _all_policies(self, obj: Object) -> list[Request]:
+        """Every ClusterPolicy (one coming or going may change which is active), and the
+        one the event is about, gone from the cache when deleted."""
+        names = {name_of(p) for p in self.client.list(CLUSTER_POLICY)}
+        if obj.get("kind") == CLUSTER_POLICY.kind:
+            names.add(name_of(obj))
+        return [Request("", n) for n in sorted(names)]
+
+    def _active_policy(self, _: Object) -> list[Request]:
+        active = oldest(self.client.list(CLUSTER_POLICY))
+        return [Request("", name_of(active))] if active is not None else []
+
+    def _owner_policy(self, obj: Object) -> list[Request]:
+        ref = controller_owner(obj)
+        if ref is None:
+            return []
+        if ref.get("kind") == CLUSTER_POLICY.kind:
+            return [Request("", str(ref.get("name")))]
+        return self._active_policy(obj)  # e.g. a driver DaemonSet of an NVIDIADriver
+
+    def _via_daemonset(self, obj: Object) -> list[Request]:
+        """A pod or ControllerRevision: the policy that owns its DaemonSet."""
+        out: list[Request] = []
+        for ref in obj.get("metadata", {}).get("ownerReferences") or ():
+            if ref.get("kind") != DAEMONSET.kind:
+                continue
+            ds = self.client.get(DAEMONSET, str(ref.get("name")), namespace_of(obj))
+            if ds is not None:
+                out += self._owner_policy(ds)
+        return out
+
+    # -- reconcile -----------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        self.metrics.reconciliation_total.inc()
+        try:
+            return await self._reconcile(request)
+        except Exception:
+            self.metrics.reconciliation_failed_total.inc()
+            self.metrics.set_status(ReconciliationStatus.ERROR)
+            raise
+
+    async def _reconcile(self, request: Request) -> Result | None:
+        policies = self.client.list(CLUSTER_POLICY)
+        active = oldest(policies)
+        obj = self.client.get(CLUSTER_POLICY, request.name)
+        if active is None:
+            self.metrics.set_status(ReconciliationStatus.NO_POLICY)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            log.debug("ClusterPolicy %s: gone (garbage collection removes what it owned)", request)
+            return None
+        assert active is not None
+        if name_of(active) != name_of(obj):
+            await self._ignore(obj, active)
+            return None
+        try:
+            policy = ClusterPolicy.from_dict(obj)
+        except pydantic.ValidationError as exc:
+            await self._invalid(obj, exc)
+            return None
+        nodes = self.client.list(NODE)
+        view = self._view(obj, nodes)
+        sync = await self._sync(policy, view)
+        readiness = self._readiness(policy, sync)
+        findings = Findings(
+            namespace=self.namespace,
+            generation=generation_of(obj),
+            operands=readiness,
+            problems=sync.problems,
+            has_nfd_labels=any_nfd_labels(nodes),
+            gpu_nodes=count_gpu_nodes(nodes),
+        )
+        status = policy_status(obj.get("status"), findings)
+        await self._report(obj, sync.changes)
+        await self._write_status(obj, status)
+        self._set_metrics(policy, findings, status.state)
+        return None
+
+    def _view(self, obj: Object, nodes: Sequence[Object]) -> ClusterView:
+        crds = self.client.list(CRD)
+        config_maps = self.client.list(_informers.CONFIG_MAP, namespace=self.namespace)
+        return ClusterView(
+            namespace=self.namespace,
+            gpu_nodes=gpu_nodes(nodes),
+            has_service_monitor_crd=any(name_of(c) == SERVICE_MONITOR_CRD for c in crds),
+            owner=owner_reference(obj),
+            config_map_keys=config_map_keys(config_maps),
+        )
+
+    # -- apply and prune -----------------------------------------------------------------
+
+    async def _sync(self, policy: ClusterPolicy, view: ClusterView) -> Sync:
+        sync = Sync()
+        for operand in self.operands:
+            if not self._enabled(operand, policy):
+                continue
+            try:
+                rendered = self._render(operand, policy, view)
+            except ValueError as exc:  # a renderer should say so in a condition instead
+                sync.failed.add(operand.name)
+                sync.problems.append((RENDER_FAILED, f"{operand.name}: {exc}"))
+                continue
+            sync.rendered[operand.name] = rendered
+            sync.problems += rendered.conditions
+            for obj in rendered.objects:
+                sync.desired.add(ref_of(obj))
+                await self._apply(obj, operand.name, sync)
+        sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
+        sync.changes += await self.applier.prune(
+            sync.desired,
+            owned_by_kind(CLUSTER_POLICY.kind),
+            keep=lambda o: self._keep(o, sync),
+        )
+        return sync
+
+    def _enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
+        if operand.name == self.driver and uses_driver_crd(policy):
+            return True  # its shared objects are ours; its DaemonSets NVIDIADrivers'
+        return operand.enabled(policy)
+
+    def _render(self, operand: Operand, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if operand.name != self.driver or not uses_driver_crd(policy):
+            return operand.render(policy, view)
+        # The ServiceAccount, RBAC and ConfigMaps every driver pod uses, and no DaemonSet:
+        # those come from the NVIDIADriver controller, one set per NVIDIADriver.
+        shared = operand.render(policy_without_driver_crd(policy), replace(view, gpu_nodes=[]))
+        return Rendered(objects=[o for o in shared.objects if o.get("kind") != DAEMONSET.kind])
+
+    async def _apply(self, obj: Object, component: str, sync: Sync) -> None:
+        try:
+            change = await self.applier.apply(obj, component)
+        except (Invalid, BadRequest, Forbidden) as exc:
+            # The object as rendered cannot be written; say so and go on with the rest.
+            what = f"{obj.get('kind')} {name_of(obj)}"
+            sync.problems.append((APPLY_FAILED, f"{component}: {what}: {exc}"))
+            sync.failed.add(component)
+            return
+        if change is not None:
+            sync.changes.append(change)
+
+    def _keep(self, obj: Object, sync: Sync) -> bool:
+        """Whether an undesired object must stay: its operand failed to render, or it is a
+        driver DaemonSet some node still depends on alone."""
+        component = component_of(obj)
+        if component in sync.failed:
+            return True
+        if obj.get("kind") != DAEMONSET.kind or component != self.driver:
+            return False
+        if sync.driver_daemonsets is None:
+            return False  # the driver is disabled: its DaemonSets go
+        stranded = nodes_only_served_by(obj, sync.driver_daemonsets, self.client.list(NODE))
+        if stranded:
+            log.debug(
+                "keeping %s: nodes %s have no other driver DaemonSet",
+                name_of(obj),
+                sorted(stranded),
+            )
+        return bool(stranded)
+
+    # -- readiness -----------------------------------------------------------------------
+
+    def _readiness(self, policy: ClusterPolicy, sync: Sync) -> list[OperandReadiness]:
+        out = []
+        for operand in self.operands:
+            if not self._enabled(operand, policy):
+                out.append(OperandReadiness(operand.name, enabled=False))
+                continue
+            if operand.name == self.driver and uses_driver_crd(policy):
+                daemonsets = self._nvidia_driver_daemonsets()
+            else:
+                rendered = sync.rendered.get(operand.name)
+                objects = rendered.objects if rendered else []
+                daemonsets = [o for o in objects if o.get("kind") == DAEMONSET.kind]
+            out.append(operand_readiness(self.client, operand.name, daemonsets))
+        return out
+
+    def _driver_daemonsets(self, policy: ClusterPolicy, sync: Sync) -> list[Object] | None:
+        if uses_driver_crd(policy):
+            return self._nvidia_driver_daemonsets()
+        rendered = sync.rendered.get(self.driver or "")
+        if rendered is None:
+            return None
+        return [o for o in rendered.objects if o.get("kind") == DAEMONSET.kind]
+
+    def _nvidia_driver_daemonsets(self) -> list[Object]:
+        """The driver DaemonSets NVIDIADriver resources made (cached)."""
+        owned = owned_by_kind(NVIDIA_DRIVER.kind)
+        return [
+            ds
+            for ds in self.client.list(DAEMONSET, namespace=self.namespace)
+            if component_of(ds) == self.driver and owned(ds)
+        ]
+
+    # -- status, events, metrics ---------------------------------------------------------
+
+    async def _write_status(self, obj: Object, status: Any) -> None:
+        previous = obj.get("status") or {}
+        patch = status_patch(previous, status)
+        if patch is None:
+            return
+        await self.client.patch(CLUSTER_POLICY, name_of(obj), patch, subresource="status")
+        ready = status.condition(ConditionType.READY)
+        old_state = previous.get("state")
+        if ready is None or (old_state == status.state and _same_ready(previous, ready)):
+            return
+        kind = NORMAL if status.state == "ready" else WARNING
+        await self.recorder.event(obj, kind, ready.reason, ready.message)
+
+    async def _report(self, obj: Object, changes: Sequence[Change]) -> None:
+        for change in changes:
+            log.debug("ClusterPolicy %s: %s", name_of(obj), change)
+            reason = {"created": "Created", "updated": "Updated", "deleted": "Deleted"}[change.verb]
+            await self.recorder.event(obj, NORMAL, reason, f"{change} ({change.component})")
+
+    async def _ignore(self, obj: Object, active: Object) -> None:
+        status = ignored_status(
+            obj.get("status"),
+            namespace=self.namespace,
+            generation=generation_of(obj),
+            active=name_of(active),
+        )
+        await self._write_status(obj, status)
+
+    async def _invalid(self, obj: Object, exc: pydantic.ValidationError) -> None:
+        errors = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        findings = Findings(
+            namespace=self.namespace,
+            generation=generation_of(obj),
+            problems=[(INVALID_SPEC, f"the spec cannot be read: {errors}")],
+        )
+        await self._write_status(obj, policy_status(obj.get("status"), findings))
+        self.metrics.set_status(ReconciliationStatus.NOT_READY)
+        self.metrics.reconciliation_failed_total.inc()
+
+    def _set_metrics(self, policy: ClusterPolicy, findings: Findings, state: str) -> None:
+        m = self.metrics
+        m.gpu_nodes_total.set(findings.gpu_nodes)
+        m.reconciliation_has_nfd_labels.set(1 if findings.has_nfd_labels else 0)
+        driver = policy.spec.driver
+        if self.set_auto_upgrade:
+            m.driver_auto_upgrade_enabled.set(
+                1 if driver.enabled and driver.upgrade_policy.auto_upgrade else 0
+            )
+        if state == "ready":
+            m.set_status(ReconciliationStatus.READY)
+            m.reconciliation_last_success_ts_seconds.set(time.time())
+        else:
+            m.set_status(ReconciliationStatus.NOT_READY)
+            m.reconciliation_failed_total.inc()
+
+
+def _same_ready(previous: dict[str, Any], ready: Any) -> bool:
+    for cond in previous.get("conditions") or ():
+        if cond.get("type") == ConditionType.READY:
+            return bool(
+                cond.get("status") == ready.status
+                and cond.get("reason") == ready.reason
+                and cond.get("message") == ready.message
+            )
+    return False

@@ -1,0 +1,62 @@
+"""Names shared by the controllers: kinds, label keys, the field manager.
+
+Label keys and values are the reference operator's, so manifests, node selectors and
+dashboards written for it keep working.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from reconciler import GVK
+
+FIELD_MANAGER: Final = "gpu-operator"
+"""The one field manager every server-side apply and patch is sent with."""
+
+HASH_ANNOTATION: Final = "nvidia.com/last-applied-hash"
+"""Records the hash of the desired object on what we apply (the reference's name)."""
+
+DEFAULT_NAMESPACE: Final = "gpu-operator"
+LEASE_NAME: Final = "53822513.nvidia.com"
+"""The reference's leader-election lease, so ours and theirs never lead at once."""
+
+# -- kinds ----------------------------------------------------------------------------
+
+CLUSTER_POLICY: Final = GVK("nvidia.com", "v1", "ClusterPolicy")
+NVIDIA_DRIVER: Final = GVK("nvidia.com", "v1alpha1", "NVIDIADriver")
+NODE: Final = GVK("", "v1", "Node")
+POD: Final = GVK("", "v1", "Pod")
+DAEMONSET: Final = GVK("apps", "v1", "DaemonSet")
+CONTROLLER_REVISION: Final = GVK("apps", "v1", "ControllerRevision")
+CRD: Final = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+
+SERVICE_MONITOR_CRD: Final = "servicemonitors.monitoring.coreos.com"
+
+# -- labels on what we render -----------------------------------------------------------
+
+MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE: Final = "gpu-operator"
+COMPONENT: Final = "nvidia.com/gpu-operator.component"
+NVIDIA_DRIVER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
+"""On DaemonSets rendered for an NVIDIADriver: the NVIDIADriver's name."""
+
+# -- node labels read -------------------------------------------------------------------
+
+NFD_PREFIX: Final = "feature.node.kubernetes.io/"
+NFD_GPU_LABELS: Final = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+)
+KERNEL_LABEL: Final = "feature.node.kubernetes.io/kernel-version.full"
+OS_ID_LABEL: Final = "feature.node.kubernetes.io/system-os_release.ID"
+OS_VERSION_LABEL: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
+
+# -- node labels written ----------------------------------------------------------------
+
+GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
+DEPLOY_PREFIX: Final = "nvidia.com/gpu.deploy."
+OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"
+DRIVER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.driver"
+MIG_MANAGER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"

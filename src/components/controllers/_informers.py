@@ -1,0 +1,133 @@
+"""The informers the controllers read from, each with one scope shared by every user.
+
+The cache holds one informer per kind, so the scope of each kind is decided here, once:
+
+* cluster-wide: ClusterPolicy, NVIDIADriver, Node (trimmed of images and volumes);
+* cluster-wide Pods (trimmed of volumes): the operand pods readiness is judged from, and
+  the GPU pods a driver upgrade must move off a node (the upgrade controller shares it);
+* the operator's namespace: ControllerRevisions (the DaemonSets' revisions that readiness
+  is judged from; trimmed of their data);
+* everything we render, scoped to the operator's namespace when namespaced, and selected
+  by `app.kubernetes.io/managed-by=gpu-operator`, so a 5,000-node cluster's own
+  ClusterRoles never enter the cache; ConfigMaps and DaemonSets are the exceptions, every
+  one in the operator's namespace is cached: a policy may name the user's own ConfigMaps
+  (their keys are mounted one by one), and the upgrade controller shares the DaemonSets;
+* the ServiceMonitor CRD alone (a field selector on its name), to know whether
+  prometheus-operator is installed.
+
+Another controller that needs one of these kinds must come through here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from components.controllers._constants import (
+    CLUSTER_POLICY,
+    COMPONENT,
+    CONTROLLER_REVISION,
+    CRD,
+    DAEMONSET,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    NODE,
+    NVIDIA_DRIVER,
+    POD,
+    SERVICE_MONITOR_CRD,
+)
+from reconciler import GVK, Informer, Manager
+
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE}"
+
+CONFIG_MAP = GVK("", "v1", "ConfigMap")
+
+NAMESPACED_OWNED: tuple[GVK, ...] = (
+    GVK("", "v1", "ServiceAccount"),
+    CONFIG_MAP,
+    GVK("", "v1", "Service"),
+    GVK("rbac.authorization.k8s.io", "v1", "Role"),
+    GVK("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+    DAEMONSET,
+)
+"""Namespaced kinds the renderers make (more are added as they first appear)."""
+
+CLUSTER_OWNED: tuple[GVK, ...] = (
+    GVK("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+    GVK("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+    GVK("node.k8s.io", "v1", "RuntimeClass"),
+)
+"""Cluster-scoped kinds the renderers make."""
+
+UNSELECTED = frozenset({CONFIG_MAP, DAEMONSET})
+"""Owned kinds cached without the managed-by selector (see the module's docstring)."""
+
+NODE_DROP = (
+    ("status", "images"),
+    ("status", "volumesAttached"),
+    ("status", "volumesInUse"),
+)
+POD_DROP = (("spec", "volumes"),)
+REVISION_DROP = (("data",),)
+
+
+def cluster_policies(manager: Manager) -> Informer:
+    return manager.informer(CLUSTER_POLICY)
+
+
+def nvidia_drivers(manager: Manager) -> Informer:
+    return manager.informer(NVIDIA_DRIVER)
+
+
+def nodes(manager: Manager) -> Informer:
+    return manager.informer(NODE, drop=NODE_DROP)
+
+
+def pods(manager: Manager) -> Informer:
+    return manager.informer(POD, drop=POD_DROP)
+
+
+def controller_revisions(manager: Manager, namespace: str) -> Informer:
+    return manager.informer(CONTROLLER_REVISION, namespace=namespace, drop=REVISION_DROP)
+
+
+def service_monitor_crd(manager: Manager) -> Informer:
+    return manager.informer(CRD, field_selector=f"metadata.name={SERVICE_MONITOR_CRD}")
+
+
+def owned(manager: Manager, gvk: GVK, namespace: str | None) -> Informer:
+    """The informer of a kind we render: `namespace` for namespaced kinds, else None."""
+    selector = None if gvk in UNSELECTED else MANAGED_SELECTOR
+    return manager.informer(
+        gvk, namespace=namespace, label_selector=selector, index_labels=(COMPONENT,)
+    )
+
+
+def config_maps(manager: Manager, namespace: str) -> Informer:
+    return owned(manager, CONFIG_MAP, namespace)
+
+
+def is_owned_kind(informer: Informer) -> bool:
+    """Whether the informer is one of `owned()`'s (what the renderers make)."""
+    return informer.label_selector == MANAGED_SELECTOR or (
+        informer.gvk in UNSELECTED and informer.label_selector is None
+    )
+
+
+def owned_informers(manager: Manager, namespace: str) -> list[Informer]:
+    """Every owned kind known up front (ServiceMonitor and others come when first rendered)."""
+    out = [owned(manager, gvk, namespace) for gvk in NAMESPACED_OWNED]
+    out += [owned(manager, gvk, None) for gvk in CLUSTER_OWNED]
+    return out
+
+
+def register_all(manager: Manager, namespace: str) -> list[Informer]:
+    """Every informer the controllers need, so the manager syncs them all before starting."""
+    base: Iterable[Informer] = (
+        cluster_policies(manager),
+        nvidia_drivers(manager),
+        nodes(manager),
+        pods(manager),
+        controller_revisions(manager, namespace),
+        service_monitor_crd(manager),
+    )
+    return [*base, *owned_informers(manager, namespace)]

@@ -1,0 +1,277 @@
+"""The NVIDIADriver controller: driver DaemonSets per node pool.
+
+Active only while the active ClusterPolicy says `driver.useNvidiaDriverCRD: true` (and the
+driver is enabled); otherwise every NVIDIADriver is `ignored` and its DaemonSets go (the
+ClusterPolicy's own driver DaemonSets take over, and are kept until they do).
+
+Each NVIDIADriver renders the driver renderer's DaemonSets for its pool's nodes (one per
+OS, or per kernel when precompiled), renamed `nvidia-<type>-driver-<name>-<os>` and
+narrowed to the pool: its `nodeSelector`, or for the default one, node affinity that keeps
+out every other pool's nodes. Overlapping selectors and a second default become a
+condition on the younger NVIDIADriver, which then deploys nothing: never a fight.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import pydantic
+
+from components.api import ClusterPolicy, ConditionType, NVIDIADriver, NVIDIADriverStatus
+from components.controllers import _informers
+from components.controllers._apply import (
+    Applier,
+    Change,
+    component_of,
+    controller_owner,
+    owned_by_kind,
+    ref_of,
+)
+from components.controllers._clusterpolicy import NODE_CHANGED
+from components.controllers._constants import (
+    CLUSTER_POLICY,
+    CRD,
+    DAEMONSET,
+    DRIVER_DEPLOY_LABEL,
+    NODE,
+    NVIDIA_DRIVER,
+    SERVICE_MONITOR_CRD,
+)
+from components.controllers._driver_crd import (
+    driver_section,
+    for_nvidia_driver,
+    policy_with_driver,
+    uses_driver_crd,
+)
+from components.controllers._labels import has_gpu
+from components.controllers._policies import by_age, oldest
+from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
+from components.controllers._readiness import operand_readiness
+from components.controllers._selection import nodes_only_served_by
+from components.controllers._status import OperandReadiness, driver_status, status_patch
+from components.controllers._view import config_map_keys, gpu_nodes
+from components.operands import OPERANDS, ClusterView, Operand
+from reconciler import (
+    NORMAL,
+    WARNING,
+    BadRequest,
+    Controller,
+    EventRecorder,
+    Forbidden,
+    GenerationChanged,
+    Invalid,
+    Manager,
+    Object,
+    Request,
+    Result,
+    generation_of,
+    labels_of,
+    name_of,
+    owner_reference,
+)
+
+log = logging.getLogger("components.controllers.nvidiadriver")
+
+NAME = "nvidiadriver"
+NOT_IN_USE = (
+    "the active ClusterPolicy does not set driver.useNvidiaDriverCRD: true (or has the "
+    "driver disabled), so NVIDIADriver resources are not used"
+)
+
+
+class NVIDIADriverController:
+    def __init__(
+        self,
+        manager: Manager,
+        applier: Applier,
+        *,
+        namespace: str,
+        operands: Sequence[Operand] | None = None,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.manager = manager
+        self.client = manager.client
+        self.applier = applier
+        self.namespace = namespace
+        found = [op for op in (OPERANDS if operands is None else operands)]
+        self.driver: Operand | None = next(
+            (op for op in found if op.deploy_label == DRIVER_DEPLOY_LABEL), None
+        )
+        self.recorder = recorder or manager.event_recorder("gpu-operator")
+
+    def setup(self) -> Controller:
+        m = self.manager
+        c = m.controller(NAME, self)
+        # Any NVIDIADriver's selector or default flag changes the others' pools.
+        c.watch(_informers.nvidia_drivers(m), self._every_driver, GenerationChanged())
+        c.watch(_informers.cluster_policies(m), self._every_driver, GenerationChanged())
+        c.watch(_informers.nodes(m), self._every_driver, NODE_CHANGED)
+        c.watch(_informers.owned(m, DAEMONSET, self.namespace), self._daemonset_event)
+        return c
+
+    def _every_driver(self, _: Object) -> list[Request]:
+        return [Request("", name_of(d)) for d in self.client.list(NVIDIA_DRIVER)]
+
+    def _daemonset_event(self, obj: Object) -> list[Request]:
+        """Its NVIDIADriver; any driver DaemonSet may also let others delete stale ones."""
+        ref = controller_owner(obj)
+        if ref is not None and ref.get("kind") == NVIDIA_DRIVER.kind:
+            return [Request("", str(ref.get("name")))]
+        if self.driver is not None and component_of(obj) == self.driver.name:
+            return self._every_driver(obj)
+        return []
+
+    # -- reconcile -----------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        obj = self.client.get(NVIDIA_DRIVER, request.name)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None  # garbage collection removes its DaemonSets
+        uid = str(obj["metadata"].get("uid"))
+        policy = self._active_policy()
+        if policy is None or not uses_driver_crd(policy) or self.driver is None:
+            if policy is not None:
+                # The driver is the ClusterPolicy's again (kept until its DaemonSets
+                # serve the nodes), or disabled (then ours simply go).
+                await self._prune(uid, desired=[], stranding=policy.spec.driver.enabled)
+            await self._write_status(obj, self._status(obj, ignored=NOT_IN_USE))
+            return None
+        try:
+            nvidia_driver = NVIDIADriver.from_dict(obj)
+        except pydantic.ValidationError as exc:
+            message = f"the spec cannot be read: {exc.errors()[0]['msg']}"
+            await self._write_status(obj, self._status(obj, problems=[("InvalidSpec", message)]))
+            return None
+        nodes = self.client.list(NODE)
+        pools = assign(
+            by_age(self.client.list(NVIDIA_DRIVER)), [n for n in nodes if has_gpu(labels_of(n))]
+        )
+        conflict = pools.conflicts.get(request.name)
+        if conflict is not None:
+            await self._write_status(obj, self._status(obj, problems=[conflict]))
+            return None
+        pool = pools.pools[request.name]
+        daemonsets, problems = self._render(obj, nvidia_driver, policy, pool, nodes)
+        changes: list[Change] = []
+        for ds in daemonsets:
+            try:
+                change = await self.applier.apply(ds, self.driver.name)
+            except (Invalid, BadRequest, Forbidden) as exc:
+                problems.append(("ApplyFailed", f"DaemonSet {name_of(ds)}: {exc}"))
+                continue
+            if change is not None:
+                changes.append(change)
+        changes += await self._prune(uid, desired=daemonsets)
+        readiness = operand_readiness(self.client, self.driver.name, daemonsets)
+        for change in changes:
+            await self.recorder.event(obj, NORMAL, change.verb.capitalize(), str(change))
+        await self._write_status(obj, self._status(obj, readiness=readiness, problems=problems))
+        return None
+
+    def _active_policy(self) -> ClusterPolicy | None:
+        obj = oldest(self.client.list(CLUSTER_POLICY))
+        if obj is None:
+            return None
+        try:
+            return ClusterPolicy.from_dict(obj)
+        except pydantic.ValidationError:
+            return None
+
+    def _render(
+        self,
+        obj: Object,
+        nvidia_driver: NVIDIADriver,
+        policy: ClusterPolicy,
+        pool: Pool,
+        nodes: Sequence[Object],
+    ) -> tuple[list[Object], list[tuple[str, str]]]:
+        assert self.driver is not None
+        problems: list[tuple[str, str]] = []
+        exclude = exclusion_terms(pool.exclude)
+        if exclude is None:
+            problems.append(
+                (
+                    TOO_MANY_POOLS,
+                    "the other NVIDIADrivers' node selectors are too many to keep their "
+                    "nodes out of the default one; give the default NVIDIADriver's nodes "
+                    "a label and a nodeSelector instead",
+                )
+            )
+            return [], problems
+        members = set(pool.nodes)
+        view = ClusterView(
+            namespace=self.namespace,
+            gpu_nodes=[n for n in gpu_nodes(nodes) if n.name in members],
+            has_service_monitor_crd=any(
+                name_of(c) == SERVICE_MONITOR_CRD for c in self.client.list(CRD)
+            ),
+            owner=owner_reference(obj),
+            config_map_keys=config_map_keys(
+                self.client.list(_informers.CONFIG_MAP, namespace=self.namespace)
+            ),
+        )
+        spec = nvidia_driver.spec
+        rendered = self.driver.render(policy_with_driver(policy, driver_section(spec)), view)
+        problems += rendered.conditions
+        daemonsets = [
+            for_nvidia_driver(
+                o,
+                nvidia_driver=name_of(obj),
+                spec=spec,
+                selector=pool.selector if not pool.default else {},
+                exclude_terms=exclude,
+            )
+            for o in rendered.objects
+            if o.get("kind") == DAEMONSET.kind
+        ]
+        return daemonsets, problems
+
+    async def _prune(
+        self, uid: str, *, desired: Sequence[Object], stranding: bool = True
+    ) -> list[Change]:
+        """Delete this NVIDIADriver's DaemonSets that are not `desired`; with `stranding`,
+        each only once every node it serves is served by a desired one or another driver
+        DaemonSet."""
+        mine = owned_by_kind(NVIDIA_DRIVER.kind, uid)
+        driver = self.driver.name if self.driver is not None else ""
+        covering = [*desired] + [
+            ds
+            for ds in self.client.list(DAEMONSET, namespace=self.namespace)
+            if component_of(ds) == driver and not mine(ds)
+        ]
+
+        def keep(obj: Object) -> bool:
+            return stranding and bool(nodes_only_served_by(obj, covering, self.client.list(NODE)))
+
+        return await self.applier.prune([ref_of(o) for o in desired], mine, keep=keep)
+
+    # -- status --------------------------------------------------------------------------
+
+    def _status(
+        self,
+        obj: Object,
+        *,
+        readiness: OperandReadiness | None = None,
+        problems: Sequence[tuple[str, str]] = (),
+        ignored: str | None = None,
+    ) -> NVIDIADriverStatus:
+        return driver_status(
+            obj.get("status"),
+            namespace=self.namespace,
+            generation=generation_of(obj),
+            readiness=readiness,
+            problems=problems,
+            ignored=ignored,
+        )
+
+    async def _write_status(self, obj: Object, status: NVIDIADriverStatus) -> None:
+        previous = obj.get("status") or {}
+        patch = status_patch(previous, status)
+        if patch is None:
+            return
+        await self.client.patch(NVIDIA_DRIVER, name_of(obj), patch, subresource="status")
+        ready = status.condition(ConditionType.READY)
+        if ready is not None and previous.get("state") != status.state:
+            kind = NORMAL if status.state == "ready" else WARNING
+            await self.recorder.event(obj, kind, ready.reason, ready.message)

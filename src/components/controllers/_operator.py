@@ -1,0 +1,108 @@
+"""The operator process: one Manager with every controller on it.
+
+operator = build_operator(api_client, namespace="gpu-operator", bind_address=None)
+task = asyncio.create_task(operator.manager.run())
+await operator.manager.wait_leading()
+...
+operator.manager.stop(); await task
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from components.controllers import _informers
+from components.controllers._apply import Applier
+from components.controllers._clusterpolicy import ClusterPolicyController
+from components.controllers._constants import FIELD_MANAGER, HASH_ANNOTATION
+from components.controllers._node_labels import NodeLabelController
+from components.controllers._nvidiadriver import NVIDIADriverController
+from components.metrics import OperatorMetrics
+from components.operands import Operand
+from components.upgrade import UpgradeController
+from reconciler import Controller, LeaderElectionConfig, Manager
+
+
+@dataclass
+class Operator:
+    """A manager and the controllers on it."""
+
+    manager: Manager
+    namespace: str
+    metrics: OperatorMetrics
+    node_labels: NodeLabelController
+    cluster_policy: ClusterPolicyController
+    nvidia_driver: NVIDIADriverController
+    upgrade: UpgradeController | None
+
+    @property
+    def controllers(self) -> list[Controller]:
+        return list(self.manager.controllers)
+
+
+def setup_operator(
+    manager: Manager,
+    *,
+    namespace: str,
+    operands: Sequence[Operand] | None = None,
+    upgrade: bool = True,
+) -> Operator:
+    """Register the informers and every controller on `manager`: node labels,
+    ClusterPolicy, NVIDIADriver, and (unless `upgrade=False`) the driver upgrade."""
+    _informers.register_all(manager, namespace)
+    applier = Applier(manager, namespace)
+    metrics = OperatorMetrics(manager.registry)
+    recorder = manager.event_recorder(FIELD_MANAGER)
+    labels = NodeLabelController(manager, operands=operands)
+    policy = ClusterPolicyController(
+        manager,
+        applier,
+        metrics,
+        namespace=namespace,
+        operands=operands,
+        recorder=recorder,
+        set_auto_upgrade=not upgrade,
+    )
+    driver = NVIDIADriverController(
+        manager, applier, namespace=namespace, operands=operands, recorder=recorder
+    )
+    labels.setup()
+    policy.setup()
+    driver.setup()
+    upgrades = (
+        UpgradeController(
+            manager, namespace=namespace, auto_upgrade_gauge=metrics.driver_auto_upgrade_enabled
+        )
+        if upgrade
+        else None
+    )
+    return Operator(manager, namespace, metrics, labels, policy, driver, upgrades)
+
+
+def build_operator(
+    api_client: Any,
+    *,
+    namespace: str,
+    bind_address: str | None = "0.0.0.0:8081",
+    leader_election: LeaderElectionConfig | None = None,
+    registry: CollectorRegistry | None = None,
+    handle_signals: bool = False,
+    operands: Sequence[Operand] | None = None,
+    upgrade: bool = True,
+) -> Operator:
+    """A Manager (field manager `gpu-operator`, the hash annotation on) with every
+    controller, for a kubernetes_asyncio `ApiClient`; run it with `operator.manager.run()`."""
+    manager = Manager(
+        api_client,
+        field_manager=FIELD_MANAGER,
+        leader_election=leader_election,
+        bind_address=bind_address,
+        registry=registry,
+        hash_annotation=HASH_ANNOTATION,
+        handle_signals=handle_signals,
+    )
+    return setup_operator(manager, namespace=namespace, operands=operands, upgrade=upgrade)

@@ -1,0 +1,234 @@
+"""The ClusterPolicy's status, computed from what the reconcile found: pure functions.
+
+State and the `Ready` condition follow one order of precedence, so a person reading
+`kubectl get clusterpolicy` sees the most useful reason first:
+
+1. the policy asks for something that cannot be done (a renderer's condition): `notReady`,
+   `Error=True` with that reason;
+2. no node carries NFD labels (`NFDLabelsMissing`): GPU nodes cannot be found;
+3. operands not ready (`OperandNotReady`), naming the operands and their nodes;
+4. no GPU node (`NoGPUNodes`): `ready`, as in the reference, watching for nodes to join;
+5. otherwise `ready` (`Reconciled`).
+
+Only the fields this controller owns are compared and written (state, namespace,
+observedGeneration, conditions, components); `upgrade` belongs to the upgrade controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from components.api import (
+    ClusterPolicyStatus,
+    ComponentState,
+    ComponentStatus,
+    ConditionType,
+    NVIDIADriverStatus,
+    Reason,
+)
+
+OWNED_STATUS_KEYS = ("state", "namespace", "observedGeneration", "conditions", "components")
+IGNORED_REASON = "Ignored"
+_MAX_NAMED = 5
+
+
+@dataclass(frozen=True)
+class OperandReadiness:
+    """One operand as the reconcile found it."""
+
+    name: str
+    enabled: bool
+    ready: bool = True
+    nodes_desired: int = 0
+    nodes_ready: int = 0
+    not_ready_nodes: Sequence[str] = field(default_factory=tuple)
+    message: str = ""
+
+    def component(self) -> ComponentStatus:
+        state: ComponentState = (
+            "disabled" if not self.enabled else ("ready" if self.ready else "notReady")
+        )
+        return ComponentStatus.build(
+            self.name,
+            state,
+            nodes_desired=self.nodes_desired,
+            nodes_ready=self.nodes_ready,
+            not_ready_nodes=self.not_ready_nodes,
+            message=self.message,
+        )
+
+
+@dataclass(frozen=True)
+class Findings:
+    """Everything the status depends on."""
+
+    namespace: str
+    generation: int
+    operands: Sequence[OperandReadiness] = ()
+    problems: Sequence[tuple[str, str]] = ()
+    """Renderers' conditions: (reason, message)."""
+    has_nfd_labels: bool = True
+    gpu_nodes: int = 0
+
+
+def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
+    """The status as stored, or an empty one if there is none (or it cannot be read)."""
+    if raw:
+        try:
+            return ClusterPolicyStatus.from_dict({"state": "notReady", **raw})
+        except pydantic.ValidationError:
+            pass
+    return ClusterPolicyStatus(state="notReady")
+
+
+def names(items: Sequence[str], limit: int = _MAX_NAMED) -> str:
+    """`a, b, c` or `a, b, c and 7 more`."""
+    shown = ", ".join(items[:limit])
+    rest = len(items) - limit
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def not_ready_message(operands: Sequence[OperandReadiness]) -> str:
+    parts = []
+    for op in operands:
+        if not op.enabled or op.ready:
+            continue
+        if op.not_ready_nodes:
+            parts.append(f"{op.name} on {names(sorted(op.not_ready_nodes))}")
+        else:
+            parts.append(f"{op.name} ({op.message})" if op.message else op.name)
+    return "not ready: " + "; ".join(parts)
+
+
+def policy_status(
+    previous: Mapping[str, Any] | None, findings: Findings, *, now: str | None = None
+) -> ClusterPolicyStatus:
+    """The status the active policy should have (conditions keep their transition times)."""
+    status = parse_status(previous)
+    status.namespace = findings.namespace
+    status.observed_generation = findings.generation
+    status.components = [op.component() for op in findings.operands]
+    not_ready = [op for op in findings.operands if op.enabled and not op.ready]
+    if findings.problems:
+        reason, _ = findings.problems[0]
+        message = "; ".join(msg for _, msg in findings.problems)
+        status.state = "notReady"
+        status.set_condition(ConditionType.READY, False, reason, message, now=now)
+        status.set_condition(ConditionType.ERROR, True, reason, message, now=now)
+        return status
+    if not findings.has_nfd_labels:
+        status.state = "notReady"
+        status.mark_not_ready(
+            Reason.NFD_LABELS_MISSING,
+            "no node has Node Feature Discovery labels (feature.node.kubernetes.io/...), so "
+            "GPU nodes cannot be found: deploy NFD",
+            now=now,
+        )
+    elif not_ready:
+        status.state = "notReady"
+        status.mark_not_ready(Reason.OPERAND_NOT_READY, not_ready_message(not_ready), now=now)
+    elif findings.gpu_nodes == 0:
+        status.state = "ready"
+        status.mark_ready(
+            Reason.NO_GPU_NODES, "no GPU node in the cluster; watching for nodes to join", now=now
+        )
+    else:
+        status.state = "ready"
+        status.mark_ready(
+            Reason.RECONCILED,
+            f"all enabled operands are ready on {findings.gpu_nodes} GPU nodes",
+            now=now,
+        )
+    return status
+
+
+def ignored_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    namespace: str,
+    generation: int,
+    active: str,
+    now: str | None = None,
+) -> ClusterPolicyStatus:
+    """The status of a ClusterPolicy that is not the oldest one."""
+    status = parse_status(previous)
+    status.state = "ignored"
+    status.namespace = namespace
+    status.observed_generation = generation
+    status.components = []
+    status.set_condition(
+        ConditionType.READY,
+        False,
+        IGNORED_REASON,
+        f"ClusterPolicy {active} is active (the oldest one); only one ClusterPolicy is acted "
+        "on, delete this one or that one",
+        now=now,
+    )
+    status.set_condition(ConditionType.ERROR, False, Reason.READY, now=now)
+    return status
+
+
+def owned(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: raw[k] for k in OWNED_STATUS_KEYS if raw and k in raw}
+
+
+def status_patch(
+    previous: Mapping[str, Any] | None, status: ClusterPolicyStatus | NVIDIADriverStatus
+) -> dict[str, Any] | None:
+    """The merge patch body that writes `status`, or None when the stored one equals it."""
+    new = owned(status.to_dict(defaults=True))
+    if new == owned(previous):
+        return None
+    return {"status": new}
+
+
+# -- NVIDIADriver ---------------------------------------------------------------------------
+
+
+def parse_driver_status(raw: Mapping[str, Any] | None) -> NVIDIADriverStatus:
+    if raw:
+        try:
+            return NVIDIADriverStatus.from_dict({"state": "notReady", **raw})
+        except pydantic.ValidationError:
+            pass
+    return NVIDIADriverStatus(state="notReady")
+
+
+def driver_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    namespace: str,
+    generation: int,
+    readiness: OperandReadiness | None = None,
+    problems: Sequence[tuple[str, str]] = (),
+    ignored: str | None = None,
+    now: str | None = None,
+) -> NVIDIADriverStatus:
+    """An NVIDIADriver's status: `ignored` (with why), a problem (`Error=True`), not ready
+    on some nodes, or ready."""
+    status = parse_driver_status(previous)
+    status.namespace = namespace
+    status.observed_generation = generation
+    status.components = [readiness.component()] if readiness is not None else []
+    if ignored is not None:
+        status.state = "ignored"
+        status.set_condition(ConditionType.READY, False, IGNORED_REASON, ignored, now=now)
+        status.set_condition(ConditionType.ERROR, False, Reason.READY, now=now)
+    elif problems:
+        reason, _ = problems[0]
+        message = "; ".join(msg for _, msg in problems)
+        status.state = "notReady"
+        status.set_condition(ConditionType.READY, False, reason, message, now=now)
+        status.set_condition(ConditionType.ERROR, True, reason, message, now=now)
+    elif readiness is not None and not readiness.ready:
+        status.state = "notReady"
+        status.mark_not_ready(Reason.DRIVER_NOT_READY, not_ready_message([readiness]), now=now)
+    else:
+        status.state = "ready"
+        nodes = readiness.nodes_desired if readiness is not None else 0
+        status.mark_ready(message=f"the driver is ready on {nodes} nodes", now=now)
+    return status

@@ -1,0 +1,310 @@
+"""Views: what the upgrade reads from cached Nodes, Pods, DaemonSets and PDBs.
+
+Everything here is a pure function of the cached JSON. The planner only ever sees these
+small frozen views, so it can be tested (and property-tested) without a cluster, and the
+controller can rebuild them from the cache at any moment: after a restart there is nothing
+to remember, because nothing lives anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from components.api import UpgradeState
+from components.upgrade._names import (
+    DRIVER_KERNEL_ANNOTATION,
+    DRIVER_POD_LABELS,
+    FAILED_STATE,
+    GPU_RESOURCE_PREFIXES,
+    INITIALLY_UNSCHEDULABLE,
+    KERNEL_LABEL,
+    MESSAGE,
+    MIRROR_ANNOTATION,
+    NODE_ANNOTATIONS,
+    REVISION_LABEL,
+    SKIP_LABEL,
+    STATE_LABEL,
+    STATE_SINCE,
+    UPGRADE_REQUESTED,
+    VALIDATOR_APP,
+    parse_state,
+)
+from reconciler import Object, annotations_of, labels_of
+
+_FAILING_RESTARTS = 10
+"""A driver container restarted more often than this and not ready is failing (the
+reference's threshold)."""
+
+
+def parse_time(value: Any) -> float | None:
+    """RFC 3339 (`2026-11-30T16:20:01Z`, fractions allowed) or Unix seconds -> Unix seconds."""
+    if value is None or value == "":
+        return None
+    text = str(value)
+    if text.isdigit():
+        return float(text)
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def format_time(seconds: float) -> str:
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- pods --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """A pod, trimmed to what clearing a node and judging a driver need."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    phase: str = "Running"
+    terminating: bool = False
+    created: float = 0.0
+    ready: bool = False
+    gpu: bool = False
+    owner_kind: str = ""
+    owner_name: str = ""
+    owner_uid: str = ""
+    mirror: bool = False
+    local_storage: bool = False
+    volumes_known: bool = True
+    """False when the cache trimmed `spec.volumes`: `local_storage` must be read live."""
+    failing: bool = False
+    revision: str = ""
+    kernel: str | None = None
+    kernel_recorded: bool = False
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name, self.uid))
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def active(self) -> bool:
+        """Not finished: a Succeeded or Failed pod holds no GPU and blocks nothing."""
+        return self.phase not in ("Succeeded", "Failed")
+
+    @property
+    def daemonset(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def managed(self) -> bool:
+        """Has a controller that recreates it elsewhere (drain's notion)."""
+        return bool(self.owner_kind)
+
+
+def _uses_gpu(spec: Mapping[str, Any]) -> bool:
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") or {}
+            for part in ("limits", "requests"):
+                for name in resources.get(part) or {}:
+                    if str(name).startswith(GPU_RESOURCE_PREFIXES):
+                        return True
+    return False
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    """Running, with at least one container, every container ready (the reference's test)."""
+    if status.get("phase") != "Running":
+        return False
+    statuses = status.get("containerStatuses") or []
+    if statuses:
+        return all(bool(s.get("ready")) for s in statuses)
+    # Without container statuses (kwok reports none for some stages) the Ready condition says.
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def _failing(status: Mapping[str, Any]) -> bool:
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for s in status.get(key) or []:
+            if not s.get("ready") and int(s.get("restartCount") or 0) > _FAILING_RESTARTS:
+                return True
+    return False
+
+
+def pod_view(obj: Object) -> PodView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    owner = next(
+        (r for r in meta.get("ownerReferences") or [] if r.get("controller")),
+        None,
+    )
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    kernel = annotations.get(DRIVER_KERNEL_ANNOTATION)
+    recorded = kernel is not None
+    if kernel is None:
+        kernel = (spec.get("nodeSelector") or {}).get(KERNEL_LABEL)
+    return PodView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        node=str(spec.get("nodeName") or ""),
+        labels=labels,
+        phase=str(status.get("phase") or "Pending"),
+        terminating=bool(meta.get("deletionTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        ready=_ready(status) and not meta.get("deletionTimestamp"),
+        gpu=_uses_gpu(spec),
+        owner_kind=str(owner.get("kind") or "") if owner else "",
+        owner_name=str(owner.get("name") or "") if owner else "",
+        owner_uid=str(owner.get("uid") or "") if owner else "",
+        mirror=MIRROR_ANNOTATION in annotations,
+        local_storage=any("emptyDir" in v for v in spec.get("volumes") or []),
+        volumes_known="volumes" in spec,
+        failing=_failing(status),
+        revision=str(labels.get(REVISION_LABEL) or ""),
+        kernel=str(kernel) if kernel is not None else None,
+        kernel_recorded=recorded,
+    )
+
+
+def is_driver_pod(labels: Mapping[str, str]) -> bool:
+    return any(labels.get(k) == v for k, v in DRIVER_POD_LABELS)
+
+
+def is_validator_pod(labels: Mapping[str, str]) -> bool:
+    return labels.get("app") == VALIDATOR_APP
+
+
+def pick_driver_pod(pods: Iterable[PodView]) -> PodView | None:
+    """The driver pod that speaks for a node: a live one before a terminating one, then the
+    newest (a kernel change can leave the old kernel's pod terminating beside the new)."""
+    candidates = [p for p in pods if p.daemonset]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: (not p.terminating, p.created, p.name))
+
+
+# -- nodes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node, trimmed to what the upgrade reads."""
+
+    name: str
+    uid: str = ""
+    state: UpgradeState = UpgradeState.UNKNOWN
+    state_label: str | None = None
+    """The label's value as it is (None when absent): what a compare-and-set tests."""
+    unschedulable: bool = False
+    ready: bool = True
+    skip: bool = False
+    kernel: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Only the upgrade's own annotations."""
+    has_labels: bool = True
+    has_annotations: bool = False
+    """Whether `metadata.labels`/`annotations` exist (a JSON patch must create them first)."""
+    resource_version: str = ""
+
+    @property
+    def initially_unschedulable(self) -> bool:
+        return INITIALLY_UNSCHEDULABLE in self.annotations
+
+    @property
+    def since(self) -> float | None:
+        return parse_time(self.annotations.get(STATE_SINCE))
+
+    @property
+    def failed_state(self) -> UpgradeState:
+        return parse_state(self.annotations.get(FAILED_STATE))
+
+    @property
+    def upgrade_requested(self) -> bool:
+        return self.annotations.get(UPGRADE_REQUESTED) == "true"
+
+    @property
+    def message(self) -> str:
+        return self.annotations.get(MESSAGE, "")
+
+    @property
+    def unavailable(self) -> bool:
+        """Cordoned or NotReady: what maxUnavailable counts."""
+        return self.unschedulable or not self.ready
+
+
+def _node_ready(status: Mapping[str, Any]) -> bool:
+    """The reference's test: a Ready condition that is not True makes a node not ready."""
+    return all(
+        c.get("status") == "True"
+        for c in status.get("conditions") or []
+        if c.get("type") == "Ready"
+    )
+
+
+def node_view(obj: Object) -> NodeView:
+    labels = labels_of(obj)
+    all_annotations = annotations_of(obj)
+    raw = labels.get(STATE_LABEL)
+    return NodeView(
+        name=str((obj.get("metadata") or {}).get("name") or ""),
+        uid=str((obj.get("metadata") or {}).get("uid") or ""),
+        state=parse_state(raw),
+        state_label=raw,
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
+        ready=_node_ready(obj.get("status") or {}),
+        skip=labels.get(SKIP_LABEL) == "true",
+        kernel=labels.get(KERNEL_LABEL),
+        annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
+        has_labels=bool(labels),
+        has_annotations=bool(all_annotations),
+        resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
+    )
+
+
+# -- PodDisruptionBudgets ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PdbView:
+    namespace: str
+    name: str
+    selector: Mapping[str, Any] | None
+    disruptions_allowed: int
+
+
+def pdb_view(obj: Object) -> PdbView:
+    meta = obj.get("metadata") or {}
+    return PdbView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        selector=(obj.get("spec") or {}).get("selector"),
+        disruptions_allowed=int((obj.get("status") or {}).get("disruptionsAllowed") or 0),
+    )
+
+
+# -- a driver DaemonSet's newest revision ------------------------------------------------
+
+
+def newest_revision(ds_name: str, revisions: Sequence[Object]) -> str | None:
+    """The hash of a DaemonSet's newest ControllerRevision (highest `revision`)."""
+    if not revisions:
+        return None
+    newest = max(revisions, key=lambda r: int(r.get("revision") or 0))
+    labels = labels_of(newest)
+    if labels.get(REVISION_LABEL):
+        return str(labels[REVISION_LABEL])
+    name = str((newest.get("metadata") or {}).get("name") or "")
+    prefix = f"{ds_name}-"
+    return name[len(prefix) :] if name.startswith(prefix) else name

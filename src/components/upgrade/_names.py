@@ -1,0 +1,147 @@
+"""Names: the node labels and annotations the upgrade lives in, the kinds it reads.
+
+The reference's keys (k8s-operator-libs `pkg/upgrade/consts.go`, driver name `gpu`) keep
+their names and meaning, so dashboards, runbooks and `kubectl get nodes -L` keep working.
+Keys the reference does not have are ours and carry the same prefix.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from components.api import UpgradeState
+from reconciler import GVK
+
+# -- node labels -------------------------------------------------------------------------
+
+STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
+"""Where a node is in the upgrade (`UpgradeState` values); absent = unknown."""
+
+SKIP_LABEL: Final = "nvidia.com/gpu-driver-upgrade.skip"
+"""`true` on a node: never start its upgrade (a walk already begun finishes)."""
+
+KERNEL_LABEL: Final = "feature.node.kubernetes.io/kernel-version.full"
+"""The kernel the node runs, from Node Feature Discovery."""
+
+# -- node annotations --------------------------------------------------------------------
+
+INITIALLY_UNSCHEDULABLE: Final = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+"""The node was cordoned before its upgrade began, so it stays cordoned after it."""
+
+UPGRADE_REQUESTED: Final = "nvidia.com/gpu-driver-upgrade-requested"
+"""`true`: restart this node's driver through the safe path even though it is in sync."""
+
+STATE_SINCE: Final = "nvidia.com/gpu-driver-upgrade-state-since"
+"""When the node entered its current state (RFC 3339, UTC): every timeout counts from it.
+Written in the same request as the state label, so the two never disagree."""
+
+FAILED_STATE: Final = "nvidia.com/gpu-driver-upgrade-failed-state"
+"""On an `upgrade-failed` node: the state it failed in, so the retry knows what to redo."""
+
+MESSAGE: Final = "nvidia.com/gpu-driver-upgrade-message"
+"""Why the node is where it is, when that is worth a sentence (failures, mostly)."""
+
+WAIT_FOR_JOBS_START: Final = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
+VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
+"""The reference's start-time annotations (Unix seconds). We time from `STATE_SINCE` and
+only remove these, so a node taken over from the reference operator ends up clean."""
+
+NODE_ANNOTATIONS: Final = (
+    INITIALLY_UNSCHEDULABLE,
+    UPGRADE_REQUESTED,
+    STATE_SINCE,
+    FAILED_STATE,
+    MESSAGE,
+    WAIT_FOR_JOBS_START,
+    VALIDATION_START,
+)
+"""Every node annotation the upgrade reads or writes."""
+
+WALK_ANNOTATIONS: Final = (
+    STATE_SINCE,
+    FAILED_STATE,
+    MESSAGE,
+    WAIT_FOR_JOBS_START,
+    VALIDATION_START,
+)
+"""Annotations that only mean something during a walk; cleared when it ends."""
+
+# -- pod labels and annotations ----------------------------------------------------------
+
+DRAIN_SKIP_LABEL: Final = "nvidia.com/gpu-driver-upgrade-drain.skip"
+"""`true` on a pod: a drain leaves it alone (the operator's own pod carries it)."""
+
+REVISION_LABEL: Final = "controller-revision-hash"
+"""On DaemonSet pods and ControllerRevisions: which revision of the template it is."""
+
+DRIVER_KERNEL_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade.kernel-version"
+"""On a driver pod: the kernel its driver was built and loaded for. Set by the renderer or
+the driver container when they know it; otherwise recorded by the upgrade controller when
+it first sees the pod ready (the node's kernel then). Precompiled driver pods carry the
+kernel in their node selector instead, which is read too."""
+
+VALIDATOR_APP: Final = "nvidia-operator-validator"
+"""`app` label of the validator pods that must be Ready after a driver restart."""
+
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+
+GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
+"""A pod requesting a resource with one of these prefixes uses a GPU."""
+
+DRIVER_POD_LABELS: Final = (
+    ("app", "nvidia-driver-daemonset"),
+    ("app.kubernetes.io/component", "nvidia-driver"),
+)
+"""Labels that make a pod in the operator namespace a driver pod (the reference's:
+`app=nvidia-driver-daemonset` for ClusterPolicy, the component label for NVIDIADriver)."""
+
+NVIDIA_DRIVER_OWNER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
+"""On driver DaemonSets rendered for an NVIDIADriver: its name (the components' label)."""
+
+# -- events ------------------------------------------------------------------------------
+
+EVENT_REASON: Final = "GPUDriverUpgrade"
+"""The reference's event reason, so existing event filters keep matching."""
+
+STATUS_FIELD_MANAGER: Final = "gpu-operator-upgrade"
+"""The field manager of `status.upgrade`: the policy controller owns the rest of status."""
+
+# -- kinds -------------------------------------------------------------------------------
+
+NODE: Final = GVK("", "v1", "Node")
+POD: Final = GVK("", "v1", "Pod")
+DAEMONSET: Final = GVK("apps", "v1", "DaemonSet")
+CONTROLLER_REVISION: Final = GVK("apps", "v1", "ControllerRevision")
+PDB: Final = GVK("policy", "v1", "PodDisruptionBudget")
+CLUSTER_POLICY: Final = GVK("nvidia.com", "v1", "ClusterPolicy")
+NVIDIA_DRIVER: Final = GVK("nvidia.com", "v1alpha1", "NVIDIADriver")
+
+# -- states ------------------------------------------------------------------------------
+
+S = UpgradeState
+
+IN_PROGRESS: Final = frozenset(
+    {
+        S.CORDON_REQUIRED,
+        S.WAIT_FOR_JOBS_REQUIRED,
+        S.POD_DELETION_REQUIRED,
+        S.DRAIN_REQUIRED,
+        S.POD_RESTART_REQUIRED,
+        S.VALIDATION_REQUIRED,
+        S.UNCORDON_REQUIRED,
+        S.UPGRADE_FAILED,
+    }
+)
+"""The reference's in-progress: every state but unknown, done and upgrade-required. A
+failed node keeps its slot until it recovers: it is still cordoned and still not done."""
+
+CORDONED_BY_US: Final = IN_PROGRESS - {S.CORDON_REQUIRED}
+"""States in which the upgrade has cordoned the node (unless it was cordoned before)."""
+
+
+def parse_state(value: str | None) -> UpgradeState:
+    """The state a label value names; anything unknown reads as unknown."""
+    try:
+        return UpgradeState(value or "")
+    except ValueError:
+        return UpgradeState.UNKNOWN

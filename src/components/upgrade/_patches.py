@@ -1,0 +1,92 @@
+"""A transition as one JSON patch: the state label, its annotations and the cordon together.
+
+One request changes everything a transition changes, so there is no moment (and no crash)
+in which a node is cordoned but not yet in its new state, or in its new state without the
+time it entered it. The patch starts with a `test` of the state label as we read it: if
+anyone (a stale cache, a second writer) moved the node meanwhile, the server refuses the
+whole patch (422) and nothing is half-applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.api import UpgradeState
+from components.upgrade._model import NodeView, format_time
+from components.upgrade._names import (
+    FAILED_STATE,
+    INITIALLY_UNSCHEDULABLE,
+    MESSAGE,
+    STATE_LABEL,
+    STATE_SINCE,
+    VALIDATION_START,
+    WAIT_FOR_JOBS_START,
+)
+from components.upgrade._planner import Transition
+
+Op = dict[str, Any]
+
+
+def _pointer(*parts: str) -> str:
+    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, str | None]:
+    """Every annotation the transition sets (value) or removes (None), bookkeeping included,
+    already reduced to real changes."""
+    changes: dict[str, str | None] = dict(t.annotations)
+    moves = (t.to is None and node.state_label is not None) or (
+        t.to is not None and t.to.value != node.state_label
+    )
+    if t.to is None:
+        for key in (STATE_SINCE, FAILED_STATE, MESSAGE, WAIT_FOR_JOBS_START, VALIDATION_START):
+            changes.setdefault(key, None)
+        changes.setdefault(INITIALLY_UNSCHEDULABLE, None)
+    else:
+        if moves:
+            changes.setdefault(STATE_SINCE, format_time(now))
+        changes.setdefault(MESSAGE, t.reason if t.warning and t.reason else None)
+        if t.to is not UpgradeState.UPGRADE_FAILED:
+            changes.setdefault(FAILED_STATE, None)
+        changes.setdefault(WAIT_FOR_JOBS_START, None)
+        changes.setdefault(VALIDATION_START, None)
+    have = node.annotations
+    return {
+        k: v
+        for k, v in changes.items()
+        if (v is None and k in have) or (v is not None and have.get(k) != v)
+    }
+
+
+def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
+    """The JSON patch for `t` on `node`; empty when it would change nothing."""
+    ops: list[Op] = []
+    label_path = _pointer("metadata", "labels", STATE_LABEL)
+    if t.to is None:
+        if node.state_label is not None:
+            ops.append({"op": "remove", "path": label_path})
+    elif t.to.value != node.state_label:
+        if node.has_labels:
+            ops.append({"op": "add", "path": label_path, "value": t.to.value})
+        else:
+            ops.append(
+                {"op": "add", "path": "/metadata/labels", "value": {STATE_LABEL: t.to.value}}
+            )
+    changes = annotation_changes(node, t, now)
+    sets = {k: v for k, v in changes.items() if v is not None}
+    if sets and not node.has_annotations:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": sets})
+    else:
+        for key, value in sorted(sets.items()):
+            ops.append(
+                {"op": "add", "path": _pointer("metadata", "annotations", key), "value": value}
+            )
+    for key in sorted(k for k, v in changes.items() if v is None):
+        ops.append({"op": "remove", "path": _pointer("metadata", "annotations", key)})
+    if t.unschedulable is not None and t.unschedulable != node.unschedulable:
+        ops.append({"op": "add", "path": "/spec/unschedulable", "value": t.unschedulable})
+    if not ops:
+        return []
+    if node.state_label is not None:
+        ops.insert(0, {"op": "test", "path": label_path, "value": node.state_label})
+    return ops

@@ -1,0 +1,448 @@
+"""The state machine: for one node, from what the cache shows, the next step to take.
+
+`plan_node` is pure: a node, the pods on it, its driver's newest revision, the policy and
+the time in, one `Step` out (a state transition, pods to delete or evict, or a reason to
+wait). Nothing is remembered between calls; every timeout counts from the time the node
+entered its state, which is written on the node with the state itself. So a restarted
+operator, reading the same cluster, takes the same step.
+
+The walk (reference state names)::
+
+    unknown/upgrade-done --(driver outdated)--> upgrade-required --(admitted)-->
+    cordon-required -> wait-for-jobs-required -> pod-deletion-required
+        -> [drain-required, if pod deletion cannot finish and drain is enabled]
+        -> pod-restart-required -> validation-required -> uncordon-required -> upgrade-done
+
+and `upgrade-failed` from the steps that can time out or fail. A failed node recovers by
+itself when its driver is in sync, ready and validated, or, when clearing the node is what
+failed, as soon as what blocked it is gone (the pods, or a PodDisruptionBudget that now
+allows a disruption): it goes back and tries that step again.
+
+Admission (upgrade-required -> cordon-required) is not here: it weighs every node of a
+pool against the limits (`_limits.admit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from components.api import DriverUpgradePolicySpec, UpgradeState
+from components.upgrade._clearing import (
+    deletion_plan,
+    describe,
+    disruption_blocker,
+    drain_plan,
+    gpu_pods,
+    jobs_running,
+)
+from components.upgrade._model import NodeView, PdbView, PodView, format_time
+from components.upgrade._names import (
+    CORDONED_BY_US,
+    FAILED_STATE,
+    INITIALLY_UNSCHEDULABLE,
+    NODE_ANNOTATIONS,
+    UPGRADE_REQUESTED,
+)
+from components.upgrade._selectors import SelectorError
+from components.upgrade._validation import validate
+
+S = UpgradeState
+
+DEFAULT_VALIDATION_TIMEOUT = 600.0
+"""Seconds a node may spend in validation-required (the reference's constant)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A write to the node: a new state (None removes the label) and what goes with it."""
+
+    to: UpgradeState | None
+    reason: str = ""
+    """One sentence for the event, the log, and (for warnings) the node's message."""
+    warning: bool = False
+    unschedulable: bool | None = None
+    annotations: Mapping[str, str | None] = field(default_factory=dict)
+    """Annotations to set (None removes); the patch adds the bookkeeping ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The next step for one node."""
+
+    transition: Transition | None = None
+    delete: tuple[PodView, ...] = ()
+    evict: tuple[PodView, ...] = ()
+    record_kernel: str | None = None
+    """Record this kernel on the driver pod (what it serves)."""
+    wait: str = ""
+    """Why nothing more happens now (shown in status)."""
+    requeue_after: float | None = None
+    """A timeout that will fire if no event comes first."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.transition or self.delete or self.evict or self.record_kernel)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeContext:
+    """One node and what is on it, from the cache."""
+
+    node: NodeView
+    driver: PodView | None = None
+    target_revision: str | None = None
+    """The driver DaemonSet's newest revision hash (None when not known)."""
+    pods: Sequence[PodView] = ()
+    """Every pod bound to the node."""
+    pdbs: Sequence[PdbView] = ()
+    operator_pod: tuple[str, str] | None = None
+
+    def outdated(self, *, requested: bool = True) -> str | None:
+        """Why the driver pod must be replaced, or None when it is in sync."""
+        d = self.driver
+        if d is None:
+            return None
+        if self.target_revision is not None and d.revision != self.target_revision:
+            return (
+                f"driver pod {d.key} runs revision {d.revision or '(none)'}, "
+                f"its DaemonSet's newest is {self.target_revision}"
+            )
+        kernel = self.node.kernel
+        if d.kernel is not None and kernel is not None and d.kernel != kernel:
+            return f"driver pod {d.key} serves kernel {d.kernel}, the node runs {kernel}"
+        if requested and self.node.upgrade_requested:
+            return "an upgrade was requested on the node"
+        return None
+
+    @property
+    def driver_ready(self) -> bool:
+        d = self.driver
+        return (
+            d is not None
+            and not d.terminating
+            and d.ready
+            and self.outdated(requested=False) is None
+        )
+
+
+def _to(
+    state: UpgradeState,
+    reason: str = "",
+    *,
+    warning: bool = False,
+    unschedulable: bool | None = None,
+    **annotations: str | None,
+) -> Step:
+    return Step(
+        transition=Transition(
+            state,
+            reason,
+            warning=warning,
+            unschedulable=unschedulable,
+            annotations={_ANNOTATION_ARGS[k]: v for k, v in annotations.items()},
+        )
+    )
+
+
+_ANNOTATION_ARGS = {
+    "initially": INITIALLY_UNSCHEDULABLE,
+    "requested": UPGRADE_REQUESTED,
+    "failed_state": FAILED_STATE,
+}
+
+
+def _fail(step: UpgradeState, reason: str) -> Step:
+    return _to(S.UPGRADE_FAILED, reason, warning=True, failed_state=step.value)
+
+
+def _timed_out(node: NodeView, timeout: float, now: float) -> tuple[bool, float | None]:
+    """(expired, seconds left); a timeout of 0 never expires."""
+    if timeout <= 0:
+        return False, None
+    since = node.since if node.since is not None else now
+    left = since + timeout - now
+    return left <= 0, max(left, 0.0)
+
+
+def _finish(ctx: NodeContext, reason: str) -> Step:
+    """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade."""
+    if ctx.node.initially_unschedulable:
+        return _to(S.UPGRADE_DONE, f"{reason}; the node stays cordoned as it was", initially=None)
+    return _to(S.UNCORDON_REQUIRED, reason)
+
+
+def plan_node(
+    ctx: NodeContext,
+    policy: DriverUpgradePolicySpec,
+    now: float,
+    *,
+    validation_timeout: float = DEFAULT_VALIDATION_TIMEOUT,
+) -> Step:
+    """The next step for `ctx.node` under `policy` (auto upgrade is on)."""
+    step = _plan(ctx, policy, now, validation_timeout)
+    d = ctx.driver
+    if (
+        d is not None
+        and d.ready
+        and d.kernel is None
+        and ctx.node.kernel
+        and ctx.outdated(requested=False) is None
+    ):
+        # The first time a driver pod is seen ready, note the kernel it was loaded for, so
+        # a later kernel change on the node is noticed even though the pod did not change.
+        return Step(
+            transition=step.transition,
+            delete=step.delete,
+            evict=step.evict,
+            record_kernel=ctx.node.kernel,
+            wait=step.wait,
+            requeue_after=step.requeue_after,
+        )
+    return step
+
+
+def _plan(
+    ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float, validation_timeout: float
+) -> Step:
+    node = ctx.node
+    state = node.state
+    if state in (S.UNKNOWN, S.UPGRADE_DONE):
+        return _detect(ctx)
+    if state is S.UPGRADE_REQUIRED:
+        if ctx.driver is not None and not ctx.driver.terminating and ctx.outdated() is None:
+            return _to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
+        if node.skip:
+            return Step(wait="the node is labelled to skip driver upgrades")
+        return Step(wait="waiting for an upgrade slot")
+    if state is S.CORDON_REQUIRED:
+        # Cordoned by someone else before the upgrade began: it stays cordoned after it.
+        initially = "true" if node.unschedulable else None
+        return _to(
+            S.WAIT_FOR_JOBS_REQUIRED, "cordoned the node", unschedulable=True, initially=initially
+        )
+    if state is S.WAIT_FOR_JOBS_REQUIRED:
+        return _wait_for_jobs(ctx, policy, now)
+    if state is S.POD_DELETION_REQUIRED:
+        return _pod_deletion(ctx, policy, now)
+    if state is S.DRAIN_REQUIRED:
+        return _drain(ctx, policy, now)
+    if state is S.POD_RESTART_REQUIRED:
+        return _pod_restart(ctx)
+    if state is S.VALIDATION_REQUIRED:
+        return _validation(ctx, now, validation_timeout)
+    if state is S.UNCORDON_REQUIRED:
+        return _to(S.UPGRADE_DONE, "uncordoned the node", unschedulable=False, initially=None)
+    return _failed(ctx, policy)
+
+
+def _detect(ctx: NodeContext) -> Step:
+    d = ctx.driver
+    if d is None or d.terminating:
+        return Step()
+    reason = ctx.outdated()
+    if reason is not None:
+        # A node cordoned before its upgrade stays cordoned after it.
+        initially = "true" if ctx.node.unschedulable else None
+        return _to(S.UPGRADE_REQUIRED, reason, initially=initially)
+    if ctx.node.state is S.UNKNOWN:
+        return _to(S.UPGRADE_DONE, "the driver is in sync")
+    return Step()
+
+
+def _wait_for_jobs(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
+    spec = policy.wait_for_completion
+    if not spec.pod_selector:
+        return _to(S.POD_DELETION_REQUIRED, "no jobs to wait for")
+    try:
+        running = jobs_running(ctx.pods, spec.pod_selector)
+    except SelectorError as exc:
+        return Step(wait=f"waitForCompletion.podSelector is invalid: {exc}")
+    if not running:
+        return _to(S.POD_DELETION_REQUIRED, "the jobs finished")
+    expired, left = _timed_out(ctx.node, spec.timeout_seconds, now)
+    if expired:
+        return _to(
+            S.POD_DELETION_REQUIRED,
+            f"stopped waiting for {describe(running)} after {spec.timeout_seconds}s",
+        )
+    return Step(wait=f"waiting for {describe(running)} to complete", requeue_after=left)
+
+
+def _pod_deletion(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
+    spec = policy.pod_deletion
+    plan = deletion_plan(ctx.pods, spec)
+    drain = policy.drain.enable
+    if plan.blocked:
+        reason = "cannot delete " + "; ".join(str(b) for b in plan.blocked[:3])
+        if drain:
+            return _to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
+        return _fail(S.POD_DELETION_REQUIRED, reason)
+    if plan.clear:
+        return _to(S.POD_RESTART_REQUIRED, "no GPU pods left on the node")
+    expired, left = _timed_out(ctx.node, spec.timeout_seconds, now)
+    if expired:
+        reason = (
+            f"GPU pods {describe(plan.remaining)} still on the node after {spec.timeout_seconds}s"
+        )
+        if drain:
+            return _to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
+        return _fail(S.POD_DELETION_REQUIRED, reason)
+    return Step(
+        delete=plan.act,
+        wait=f"waiting for GPU pods {describe(plan.remaining)} to be deleted",
+        requeue_after=left,
+    )
+
+
+def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
+    spec = policy.drain
+    gpu = gpu_pods(ctx.pods)
+    if not spec.enable:
+        if gpu:
+            return _to(S.POD_DELETION_REQUIRED, "drain is disabled; deleting the GPU pods")
+        return _to(S.POD_RESTART_REQUIRED, "drain is disabled and no GPU pods are left")
+    try:
+        plan = drain_plan(ctx.pods, spec, operator_pod=ctx.operator_pod)
+    except SelectorError as exc:
+        return Step(wait=f"drain.podSelector is invalid: {exc}")
+    if plan.blocked:
+        reason = "cannot drain " + "; ".join(str(b) for b in plan.blocked[:3])
+        return _fail(S.DRAIN_REQUIRED, reason)
+    if not plan.clear:
+        expired, left = _timed_out(ctx.node, spec.timeout_seconds, now)
+        if expired:
+            blockers = [
+                f"{p.key} (PodDisruptionBudget {b.namespace}/{b.name})"
+                if (b := disruption_blocker(p, ctx.pdbs)) is not None
+                else p.key
+                for p in plan.remaining[:3]
+            ]
+            return _fail(
+                S.DRAIN_REQUIRED,
+                f"drain timed out after {spec.timeout_seconds}s; still on the node: "
+                + ", ".join(blockers),
+            )
+        return Step(
+            evict=plan.act,
+            wait=f"waiting for {describe(plan.remaining)} to be evicted",
+            requeue_after=left,
+        )
+    if gpu:
+        return _fail(
+            S.DRAIN_REQUIRED,
+            f"GPU pods {describe(gpu)} are not drained (drain skips them) and would keep "
+            "running on the old driver",
+        )
+    return _to(S.POD_RESTART_REQUIRED, "drained the node")
+
+
+def _pod_restart(ctx: NodeContext) -> Step:
+    gpu = gpu_pods(ctx.pods)
+    live = [p for p in gpu if not p.terminating]
+    if live:
+        return _to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
+    if gpu:
+        return Step(wait=f"waiting for GPU pods {describe(gpu)} to terminate")
+    d = ctx.driver
+    if d is None:
+        return Step(wait="waiting for the driver pod to be recreated")
+    if d.terminating:
+        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+    reason = ctx.outdated()
+    if reason is not None:
+        wait = f"restarting the driver: {reason}"
+        if ctx.node.upgrade_requested:
+            # The request is served by this restart: clear it (after the delete).
+            return Step(
+                delete=(d,),
+                wait=wait,
+                transition=Transition(
+                    S.POD_RESTART_REQUIRED,
+                    "restarting the driver as requested",
+                    annotations={UPGRADE_REQUESTED: None},
+                ),
+            )
+        return Step(delete=(d,), wait=wait)
+    if d.ready:
+        return _to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
+    if d.failing:
+        return _fail(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
+    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+
+
+def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
+    d = ctx.driver
+    if d is not None and not d.terminating and ctx.outdated(requested=False) is not None:
+        return _to(S.POD_RESTART_REQUIRED, "the driver changed again")
+    expired, left = _timed_out(ctx.node, timeout, now)
+    if d is None or d.terminating or not d.ready:
+        if expired:
+            return _fail(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
+        return Step(wait="waiting for the driver pod to be ready", requeue_after=left)
+    result = validate(d, ctx.pods)
+    if result.passed:
+        return _finish(ctx, "the validator passed")
+    if expired:
+        return _fail(
+            S.VALIDATION_REQUIRED,
+            f"validation did not pass within {timeout:.0f}s (waiting for {result.waiting_for})",
+        )
+    return Step(delete=result.stale, wait=f"waiting for {result.waiting_for}", requeue_after=left)
+
+
+def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
+    node = ctx.node
+    d = ctx.driver
+    if d is not None and ctx.driver_ready:
+        result = validate(d, ctx.pods)
+        if result.passed:
+            return _finish(ctx, "recovered: the driver is in sync, ready and validated")
+        return Step(delete=result.stale, wait=f"upgrade failed; waiting for {result.waiting_for}")
+    failed = node.failed_state
+    retry: str | None = None
+    if failed is S.POD_DELETION_REQUIRED:
+        plan = deletion_plan(ctx.pods, policy.pod_deletion)
+        if not plan.blocked and not plan.waiting:
+            retry = "nothing blocks deleting the GPU pods any more"
+    elif failed is S.DRAIN_REQUIRED and policy.drain.enable:
+        try:
+            plan = drain_plan(ctx.pods, policy.drain, operator_pod=ctx.operator_pod)
+        except SelectorError:
+            plan = None
+        if (
+            plan is not None
+            and not plan.blocked
+            and not plan.waiting
+            and all(disruption_blocker(p, ctx.pdbs) is None for p in plan.act)
+            and all(p in plan.act for p in gpu_pods(ctx.pods))
+        ):
+            retry = "nothing blocks the drain any more"
+    if retry is not None:
+        return _to(failed, f"retrying: {retry}")
+    return Step(wait=f"upgrade failed: {node.message or 'see the node events'}")
+
+
+def cleanup(node: NodeView) -> Step:
+    """Auto upgrade is off (or the node is no longer managed): take the upgrade's labels
+    and annotations off, and uncordon a node the upgrade cordoned."""
+    ours = [k for k in NODE_ANNOTATIONS if k in node.annotations and k != UPGRADE_REQUESTED]
+    if node.state_label is None and not ours:
+        return Step()
+    uncordon = (
+        node.state in CORDONED_BY_US and node.unschedulable and not node.initially_unschedulable
+    )
+    return Step(
+        transition=Transition(
+            None,
+            "driver auto upgrade is off: the upgrade state is cleared"
+            + ("; uncordoned the node it had cordoned" if uncordon else ""),
+            unschedulable=False if uncordon else None,
+            annotations=dict.fromkeys(ours),
+        )
+    )
+
+
+def describe_since(node: NodeView) -> str | None:
+    since = node.since
+    return format_time(since) if since is not None else None

@@ -1,0 +1,55 @@
+"""The per-node upgrade summary written to `status.upgrade` of the policy that governs it.
+
+The ClusterPolicy controller owns the rest of the status; this part is written with its own
+field manager (server-side apply of `status.upgrade` alone), so neither overwrites the
+other. It is written only once the status exists (its `state` is required by the schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.api import NodeUpgradeStatus, UpgradeStatus
+from components.upgrade._limits import Counts
+from components.upgrade._model import NodeView, format_time
+from reconciler import Object
+
+
+def upgrade_status(
+    nodes: Sequence[NodeView],
+    counts: Counts,
+    *,
+    auto_upgrade: bool,
+    waits: Mapping[str, str],
+) -> UpgradeStatus:
+    entries = []
+    for n in nodes:
+        since = n.since
+        entries.append(
+            NodeUpgradeStatus(
+                name=n.name,
+                state=n.state.value,
+                message=(waits.get(n.name) or n.message)[:1024],
+                since=format_time(since) if since is not None else None,
+            )
+        )
+    return UpgradeStatus.build(entries, auto_upgrade=auto_upgrade, available=counts.available)
+
+
+def status_body(policy: Object, status: UpgradeStatus) -> Object | None:
+    """The server-side apply body for `status.upgrade`, or None when nothing would change
+    (or the status does not exist yet)."""
+    current: Any = (policy.get("status") or {}) if isinstance(policy.get("status"), dict) else {}
+    if not current.get("state"):
+        return None
+    wanted = status.to_dict(defaults=True)
+    if current.get("upgrade") == wanted:
+        return None
+    meta = policy.get("metadata") or {}
+    return {
+        "apiVersion": policy.get("apiVersion"),
+        "kind": policy.get("kind"),
+        "metadata": {"name": meta.get("name")},
+        "status": {"upgrade": wanted},
+    }

@@ -1,0 +1,96 @@
+"""Helpers for the operator's end-to-end tests: the operator as a process, and polling."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from components.sim import ClusterConfig, parse_kernels, parse_os_list
+from reconciler.envtest import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+NAMESPACE = "gpu-operator"
+KERNELS = ("5.15.0-1045-nvidia", "6.8.0-1015-nvidia")
+OPERATOR_CLUSTER = ClusterConfig(
+    gpu_nodes=3,
+    cpu_nodes=1,
+    gpus_per_node=4,
+    os=parse_os_list("ubuntu22.04,rhel9.4"),
+    kernels=parse_kernels(",".join(KERNELS)),
+)
+T = TypeVar("T")
+
+
+class OperatorProcess:
+    """`gpu-operator run` against the simulated cluster; killable and restartable."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "components.cli",
+                    "run",
+                    f"--kubeconfig={self.kubeconfig}",
+                    f"--namespace={NAMESPACE}",
+                    f"--metrics-bind-address=127.0.0.1:{free_port()}",
+                    f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
+        self.starts += 1
+
+    def kill(self) -> None:
+        """kill -9: no graceful shutdown, whatever was in flight is lost."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait()
+
+    def stop(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], what: str, seconds: float = 180.0
+) -> T:
+    """Poll until `probe` returns something truthy; fail naming `what` otherwise."""
+    deadline = time.monotonic() + seconds
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{what} did not happen within {seconds:.0f}s (last: {last!r})")

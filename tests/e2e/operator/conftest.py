@@ -1,0 +1,60 @@
+"""The operator, run as its own process (as in its pod), on a simulated cluster of its own.
+
+The cluster is per module, not the session one: the operator labels every GPU node and
+rolls DaemonSets out on them, which the simulation tests must not see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from components.kube import apply_crds, load_documents
+from components.sim import SimulatedCluster
+from tests.e2e.operator._harness import NAMESPACE, OPERATOR_CLUSTER, REPO, OperatorProcess
+
+
+@pytest.fixture(scope="module")
+def operator_cluster() -> Iterator[SimulatedCluster]:
+    with SimulatedCluster(OPERATOR_CLUSTER) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def operator(operator_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(
+        operator_cluster.kubeconfig, operator_cluster.workdir / "logs" / "gpu-operator.log"
+    )
+    asyncio.run(_install(operator_cluster))
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def _install(sim: SimulatedCluster) -> None:
+    async with sim.api_client() as api:
+        await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
+        from kubernetes_asyncio import client
+
+        await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+
+
+@pytest.fixture
+async def kube(operator_cluster: SimulatedCluster) -> AsyncIterator[Any]:
+    async with operator_cluster.api_client() as api:
+        yield api
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    if report.failed and hasattr(item, "funcargs"):
+        process = item.funcargs.get("operator")
+        if isinstance(process, OperatorProcess):
+            report.sections.append(("gpu-operator log (tail)", process.log_tail(60)))
+    return report  # type: ignore[return-value]

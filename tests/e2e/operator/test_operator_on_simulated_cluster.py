@@ -1,0 +1,250 @@
+"""The operator on a simulated cluster: what a cluster admin sees after `kubectl apply`.
+
+Tests run in file order on one cluster and one operator process; each leaves the policy
+ready for the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from components.sim import SimulatedCluster
+from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess, eventually
+
+POLICY = "cluster-policy"
+GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
+MERGE = {"_content_type": "application/merge-patch+json"}
+GPU_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "cuda-job"},
+    "spec": {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04",
+                "resources": {"limits": {"nvidia.com/gpu": 1}},
+            }
+        ],
+    },
+}
+
+
+async def _policy(kube: Any) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(kube)
+    obj: dict[str, Any] = await custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, POLICY)
+    return obj
+
+
+async def _patch_policy(kube: Any, spec: dict[str, Any]) -> None:
+    custom = client.CustomObjectsApi(kube)
+    await custom.patch_cluster_custom_object(
+        GROUP, VERSION, PLURAL, POLICY, {"spec": spec}, **MERGE
+    )
+
+
+async def _wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        obj = await _policy(kube)
+        status = obj.get("status") or {}
+        fresh = (
+            status.get("observedGeneration", obj["metadata"]["generation"])
+            >= obj["metadata"]["generation"]
+        )
+        return status if status.get("state") == "ready" and fresh else None
+
+    return await eventually(ready, "ClusterPolicy ready", seconds)
+
+
+async def _operand_pods(kube: Any) -> list[Any]:
+    pods = await client.CoreV1Api(kube).list_namespaced_pod(NAMESPACE)
+    return list(pods.items)
+
+
+async def _daemonsets(kube: Any) -> list[Any]:
+    sets = await client.AppsV1Api(kube).list_namespaced_daemon_set(NAMESPACE)
+    return list(sets.items)
+
+
+def _running(pod: Any) -> bool:
+    return bool(pod.status.phase == "Running" and pod.spec.node_name)
+
+
+async def test_policy_rolls_out_on_gpu_nodes_only_and_a_gpu_pod_runs(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    # Before the stack exists no node offers nvidia.com/gpu: the pod must wait.
+    await core.create_namespaced_pod("default", GPU_POD)
+    await asyncio.sleep(3)
+    waiting = await core.read_namespaced_pod("cuda-job", "default")
+    assert waiting.spec.node_name is None
+    assert waiting.status.phase == "Pending"
+
+    custom = client.CustomObjectsApi(kube)
+    await custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": POLICY},
+            "spec": {},
+        },
+    )
+    status = await _wait_ready(kube)
+    assert status["namespace"] == NAMESPACE
+
+    gpu_nodes = set(operator_cluster.gpu_nodes)
+    pods = await _operand_pods(kube)
+    assert pods, "no operand pods were created"
+    assert {p.spec.node_name for p in pods} == gpu_nodes  # every GPU node, no CPU node
+    assert all(_running(p) for p in pods)
+    apps = {p.metadata.labels.get("app", "") for p in pods}
+    for expected in (
+        "nvidia-container-toolkit-daemonset",
+        "nvidia-device-plugin-daemonset",
+        "nvidia-dcgm-exporter",
+        "gpu-feature-discovery",
+        "nvidia-operator-validator",
+    ):
+        assert expected in apps, f"{expected} pods missing (have {sorted(apps)})"
+    assert any(app.startswith("nvidia-driver-daemonset") for app in apps)
+
+    async def scheduled() -> Any:
+        pod = await core.read_namespaced_pod("cuda-job", "default")
+        return pod if _running(pod) else None
+
+    pod = await eventually(scheduled, "the GPU pod running")
+    assert pod.spec.node_name in gpu_nodes
+    plugin_nodes = {
+        p.spec.node_name
+        for p in pods
+        if p.metadata.labels.get("app") == "nvidia-device-plugin-daemonset" and _running(p)
+    }
+    assert pod.spec.node_name in plugin_nodes
+    await core.delete_namespaced_pod("cuda-job", "default", grace_period_seconds=0)
+
+
+async def test_a_joining_node_gets_the_stack(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    await operator_cluster.add_node(operator_cluster.gpu_node_spec("gpu-late", os="rhel9.4"))
+
+    async def stack_on_new_node() -> list[Any] | None:
+        pods = [p for p in await _operand_pods(kube) if p.spec.node_name == "gpu-late"]
+        apps = {p.metadata.labels.get("app", "") for p in pods if _running(p)}
+        has_plugin = "nvidia-device-plugin-daemonset" in apps
+        return pods if has_plugin and any(a.startswith("nvidia-driver") for a in apps) else None
+
+    await eventually(stack_on_new_node, "driver and device plugin on the new node")
+    status = await _wait_ready(kube)
+    plugin = next(c for c in status["components"] if c["name"] == "state-device-plugin")
+    assert plugin["nodesReady"] == plugin["nodesDesired"] == len(operator_cluster.gpu_nodes)
+    node = await client.CoreV1Api(kube).read_node("gpu-late")
+    assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
+    assert node.status.allocatable.get("nvidia.com/gpu") == "4"
+
+
+async def test_disabling_an_operand_removes_its_pods(operator: OperatorProcess, kube: Any) -> None:
+    await _patch_policy(kube, {"dcgmExporter": {"enabled": False}})
+
+    async def exporter_gone() -> bool:
+        pods = await _operand_pods(kube)
+        sets = await _daemonsets(kube)
+        return not any(p.metadata.labels.get("app") == "nvidia-dcgm-exporter" for p in pods) and (
+            not any(d.metadata.name == "nvidia-dcgm-exporter" for d in sets)
+        )
+
+    await eventually(exporter_gone, "dcgm-exporter DaemonSet and pods removed")
+    await _wait_ready(kube)
+    await _patch_policy(kube, {"dcgmExporter": {"enabled": True}})
+    await _wait_ready(kube)
+    assert any(d.metadata.name == "nvidia-dcgm-exporter" for d in await _daemonsets(kube))
+
+
+async def test_kernel_change_moves_the_node_to_the_right_driver_daemonset(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    await _patch_policy(kube, {"driver": {"usePrecompiled": True}})
+    await _wait_ready(kube)
+    node = operator_cluster.gpu_nodes[0]
+    new_kernel = "6.11.0-1009-nvidia"
+    assert new_kernel not in KERNELS
+    await operator_cluster.change_kernel(node, new_kernel)
+
+    async def driver_for_new_kernel() -> Any:
+        for ds in await _daemonsets(kube):
+            selector = (ds.spec.template.spec.node_selector or {}) | (
+                ds.spec.selector.match_labels or {}
+            )
+            kernel = selector.get("feature.node.kubernetes.io/kernel-version.full")
+            if kernel != new_kernel:
+                continue
+            pods = [
+                p
+                for p in await _operand_pods(kube)
+                if p.spec.node_name == node
+                and any(ref.name == ds.metadata.name for ref in p.metadata.owner_references or [])
+            ]
+            if pods and all(_running(p) for p in pods):
+                return ds
+        return None
+
+    ds = await eventually(driver_for_new_kernel, f"a driver for kernel {new_kernel} on {node}")
+    assert ds.metadata.labels.get("nvidia.com/precompiled") == "true"
+    await _wait_ready(kube)
+    await _patch_policy(kube, {"driver": {"usePrecompiled": False}})
+    await _wait_ready(kube)
+
+
+async def test_operator_killed_mid_rollout_converges_after_restart(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    await operator_cluster.add_nodes(
+        [operator_cluster.gpu_node_spec(f"gpu-crash-{i}", os="ubuntu22.04") for i in range(2)]
+    )
+    await _patch_policy(kube, {"nodeStatusExporter": {"enabled": True}})
+    await asyncio.sleep(1.0)  # let it start the rollout, then pull the plug
+    operator.kill()
+    operator.start()
+    status = await _wait_ready(kube)
+    exporter = next(c for c in status["components"] if c["name"] == "state-node-status-exporter")
+    assert exporter["nodesReady"] == len(operator_cluster.gpu_nodes)
+    pods = await _operand_pods(kube)
+    crash_nodes = {p.spec.node_name for p in pods if _running(p)}
+    assert {"gpu-crash-0", "gpu-crash-1"} <= crash_nodes
+    assert operator.alive()
+
+
+@pytest.mark.parametrize("seconds", [5])
+async def test_steady_state_writes_nothing(
+    operator: OperatorProcess, kube: Any, seconds: int
+) -> None:
+    await _wait_ready(kube)
+
+    async def versions() -> dict[str, str]:
+        core = client.CoreV1Api(kube)
+        found = {
+            f"ds/{d.metadata.name}": d.metadata.resource_version for d in await _daemonsets(kube)
+        }
+        cms = await core.list_namespaced_config_map(NAMESPACE)
+        found |= {f"cm/{c.metadata.name}": c.metadata.resource_version for c in cms.items}
+        nodes = await core.list_node()
+        found |= {
+            f"node-labels/{n.metadata.name}": str(sorted(n.metadata.labels.items()))
+            for n in nodes.items
+        }
+        policy = await _policy(kube)
+        found["policy-status"] = str(policy.get("status"))
+        return found
+
+    before = await versions()
+    await asyncio.sleep(seconds)
+    assert await versions() == before

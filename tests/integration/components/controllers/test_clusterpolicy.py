@@ -1,0 +1,526 @@
+"""The ClusterPolicy controller on a real API server: from a policy and nodes carrying NFD
+labels to every operand object, the status, Events and metrics; and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.api import ClusterPolicy
+from components.controllers import HASH_ANNOTATION
+from components.operands import OPERANDS, ClusterView, GPUNode
+from reconciler import GVK, owner_reference
+from tests.integration.components.controllers.conftest import (
+    CLUSTER_POLICY,
+    DAEMONSET,
+    NODE,
+    Cluster,
+    node_manifest,
+    subset,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+DEPLOY = "nvidia.com/gpu.deploy."
+UBUNTU_KERNELS = ("5.15.0-105-generic", "5.15.0-113-generic")
+RHEL_KERNEL = "5.14.0-427.13.1.el9_4.x86_64"
+
+
+async def mixed_cluster(cluster: Cluster) -> dict[str, str]:
+    """Two ubuntu 22.04 GPU nodes on two kernels, a MIG-capable rhel 9.4 GPU node, and a
+    CPU-only node."""
+    return {
+        "u1": await cluster.add_node("gpu-u1", kernel=UBUNTU_KERNELS[0]),
+        "u2": await cluster.add_node("gpu-u2", kernel=UBUNTU_KERNELS[1]),
+        "r1": await cluster.add_node(
+            "gpu-r1", os_id="rhel", os_version="9.4", kernel=RHEL_KERNEL, mig=True
+        ),
+        "cpu": await cluster.add_node("cpu", gpu=False),
+    }
+
+
+async def ready(cluster: Cluster, policy: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        status = await cluster.status(policy)
+        return status if status.get("state") == "ready" else None
+
+    result: dict[str, Any] = await wait_for(check, f"ClusterPolicy {policy} to be ready")
+    return result
+
+
+async def expected_objects(cluster: Cluster, policy_name: str) -> list[dict[str, Any]]:
+    """What the renderers want for the live policy and nodes."""
+    obj = await cluster.get(CLUSTER_POLICY, policy_name)
+    assert obj is not None
+    policy = ClusterPolicy.from_dict(obj)
+    nodes = [await cluster.client.get_live(NODE, n) for n in cluster.nodes]
+    view = ClusterView(
+        namespace=cluster.namespace,
+        gpu_nodes=sorted(
+            (
+                GPUNode.from_node(n)
+                for n in nodes
+                if n["metadata"]["labels"].get("feature.node.kubernetes.io/pci-10de.present")
+                == "true"
+            ),
+            key=lambda n: n.name,
+        ),
+        has_service_monitor_crd=False,
+        owner=owner_reference(obj),
+    )
+    out: list[dict[str, Any]] = []
+    for operand in OPERANDS:
+        if operand.enabled(policy):
+            out += operand.render(policy, view).objects
+    return out
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
+async def test_full_desired_state_object_by_object(cluster: Cluster) -> None:
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]
+    status = await ready(cluster, policy["name"])
+    await cluster.settle()
+
+    # Every object the renderers want is there as rendered; nothing else is.
+    expected = await expected_objects(cluster, policy["name"])
+    live = {key(o): o for o in await cluster.owned()}
+    assert sorted(live) == sorted(key(o) for o in expected)
+    for obj in expected:
+        problems = subset(obj, live[key(obj)])
+        assert not problems, f"{key(obj)}: {problems[:5]}"
+        assert HASH_ANNOTATION in live[key(obj)]["metadata"]["annotations"]
+
+    # Owned by the policy, so deleting it garbage-collects everything.
+    for obj in live.values():
+        (ref,) = obj["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["name"], ref["uid"]) == (
+            "ClusterPolicy",
+            policy["name"],
+            policy["uid"],
+        )
+        assert ref["controller"] is True and ref["blockOwnerDeletion"] is True
+
+    # One driver DaemonSet per OS, each pulling its OS's image and selecting its nodes.
+    daemonsets = await cluster.daemonsets()
+    for os_tag, os_id, version, image_tag in (
+        ("ubuntu22.04", "ubuntu", "22.04", "ubuntu22.04"),
+        ("rhel9.4", "rhel", "9.4", "rhel9"),  # rhel images are tagged by major version
+    ):
+        ds = daemonsets[f"nvidia-driver-daemonset-{os_tag}"]
+        pod = ds["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"].endswith(f"-{image_tag}")
+        assert pod["nodeSelector"]["feature.node.kubernetes.io/system-os_release.ID"] == os_id
+        assert (
+            pod["nodeSelector"]["feature.node.kubernetes.io/system-os_release.VERSION_ID"]
+            == version
+        )
+        assert pod["nodeSelector"][DEPLOY + "driver"] == "true"
+        assert ds["spec"]["updateStrategy"]["type"] == "OnDelete"
+    assert not [
+        n
+        for n in daemonsets
+        if n.startswith("nvidia-driver-daemonset-")
+        and n not in ("nvidia-driver-daemonset-ubuntu22.04", "nvidia-driver-daemonset-rhel9.4")
+    ]
+    runtime_class = await cluster.get(GVK("node.k8s.io", "v1", "RuntimeClass"), "nvidia")
+    assert runtime_class is not None and runtime_class["handler"] == "nvidia"
+
+    # Node labels: operands on GPU nodes, the MIG manager only where MIG is possible.
+    for name in (nodes["u1"], nodes["u2"], nodes["r1"]):
+        labels = await cluster.node_labels(name)
+        assert labels["nvidia.com/gpu.present"] == "true"
+        for operand in (
+            "driver",
+            "container-toolkit",
+            "device-plugin",
+            "dcgm",
+            "dcgm-exporter",
+            "gpu-feature-discovery",
+            "operator-validator",
+        ):
+            assert labels[DEPLOY + operand] == "true", (name, operand)
+        assert DEPLOY + "node-status-exporter" not in labels  # disabled by default
+        assert (DEPLOY + "mig-manager" in labels) == (name == nodes["r1"])
+    assert await cluster.node_labels(nodes["cpu"]) == {}
+
+    # Status: ready, every operand in the reference's order.
+    assert [c["name"] for c in status["components"]] == [op.name for op in OPERANDS]
+    assert {c["name"]: c["state"] for c in status["components"]}[
+        "state-node-status-exporter"
+    ] == "disabled"
+    assert status["namespace"] == cluster.namespace
+    ready_cond = await cluster.condition(policy["name"])
+    assert ready_cond["reason"] == "Reconciled"
+
+    # Metrics and Events.
+    assert cluster.metric("gpu_operator_gpu_nodes_total") == 3
+    assert cluster.metric("gpu_operator_reconciliation_status") == 1
+    assert cluster.metric("gpu_operator_reconciliation_has_nfd_labels") == 1
+    assert cluster.metric("gpu_operator_driver_auto_upgrade_enabled") == 0  # off unless set
+    assert (cluster.metric("gpu_operator_reconciliation_last_success_ts_seconds") or 0) > 0
+    events = await cluster.events(policy["name"])
+    created = [e for e in events if e["reason"] == "Created"]
+    assert any(
+        "DaemonSet" in e["message"] and "nvidia-driver-daemonset-rhel9.4" in e["message"]
+        for e in created
+    )
+
+
+async def test_a_second_reconcile_writes_nothing(cluster: Cluster) -> None:
+    await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    total = cluster.metric("gpu_operator_reconciliation_total") or 0
+    await cluster.assert_second_reconcile_writes_nothing()
+    assert (cluster.metric("gpu_operator_reconciliation_total") or 0) > total
+
+
+async def test_toggling_an_operand_removes_and_restores_it(cluster: Cluster) -> None:
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    exporter = ("DaemonSet", "Service", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+
+    def component(objects: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        return sorted(
+            key(o)
+            for o in objects
+            if o["metadata"]["labels"]["nvidia.com/gpu-operator.component"] == "state-dcgm-exporter"
+        )
+
+    present = component(await cluster.owned())
+    assert {k[0] for k in present} >= set(exporter)
+
+    await cluster.patch_policy(policy, {"dcgmExporter": {"enabled": False}})
+    await wait_for(lambda: _none_left(cluster), "the DCGM exporter objects to be deleted")
+    await wait_for(
+        lambda: _lacks_label(cluster, nodes["u1"], DEPLOY + "dcgm-exporter"),
+        "the dcgm-exporter deploy label to go",
+    )
+    await cluster.settle()
+    status = await cluster.status(policy)
+    assert {c["name"]: c["state"] for c in status["components"]}[
+        "state-dcgm-exporter"
+    ] == "disabled"
+    assert any(e["reason"] == "Deleted" for e in await cluster.events(policy))
+
+    await cluster.patch_policy(policy, {"dcgmExporter": {"enabled": True}})
+
+    async def restored() -> bool:
+        return component(await cluster.owned()) == present
+
+    await wait_for(restored, "the DCGM exporter objects to come back")
+    labels = await wait_for(
+        lambda: _has_label(cluster, nodes["u1"], DEPLOY + "dcgm-exporter"), "the label back"
+    )
+    assert labels
+
+
+async def _none_left(cluster: Cluster) -> bool:
+    return not [
+        o
+        for o in await cluster.owned()
+        if o["metadata"]["labels"]["nvidia.com/gpu-operator.component"] == "state-dcgm-exporter"
+    ]
+
+
+async def _lacks_label(cluster: Cluster, node: str, label: str) -> bool:
+    return label not in await cluster.node_labels(node)
+
+
+async def _has_label(cluster: Cluster, node: str, label: str) -> bool:
+    return label in await cluster.node_labels(node)
+
+
+async def test_opting_a_node_out(cluster: Cluster) -> None:
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    assert "nvidia-driver-daemonset-rhel9.4" in await cluster.daemonsets()
+
+    await cluster.label_node(nodes["r1"], {DEPLOY + "operands": "false"})
+
+    async def opted_out() -> bool:
+        labels = await cluster.node_labels(nodes["r1"], DEPLOY)
+        return labels == {DEPLOY + "operands": "false"}
+
+    await wait_for(opted_out, "the rhel node's deploy labels to go")
+    # Its OS had no other node: the rhel driver DaemonSet is no longer needed.
+    await wait_for(
+        lambda: _no_daemonset(cluster, "nvidia-driver-daemonset-rhel9.4"),
+        "the rhel driver DaemonSet to go",
+    )
+    assert (await cluster.node_labels(nodes["r1"]))["nvidia.com/gpu.present"] == "true"
+    assert "nvidia-driver-daemonset-ubuntu22.04" in await cluster.daemonsets()
+
+    await cluster.label_node(nodes["r1"], {DEPLOY + "operands": None})
+    await wait_for(
+        lambda: _has_label(cluster, nodes["r1"], DEPLOY + "driver"), "the node to opt back in"
+    )
+    await wait_for(
+        lambda: _has_daemonset(cluster, "nvidia-driver-daemonset-rhel9.4"),
+        "the rhel driver DaemonSet back",
+    )
+
+
+async def _no_daemonset(cluster: Cluster, name: str) -> bool:
+    return name not in await cluster.daemonsets()
+
+
+async def _has_daemonset(cluster: Cluster, name: str) -> bool:
+    return name in await cluster.daemonsets()
+
+
+async def test_a_node_that_loses_its_gpu_loses_its_labels(cluster: Cluster) -> None:
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    await cluster.label_node(nodes["u2"], {"feature.node.kubernetes.io/pci-10de.present": None})
+
+    async def cleaned() -> bool:
+        return await cluster.node_labels(nodes["u2"]) == {"nvidia.com/gpu.present": "false"}
+
+    await wait_for(cleaned, "the GPU labels to go")
+    await wait_for(lambda: cluster.metric("gpu_operator_gpu_nodes_total") == 2, "2 GPU nodes")
+
+
+async def test_cpu_only_cluster(cluster: Cluster) -> None:
+    cpu = [await cluster.add_node(f"cpu{i}", gpu=False) for i in range(2)]
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    await cluster.settle()
+    cond = await cluster.condition(policy)
+    assert (cond["status"], cond["reason"]) == ("True", "NoGPUNodes")
+    assert not [n for n in await cluster.daemonsets() if n.startswith("nvidia-driver-daemonset")]
+    for name in cpu:
+        assert await cluster.node_labels(name) == {}
+    assert cluster.metric("gpu_operator_gpu_nodes_total") == 0
+
+
+async def test_a_second_policy_is_ignored_until_the_first_goes(cluster: Cluster) -> None:
+    await mixed_cluster(cluster)
+    first = (await cluster.create_policy("first"))["metadata"]
+    await ready(cluster, first["name"])
+    second = (await cluster.create_policy("second"))["metadata"]
+
+    async def ignored() -> bool:
+        return (await cluster.status(second["name"])).get("state") == "ignored"
+
+    await wait_for(ignored, "the second ClusterPolicy to be ignored")
+    cond = await cluster.condition(second["name"])
+    assert cond["status"] == "False" and cond["reason"] == "Ignored"
+    assert f"ClusterPolicy {first['name']} is active" in cond["message"]
+    assert (await cluster.status(first["name"]))["state"] == "ready"
+
+    # Deleting the active one: the next oldest takes over what it owned.
+    await cluster.client.delete(CLUSTER_POLICY, first["name"])
+    await ready(cluster, second["name"])
+
+    async def taken_over() -> bool:
+        objects = await cluster.owned()
+        return bool(objects) and all(
+            o["metadata"]["ownerReferences"][0]["uid"] == second["uid"] for o in objects
+        )
+
+    await wait_for(taken_over, "every object to be owned by the second ClusterPolicy")
+
+    await cluster.client.delete(CLUSTER_POLICY, second["name"])
+    await wait_for(
+        lambda: cluster.metric("gpu_operator_reconciliation_status") == -1,
+        "the status metric to say there is no ClusterPolicy",
+    )
+
+
+async def test_invalid_combinations_give_conditions(cluster: Cluster) -> None:
+    nodes = await mixed_cluster(cluster)
+    no_kernel = await cluster.add_node("gpu-nokernel", kernel=None)
+    policy = (
+        await cluster.create_policy(
+            "policy",
+            {
+                "driver": {"usePrecompiled": True, "version": "570"},
+                "dcgmExporter": {"serviceMonitor": {"enabled": True}},
+            },
+        )
+    )["metadata"]["name"]
+
+    async def error() -> Any:
+        cond = await cluster.condition(policy, "Error")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = await wait_for(error, "an Error condition")
+    await cluster.settle()
+    cond = await cluster.condition(policy, "Error")
+    assert cond["reason"] == "KernelLabelMissing"
+    assert no_kernel in cond["message"]
+    assert "ServiceMonitor" in cond["message"]
+    status = await cluster.status(policy)
+    assert status["state"] == "notReady"
+    assert cluster.metric("gpu_operator_reconciliation_status") == 0
+    # Precompiled: one driver DaemonSet per kernel and OS; the node without a kernel label
+    # gets none, and nothing else is held back.
+    drivers = sorted(n for n in await cluster.daemonsets() if n.startswith("nvidia-driver"))
+    assert drivers == [
+        "nvidia-driver-daemonset-5.14.0-427.13.1.el9.4-rhel9.4",
+        "nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04",
+        "nvidia-driver-daemonset-5.15.0-113-generic-ubuntu22.04",
+    ]
+    assert nodes  # the mixed nodes are served
+
+
+async def test_service_monitor_once_its_crd_exists(cluster: Cluster) -> None:
+    await cluster.add_node("gpu", kernel=UBUNTU_KERNELS[0])
+    policy = (
+        await cluster.create_policy(
+            "policy", {"dcgmExporter": {"serviceMonitor": {"enabled": True}}}
+        )
+    )["metadata"]["name"]
+
+    async def reason() -> str | None:
+        cond = await cluster.condition(policy, "Error")
+        return cond["reason"] if cond and cond["status"] == "True" else None
+
+    assert await wait_for(reason, "the missing CRD to be reported") == "ServiceMonitorCRDMissing"
+    await install_service_monitor_crd(cluster)
+    await ready(cluster, policy)
+    monitor = await wait_for(
+        lambda: cluster.get(
+            GVK("monitoring.coreos.com", "v1", "ServiceMonitor"),
+            "nvidia-dcgm-exporter",
+            cluster.namespace,
+        ),
+        "the ServiceMonitor",
+    )
+    assert monitor["metadata"]["ownerReferences"][0]["name"] == policy
+
+
+async def install_service_monitor_crd(cluster: Cluster) -> None:
+    from components.kube import apply_crds
+
+    name = "servicemonitors.monitoring.coreos.com"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "names": {
+                "kind": "ServiceMonitor",
+                "listKind": "ServiceMonitorList",
+                "plural": "servicemonitors",
+                "singular": "servicemonitor",
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    cluster.crds.append(name)
+    await apply_crds(cluster.api, [crd])
+
+
+async def test_missing_nfd_labels(cluster: Cluster) -> None:
+    others = [
+        n
+        for n in await cluster.client.list_live(NODE)
+        if any(
+            k.startswith("feature.node.kubernetes.io/") for k in n["metadata"].get("labels") or {}
+        )
+    ]
+    if others:
+        pytest.skip("other nodes with NFD labels are on the shared control plane")
+    bare = node_manifest(cluster.name("bare"), gpu=False)
+    bare["metadata"]["labels"] = {"kubernetes.io/hostname": cluster.name("bare")}
+    await cluster.client.create(bare)
+    cluster.nodes.append(cluster.name("bare"))
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+
+    async def reason() -> str | None:
+        cond = await cluster.condition(policy)
+        return cond["reason"] if cond else None
+
+    assert await wait_for(reason, "a Ready condition") == "NFDLabelsMissing"
+    assert (await cluster.status(policy))["state"] == "notReady"
+    assert cluster.metric("gpu_operator_reconciliation_has_nfd_labels") == 0
+
+
+async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) -> None:
+    """No DaemonSet controller runs here, so the test plays its part: a DaemonSet status
+    that wants one pod, and that pod, not ready, on a node."""
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    ds = (await cluster.daemonsets())["nvidia-device-plugin-daemonset"]
+    await cluster.client.patch(
+        DAEMONSET,
+        ds["metadata"]["name"],
+        {
+            "status": {
+                "desiredNumberScheduled": 1,
+                "currentNumberScheduled": 1,
+                "numberMisscheduled": 0,
+                "numberReady": 0,
+                "numberUnavailable": 1,
+            }
+        },
+        namespace=cluster.namespace,
+        subresource="status",
+    )
+    await cluster.client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "nvidia-device-plugin-daemonset-x",
+                "namespace": cluster.namespace,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": ds["metadata"]["name"],
+                        "uid": ds["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "nodeName": nodes["u1"],
+                "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin"}],
+            },
+        }
+    )
+
+    async def not_ready() -> Any:
+        cond = await cluster.condition(policy)
+        named = cond and f"state-device-plugin on {nodes['u1']}" in cond["message"]
+        return cond if named and cond["reason"] == "OperandNotReady" else None
+
+    await wait_for(not_ready, "OperandNotReady naming the device plugin and its node")
+    status = await cluster.status(policy)
+    assert status["state"] == "notReady"
+    plugin = {c["name"]: c for c in status["components"]}["state-device-plugin"]
+    assert (plugin["state"], plugin["notReadyNodes"], plugin["nodesDesired"]) == (
+        "notReady",
+        [nodes["u1"]],
+        1,
+    )
+    assert cluster.metric("gpu_operator_reconciliation_status") == 0
+    events = await cluster.events(policy)
+    assert any(e["reason"] == "OperandNotReady" and e["type"] == "Warning" for e in events)
