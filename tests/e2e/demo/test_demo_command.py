@@ -1,0 +1,54 @@
+"""`gpu-operator demo`, the README's main command, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str, seconds: float) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if marker in line:
+            return lines
+    raise AssertionError(f"no {marker!r} in the demo's output:\n" + "\n".join(lines[-40:]))
+
+
+def test_demo_reaches_ready_runs_a_gpu_pod_and_cleans_up_on_ctrl_c() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "components.cli", "demo", "--nodes", "2", "--cpu-nodes", "1"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    try:
+        lines = _read_until(proc, "press Ctrl-C", 600)
+        output = "\n".join(lines)
+        assert "ClusterPolicy cluster-policy is ready" in output
+        assert re.search(r"pod default/gpu-demo is (Running|Succeeded) on GPU node gpu-", output)
+        kubeconfig = re.search(r"export KUBECONFIG=(\S+)", output)
+        assert kubeconfig is not None
+        workdir = Path(kubeconfig.group(1)).parent
+        assert workdir.exists()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        assert not workdir.exists(), "Ctrl-C left the cluster's files behind"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
