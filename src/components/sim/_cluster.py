@@ -261,6 +261,11 @@ class SimulatedCluster:
             "--concurrent-daemonset-syncs=4",
             "--concurrent-replicaset-syncs=4",
             "--concurrent-gc-syncs=20",
+            # kwok renews a thousand node leases on the same two cores as everything else and
+            # falls behind under load, where a real kubelet would not; the default 50 s grace
+            # then marks healthy nodes NotReady and their pods unready for good (kwok's
+            # pod-ready stage only handles Pending pods). Give the simulated kubelets slack.
+            "--node-monitor-grace-period=5m",
         ]
         scheduler = [
             str(self.binaries.kube_scheduler),
