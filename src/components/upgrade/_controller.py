@@ -9,8 +9,9 @@ Two controllers share one set of informers:
 * **driver-upgrade-pool** (one request, one worker): admission, the one step that weighs
   nodes against each other (maxParallelUpgrades, maxUnavailable), then status and metrics.
   Being a single request, two admissions never run at once; and it waits until the cache
-  shows every node write the operator made (`WriteTracker`), so it never counts from a view
-  older than its own last decision.
+  shows every node it admitted before (`WriteTracker`), so it never counts from a view
+  older than its own last decision. Every other step keeps or lowers what the limits count,
+  so a view that lags behind those can only make admission more careful, never less.
 
 State lives only on the nodes (labels and annotations, written with a compare-and-set on
 the state label) and in the objects themselves. A restarted operator rebuilds everything
@@ -140,8 +141,42 @@ class Pool:
         return (self.kind, self.name)
 
 
+class _Views:
+    """Views of cached objects, kept while the object is unchanged (same uid and
+    resourceVersion): a reconcile reads the same pods and nodes many times over."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self._limit = limit
+        self._pods: dict[tuple[str, str], PodView] = {}
+        self._nodes: dict[tuple[str, str], NodeView] = {}
+
+    def pod(self, obj: Object) -> PodView:
+        meta = obj["metadata"]
+        key = (str(meta.get("uid") or meta.get("name")), str(meta.get("resourceVersion") or ""))
+        view = self._pods.get(key)
+        if view is None:
+            if len(self._pods) >= self._limit:
+                self._pods.clear()
+            view = self._pods[key] = pod_view(obj)
+        return view
+
+    def node(self, obj: Object) -> NodeView:
+        meta = obj["metadata"]
+        key = (str(meta.get("name")), str(meta.get("resourceVersion") or ""))
+        view = self._nodes.get(key)
+        if view is None:
+            if len(self._nodes) >= self._limit:
+                self._nodes.clear()
+            view = self._nodes[key] = node_view(obj)
+        return view
+
+
 def _operator_pod_from_env() -> tuple[str, str] | None:
+    """Our own pod, from the downward API (`POD_NAME`), or in a pod the hostname (which
+    Kubernetes sets to the pod's name)."""
     name = os.environ.get("POD_NAME")
+    if not name and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        name = os.environ.get("HOSTNAME")
     namespace = os.environ.get("POD_NAMESPACE") or os.environ.get("OPERATOR_NAMESPACE")
     return (namespace, name) if name and namespace else None
 
@@ -154,7 +189,7 @@ class UpgradeController:
         manager: Manager,
         *,
         namespace: str,
-        workers: int = 4,
+        workers: int = 16,
         operator_pod: tuple[str, str] | None = None,
         auto_upgrade_gauge: Any = None,
         validation_timeout: float = DEFAULT_VALIDATION_TIMEOUT,
@@ -173,9 +208,14 @@ class UpgradeController:
             manager.registry, auto_upgrade_enabled=auto_upgrade_gauge
         )
         self.tracker = WriteTracker(timeout=expectation_timeout)
+        """Every node write: a node's reconcile waits until its cache shows its last one."""
+        self.admissions = WriteTracker(timeout=expectation_timeout)
+        """Admission's writes: the next admission waits until the cache shows them all."""
         self._waits: dict[str, str] = {}
         self._blocked: dict[str, str] = {}
         self._local_storage: dict[str, bool] = {}
+        self.views = _Views()
+        self._status_writers: dict[tuple[str, str], _StatusWriter] = {}
         self._policies: dict[tuple[str, str, str], tuple[DriverUpgradePolicySpec, bool]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -312,7 +352,9 @@ class UpgradeController:
     def _parse(
         self, kind: str, obj: Object, raw: Any, model: type[DriverUpgradePolicySpec]
     ) -> tuple[DriverUpgradePolicySpec, bool]:
-        key = (kind, name_of(obj), str(obj["metadata"].get("resourceVersion") or ""))
+        # The spec's generation, not the resourceVersion: status writes do not change it.
+        meta = obj["metadata"]
+        key = (kind, str(meta.get("uid") or name_of(obj)), str(meta.get("generation") or ""))
         found = self._policies.get(key)
         if found is None:
             try:
@@ -402,7 +444,7 @@ class UpgradeController:
             return None
         if self.tracker.behind(name, obj):
             return None  # our last write is on its way; its event brings us back
-        pods = [pod_view(p) for p in self.cache.list(POD, index=(POD_NODE_INDEX, name))]
+        pods = [self.views.pod(p) for p in self.cache.list(POD, index=(POD_NODE_INDEX, name))]
         if labels_of(obj).get(STATE_LABEL) in _CLEARING_STATES:
             pods = await self._with_volumes(pods)
         driver = pick_driver_pod(
@@ -414,7 +456,7 @@ class UpgradeController:
             if driver is not None and driver.owner_kind != "DaemonSet":
                 driver = None  # an orphaned driver pod is nobody's to upgrade
         pool = self._pool_for_daemonset(ds)
-        node = node_view(obj)
+        node = self.views.node(obj)
         if pool is None or not pool.enabled:
             step = cleanup(node)
             if step.transition is not None:
@@ -514,7 +556,7 @@ class UpgradeController:
                 self._blocked[ctx.node.name] = message
             else:
                 self._blocked.pop(ctx.node.name, None)
-            acted = len(blocked) < len(step.evict)
+            acted = acted or len(blocked) < len(step.evict)
         if step.record_kernel and ctx.driver is not None:
             d = ctx.driver
             annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
@@ -532,7 +574,13 @@ class UpgradeController:
             )
 
     async def _transition(
-        self, obj: Object, node: NodeView, t: Transition, pool: Pool | None
+        self,
+        obj: Object,
+        node: NodeView,
+        t: Transition,
+        pool: Pool | None,
+        *,
+        admission: bool = False,
     ) -> Object | None:
         ops = transition_patch(node, t, self.clock())
         if not ops:
@@ -546,6 +594,8 @@ class UpgradeController:
         except NotFound:
             return None
         self.tracker.record(written)
+        if admission:
+            self.admissions.record(written)
         self._blocked.pop(node.name, None)
         before = node.state.value or "unknown"
         after = t.to.value if t.to is not None else "(none)"
@@ -561,10 +611,12 @@ class UpgradeController:
     # -- the pool reconcile: admission, status, metrics ----------------------------------
 
     async def reconcile_pools(self, request: Request) -> Result | None:
-        pending = self.tracker.pending(lambda n: self.cache.get(NODE, n))
-        if pending:
-            # Decide only from a cache that shows our own writes; their events requeue us.
-            return Result(requeue_after=self.tracker.seconds_left() + 0.05)
+        # Admission is the only step that adds to what the limits count (every other step
+        # keeps or lowers in-progress and unavailable), so a cache that shows every earlier
+        # admission can only overcount: decide once it does. The events of those writes
+        # requeue us; the requeue below only fires if an event was lost.
+        if self.admissions.pending(lambda n: self.cache.get(NODE, n)):
+            return Result(requeue_after=self.admissions.seconds_left() + 0.05)
         pools, members = self._members()
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
@@ -575,7 +627,7 @@ class UpgradeController:
                 for k in totals:
                     totals[k] += getattr(c, k)
                 writes.extend(self._admit(pool, views, c))
-            writes.append(self._write_status(pool, views, c))
+            self._write_status(pool, views, c)
         await asyncio.gather(*writes)
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
         return None
@@ -606,7 +658,7 @@ class UpgradeController:
         assigned: set[str] = set()
         by_node: dict[str, list[PodView]] = {}
         for raw in self._driver_pods():
-            pv = pod_view(raw)
+            pv = self.views.pod(raw)
             if pv.node:
                 by_node.setdefault(pv.node, []).append(pv)
         for node_name, candidates in by_node.items():
@@ -618,7 +670,7 @@ class UpgradeController:
             if pool is None or node is None:
                 continue
             pools.setdefault(pool.key, pool)
-            members.setdefault(pool.key, {})[node_name] = node_view(node)
+            members.setdefault(pool.key, {})[node_name] = self.views.node(node)
             assigned.add(node_name)
         # Nodes in the middle of a walk without a driver pod (it is being replaced) still
         # count: they are cordoned and in progress.
@@ -633,7 +685,7 @@ class UpgradeController:
                     pool = next(iter(pools.values()), None)
                 if pool is None:
                     continue
-                members.setdefault(pool.key, {})[name] = node_view(node)
+                members.setdefault(pool.key, {})[name] = self.views.node(node)
                 assigned.add(name)
         return pools, members
 
@@ -651,18 +703,24 @@ class UpgradeController:
             obj = self.cache.get(NODE, name)
             if obj is None:
                 continue
-            writes.append(self._transition(obj, node, Transition(S.CORDON_REQUIRED, reason), pool))
+            writes.append(self._start(obj, node, reason, pool))
         return writes
 
-    async def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
+    async def _start(self, obj: Object, node: NodeView, reason: str, pool: Pool) -> None:
+        """Admit one node (upgrade-required -> cordon-required), remembered as an admission:
+        the next admission waits until the cache shows it."""
+        t = Transition(S.CORDON_REQUIRED, reason)
+        await self._transition(obj, node, t, pool, admission=True)
+
+    def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
         status = upgrade_status(views, c, auto_upgrade=pool.enabled, waits=self._waits)
         body = status_body(pool.obj, status)
         if body is None:
             return
-        try:
-            await self.client.apply_status(body, field_manager=STATUS_FIELD_MANAGER)
-        except (NotFound, Invalid, ApiConflict) as exc:
-            log.debug("%s %s: status not written: %s", pool.kind, pool.name, exc)
+        writer = self._status_writers.get(pool.key)
+        if writer is None:
+            writer = self._status_writers[pool.key] = _StatusWriter(self.client, pool)
+        writer.submit(body)
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -690,6 +748,33 @@ class UpgradeController:
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+class _StatusWriter:
+    """Writes one policy's `status.upgrade` off the reconcile's path: at most one write in
+    flight, and while one is, only the newest status waits for its turn. Admission never
+    waits behind a status write, and a burst of changes costs a couple of writes."""
+
+    def __init__(self, client: Any, pool: Pool) -> None:
+        self._client = client
+        self._name = f"{pool.kind} {pool.name}"
+        self._pending: Object | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, body: Object) -> None:
+        self._pending = body
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._pending is not None:
+            body, self._pending = self._pending, None
+            try:
+                await self._client.apply_status(body, field_manager=STATUS_FIELD_MANAGER)
+            except (NotFound, Invalid, ApiConflict) as exc:
+                log.debug("%s: status not written: %s", self._name, exc)
+            except Exception as exc:  # a status write must never take anything down
+                log.warning("%s: status not written: %s", self._name, exc)
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ def upgrade_status(
 def status_body(policy: Object, status: UpgradeStatus) -> Object | None:
     """The server-side apply body for `status.upgrade`, or None when nothing would change
     (or the status does not exist yet)."""
-    current: Any = (policy.get("status") or {}) if isinstance(policy.get("status"), dict) else {}
-    if not current.get("state"):
+    current: Any = policy.get("status")
+    if not isinstance(current, dict) or not current.get("state"):
         return None
     wanted = status.to_dict(defaults=True)
     if current.get("upgrade") == wanted:

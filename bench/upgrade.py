@@ -1,0 +1,430 @@
+"""Driver upgrade: time to upgrade 100 simulated GPU nodes, and the operator's share of it.
+
+A simulated cluster (real control plane, kwok nodes, simulated GPUs) runs `gpu-operator run`
+as a process, as in its pod. For maxParallelUpgrades 1 and 10, the ClusterPolicy's driver
+version changes; the benchmark measures, through its own watch, how long until every node
+runs the new driver and is back in `upgrade-done`.
+
+The operator's share is how long the operator took to act once it could: for every action
+it takes on a node (a state change, a cordon, a pod it deletes or evicts), the time since
+the last thing that happened on that node (any node, for starting an upgrade, which waits
+for a slot) that the action could have been waiting for: the previous step, a pod gone, a
+new driver pod ready. Everything else (pods terminating, the DaemonSet controller creating
+the new driver pod, kwok making it ready) is the cluster's share.
+
+    .venv/bin/python bench/upgrade.py [--nodes 100] [--parallel 1,10]
+
+Prints figures as it goes; the last line is one JSON object (also bench/results/upgrade.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import finish, percentile
+from components.kube import apply_crds, load_documents
+from components.sim import ClusterConfig, SimulatedCluster, parse_os_list
+from components.upgrade import IN_PROGRESS, STATE_LABEL
+from reconciler import (
+    GVK,
+    Cache,
+    Client,
+    NotFound,
+    Object,
+    RESTMapper,
+    Transport,
+    labels_of,
+    name_of,
+)
+from reconciler.envtest import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+NAMESPACE = "gpu-operator"
+NODE = GVK("", "v1", "Node")
+POD = GVK("", "v1", "Pod")
+REVISION = GVK("apps", "v1", "ControllerRevision")
+CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
+POLICY = "cluster-policy"
+GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+IN_PROGRESS_VALUES = frozenset(s.value for s in IN_PROGRESS)
+
+
+@dataclass
+class Recorder:
+    """Every relevant change, timestamped on arrival, and the operator's actions among them."""
+
+    cache: Cache
+    events: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    """node -> [(time, what)]: everything that happened on it."""
+    actions: list[tuple[float, str, str]] = field(default_factory=list)
+    """(time, node, what): what the operator did."""
+    any_node: list[float] = field(default_factory=list)
+    """Times of state changes anywhere (a slot freeing lets another node start)."""
+    _nodes: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    _pods: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        self.events.clear()
+        self.actions.clear()
+        self.any_node.clear()
+
+    def on_add(self, obj: Object) -> None:
+        self._changed(obj, deleted=False)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self._changed(new, deleted=False)
+
+    def on_delete(self, obj: Object) -> None:
+        self._changed(obj, deleted=True)
+
+    def _changed(self, obj: Object, *, deleted: bool) -> None:
+        now = time.monotonic()
+        kind = obj.get("kind")
+        if kind == "Node":
+            name = name_of(obj)
+            state = (
+                labels_of(obj).get(STATE_LABEL, ""),
+                bool((obj.get("spec") or {}).get("unschedulable")),
+            )
+            old = self._nodes.get(name)
+            self._nodes[name] = state
+            if old is not None and old != state:
+                # Every node write of the upgrade is the operator's.
+                what = f"node {old[0] or '-'}->{state[0] or '-'}"
+                self.actions.append((now, name, what))
+                self.events.setdefault(name, []).append((now, what))
+                self.any_node.append(now)
+            return
+        if kind == "ControllerRevision":
+            for events in self.events.values():
+                events.append((now, "revision"))
+            self.any_node.append(now)
+            return
+        node = (obj.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        key = f"{obj['metadata'].get('namespace')}/{name_of(obj)}"
+        terminating = bool(obj["metadata"].get("deletionTimestamp"))
+        ready = (obj.get("status") or {}).get("phase") == "Running" and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (obj.get("status") or {}).get("conditions") or []
+        )
+        old_pod = self._pods.get(key)
+        self._pods[key] = (terminating, ready)
+        if deleted:
+            self._pods.pop(key, None)
+            self.events.setdefault(node, []).append((now, f"pod gone {key}"))
+        elif old_pod is None:
+            self.events.setdefault(node, []).append((now, f"pod new {key}"))
+        elif terminating and not old_pod[0]:
+            # A pod asked to go: on nodes in an upgrade, the operator asked.
+            state = self._nodes.get(node, ("", False))[0]
+            if state in IN_PROGRESS_VALUES:
+                self.actions.append((now, node, f"delete {key}"))
+            self.events.setdefault(node, []).append((now, f"pod terminating {key}"))
+        elif ready != old_pod[1]:
+            self.events.setdefault(node, []).append((now, f"pod ready={ready} {key}"))
+
+    def shares(self, since: float) -> list[tuple[str, float]]:
+        """For each operator action after `since`: (what, seconds since the event it
+        followed)."""
+        out: list[tuple[str, float]] = []
+        for t, node, what in self.actions:
+            if t < since:
+                continue
+            before = [e for e, _ in self.events.get(node, []) if e < t]
+            if what.startswith("node upgrade-required->cordon-required"):
+                before += [e for e in self.any_node if e < t]
+            if before:
+                kind = what if what.startswith("node") else "delete " + what.rsplit("-", 1)[0]
+                out.append((kind, t - max(before)))
+        return out
+
+
+def _driver_ready_everywhere(cache: Cache, version: str, nodes: set[str]) -> bool:
+    drivers = [
+        p
+        for p in cache.list(POD, namespace=NAMESPACE)
+        if labels_of(p).get("app.kubernetes.io/component") == "nvidia-driver"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    return (
+        {p["spec"].get("nodeName") for p in drivers} == nodes
+        and len(drivers) == len(nodes)
+        and all(
+            version in p["spec"]["containers"][0]["image"]
+            and (p.get("status") or {}).get("phase") == "Running"
+            for p in drivers
+        )
+    )
+
+
+def _all_done(cache: Cache, nodes: set[str]) -> bool:
+    return all(
+        labels_of(n).get(STATE_LABEL) == "upgrade-done"
+        for n in cache.list(NODE)
+        if name_of(n) in nodes
+    )
+
+
+async def _wait(check: Any, what: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"gave up waiting for {what} after {seconds:.0f}s")
+        await asyncio.sleep(0.1)
+
+
+async def _set_policy(c: Client, version: str, parallel: int) -> None:
+    spec = {
+        "driver": {
+            "version": version,
+            "upgradePolicy": {
+                "autoUpgrade": True,
+                "maxParallelUpgrades": parallel,
+                "maxUnavailable": "100%",
+            },
+        }
+    }
+    try:
+        await c.get_live(CLUSTER_POLICY, POLICY)
+    except NotFound:
+        await c.create(
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": POLICY},
+                "spec": spec,
+            }
+        )
+        return
+    await c.patch(CLUSTER_POLICY, POLICY, {"spec": spec})
+
+
+def _start_operator(
+    sim: SimulatedCluster, log: Any, *, upgrade_only: bool
+) -> subprocess.Popen[bytes]:
+    """`gpu-operator run` as in its pod (warnings only: the log is not what we measure), or
+    a process running the upgrade controller alone (`--upgrade-only`)."""
+    argv = (
+        [sys.executable, __file__, "--serve-upgrade-only", str(sim.kubeconfig)]
+        if upgrade_only
+        else [
+            sys.executable,
+            "-m",
+            "components.cli",
+            "run",
+            f"--kubeconfig={sim.kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            f"--metrics-bind-address=127.0.0.1:{free_port()}",
+            f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+            "--log-level=warning",
+        ]
+    )
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def _serve_upgrade_only(kubeconfig: str) -> None:
+    """The operator process of `--upgrade-only`: one manager, the upgrade controller alone."""
+    import signal
+
+    from components.run import api_client
+    from components.upgrade import UpgradeController
+    from reconciler import Manager
+
+    api = await api_client(kubeconfig)
+    async with api:
+        manager = Manager(api, field_manager="gpu-operator", bind_address=None)
+        UpgradeController(manager, namespace=NAMESPACE)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, manager.stop)
+        await manager.run()
+
+
+def _daemonset(name: str, labels: dict[str, str], image: str, on_delete: bool) -> Object:
+    """Stand-ins for what the ClusterPolicy controller renders (`--upgrade-only`)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "selector": {"matchLabels": {"app": labels["app"]}},
+            "updateStrategy": {"type": "OnDelete" if on_delete else "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {GPU_LABEL: "true"},
+                    "containers": [{"name": "main", "image": image}],
+                },
+            },
+        },
+    }
+
+
+async def _set_driver(c: Client, version: str) -> None:
+    """`--upgrade-only`: change the driver DaemonSet's template as the policy controller
+    would for a new driver version (and create the operand DaemonSets the first time)."""
+    sets = [
+        _daemonset(
+            "nvidia-driver-daemonset",
+            {"app": "nvidia-driver-daemonset", "app.kubernetes.io/component": "nvidia-driver"},
+            f"nvcr.io/nvidia/driver:{version}-ubuntu22.04",
+            True,
+        ),
+        _daemonset(
+            "nvidia-operator-validator",
+            {"app": "nvidia-operator-validator"},
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0",
+            False,
+        ),
+    ]
+    for ds in sets:
+        await c.apply(ds)
+
+
+async def bench(
+    nodes: int, parallels: list[int], limit: float, *, upgrade_only: bool
+) -> dict[str, Any]:
+    config = ClusterConfig(
+        gpu_nodes=nodes, cpu_nodes=0, gpus_per_node=1, os=parse_os_list("ubuntu22.04")
+    )
+    began = time.monotonic()
+    with SimulatedCluster(config, startup_timeout=600) as sim:
+        print(f"simulated cluster: {nodes} GPU nodes in {time.monotonic() - began:.1f}s")
+        log = (sim.workdir / "logs" / "gpu-operator.log").open("ab")
+        operator = _start_operator(sim, log, upgrade_only=upgrade_only)
+        try:
+            async with sim.api_client() as api:
+                transport = Transport(api)
+                mapper = RESTMapper(transport)
+                cache = Cache(transport, mapper)
+                c = Client(transport, mapper, cache, field_manager="bench")
+                await apply_crds(api, load_documents(sorted((REPO / "config/crd").glob("*.yaml"))))
+                with contextlib.suppress(Exception):
+                    await c.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+                    )
+                recorder = Recorder(cache)
+                for gvk, ns in ((NODE, None), (POD, None), (REVISION, NAMESPACE)):
+                    cache.informer(gvk, namespace=ns).add_handler(recorder)
+                await cache.start()
+                await cache.wait_for_sync(120)
+                gpu = {name_of(n) for n in cache.list(NODE) if labels_of(n).get(GPU_LABEL)}
+
+                version = "595.91.07"
+                await _set_policy(c, version, parallels[0])
+                if upgrade_only:
+                    await _set_driver(c, version)
+                t0 = time.monotonic()
+                await _wait(
+                    lambda: _driver_ready_everywhere(cache, version, gpu) and _all_done(cache, gpu),
+                    "the first rollout",
+                    limit,
+                )
+                print(f"first rollout (operands and drivers): {time.monotonic() - t0:.1f}s")
+
+                runs = []
+                for i, parallel in enumerate(parallels):
+                    version = f"595.100.{i + 1:02d}"
+                    await _set_policy(c, version, parallel)
+                    await asyncio.sleep(1)  # the policy is read before the change lands
+                    if upgrade_only:
+                        await _set_driver(c, version)
+                    recorder.reset()
+                    start = time.monotonic()
+                    peak = 0
+
+                    def done(version: str = version) -> bool:
+                        nonlocal peak
+                        states = [labels_of(n).get(STATE_LABEL) for n in cache.list(NODE)]
+                        peak = max(peak, sum(1 for s in states if s in IN_PROGRESS_VALUES))
+                        return _driver_ready_everywhere(cache, version, gpu) and _all_done(
+                            cache, gpu
+                        )
+
+                    await _wait(done, f"the rollout with maxParallelUpgrades {parallel}", limit)
+                    seconds = time.monotonic() - start
+                    by_action = recorder.shares(start)
+                    shares = [d for _, d in by_action]
+                    kinds: dict[str, list[float]] = {}
+                    for kind, d in by_action:
+                        kinds.setdefault(kind, []).append(d)
+                    slowest = sorted(
+                        ((round(percentile(v, 99) * 1000, 1), k, len(v)) for k, v in kinds.items()),
+                        reverse=True,
+                    )[:4]
+                    run = {
+                        "max_parallel_upgrades": parallel,
+                        "seconds": round(seconds, 1),
+                        "seconds_per_node": round(seconds / len(gpu), 2),
+                        "peak_in_progress": peak,
+                        "operator_actions": len(shares),
+                        "operator_share_p50_ms": round(percentile(shares, 50) * 1000, 1),
+                        "operator_share_p99_ms": round(percentile(shares, 99) * 1000, 1),
+                        "operator_share_max_ms": round(max(shares) * 1000, 1) if shares else None,
+                        "operator_share_of_time": round(sum(shares) / seconds, 3)
+                        if parallel == 1
+                        else None,
+                        "slowest_actions_p99_ms": {k: p99 for p99, k, _ in slowest},
+                    }
+                    runs.append(run)
+                    print(
+                        f"maxParallelUpgrades {parallel}: {seconds:.1f}s for {len(gpu)} nodes "
+                        f"(peak {peak} in progress); operator reacted in p50 "
+                        f"{run['operator_share_p50_ms']} ms, p99 {run['operator_share_p99_ms']} ms "
+                        f"over {len(shares)} actions"
+                    )
+                await cache.stop()
+        finally:
+            operator.terminate()
+            try:
+                operator.wait(30)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+            log.close()
+    return {
+        "nodes": nodes,
+        "operator": "upgrade controller alone" if upgrade_only else "gpu-operator run",
+        "runs": runs,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--parallel", default="1,10", help="maxParallelUpgrades values")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="per rollout, seconds")
+    parser.add_argument(
+        "--upgrade-only",
+        action="store_true",
+        help="run the upgrade controller alone (the bench renders the DaemonSets), to tell "
+        "its own reaction time from the whole operator's",
+    )
+    parser.add_argument("--serve-upgrade-only", metavar="KUBECONFIG", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_upgrade_only:
+        asyncio.run(_serve_upgrade_only(args.serve_upgrade_only))
+        return
+    parallels = [int(p) for p in args.parallel.split(",")]
+    figures = asyncio.run(
+        bench(args.nodes, parallels, args.timeout, upgrade_only=args.upgrade_only)
+    )
+    finish("upgrade-only" if args.upgrade_only else "upgrade", figures)
+
+
+if __name__ == "__main__":
+    main()

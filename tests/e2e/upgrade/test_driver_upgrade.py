@@ -1,0 +1,243 @@
+"""Driver upgrades end to end: 20 simulated GPU nodes, GPU workloads, the operator process.
+
+Tests run in file order on one cluster and one operator process. Each changes the driver
+version in the ClusterPolicy (the operator re-renders the driver DaemonSet, the DaemonSet
+controller makes a new revision) and watches the whole rollout through `Invariants`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from components.api import UpgradeState
+from components.sim import SimulatedCluster
+from components.upgrade import STATE_LABEL
+from reconciler import GVK, NotFound, Object, labels_of, name_of
+from tests.e2e.operator._harness import NAMESPACE, OperatorProcess, eventually
+
+from .conftest import POD, Watch, is_gpu_pod, pod_ready
+
+S = UpgradeState
+POLICY = "cluster-policy"
+CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
+NODE = GVK("", "v1", "Node")
+DEPLOYMENT = GVK("apps", "v1", "Deployment")
+PDB = GVK("policy", "v1", "PodDisruptionBudget")
+ROLLOUT_SECONDS = 600.0
+
+
+async def _set_policy(watch: Watch, version: str, upgrade: dict[str, Any]) -> None:
+    spec = {"driver": {"version": version, "upgradePolicy": upgrade}}
+    try:
+        await watch.client.get_live(CLUSTER_POLICY, POLICY)
+    except NotFound:
+        await watch.client.create(
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": POLICY},
+                "spec": spec,
+            }
+        )
+        return
+    # One write that replaces the whole upgradePolicy (a merge patch would keep old keys).
+    ops = [
+        {"op": "add", "path": "/spec/driver/version", "value": version},
+        {"op": "add", "path": "/spec/driver/upgradePolicy", "value": upgrade},
+    ]
+    await watch.client.patch(CLUSTER_POLICY, POLICY, ops, json_patch=True)
+
+
+def _upgraded(watch: Watch, version: str) -> bool:
+    nodes = {name_of(n) for n in watch.gpu_nodes()}
+    drivers = watch.drivers()
+    on = {p["spec"].get("nodeName") for p in drivers}
+    return (
+        on == nodes
+        and len(drivers) == len(nodes)
+        and all(version in p["spec"]["containers"][0]["image"] and pod_ready(p) for p in drivers)
+        and all(s == S.UPGRADE_DONE for s in watch.states().values())
+    )
+
+
+async def _rollout_done(watch: Watch, version: str, seconds: float = ROLLOUT_SECONDS) -> None:
+    async def done() -> bool:
+        return _upgraded(watch, version)
+
+    await eventually(done, f"every GPU node upgraded to {version}", seconds)
+
+
+async def _workload(watch: Watch, name: str, replicas: int, *, empty_dir: bool = False) -> None:
+    pod: Object = {
+        "metadata": {"labels": {"app": name}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04",
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            ],
+        },
+    }
+    if empty_dir:
+        pod["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/s"}]
+    await watch.client.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "work"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": pod,
+            },
+        }
+    )
+
+    async def running() -> bool:
+        pods = [p for p in watch.cache.list(POD, namespace="work") if labels_of(p)["app"] == name]
+        return len(pods) == replicas and all(pod_ready(p) for p in pods)
+
+    await eventually(running, f"{replicas} {name} GPU pods running", 180)
+
+
+async def test_a_new_driver_version_rolls_through_20_nodes_within_every_limit(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    upgrade = {"autoUpgrade": True, "maxParallelUpgrades": 3, "maxUnavailable": "25%"}
+    await _set_policy(watch, "595.91.07", upgrade)
+    await _rollout_done(watch, "595.91.07")  # the first rollout: every node in sync
+    await _workload(watch, "train", 16)
+    # An admin cordoned one node before the upgrade: it must stay cordoned after it.
+    cordoned = name_of(watch.gpu_nodes()[7])
+    await watch.client.patch(NODE, cordoned, {"spec": {"unschedulable": True}})
+    inv = watch.invariants(3, 5, {cordoned})
+
+    await _set_policy(watch, "595.100.01", upgrade)
+    await _rollout_done(watch, "595.100.01")
+    watch.drop(inv)
+
+    assert not inv.violations, inv.violations[:5]
+    assert inv.peak_in_progress == 3  # it used the parallelism it was given
+    assert inv.transitions >= 20 * 8
+    for node in watch.gpu_nodes():
+        assert bool(node["spec"].get("unschedulable")) == (name_of(node) == cordoned)
+    train = [p for p in watch.cache.list(POD, namespace="work") if is_gpu_pod(p)]
+    assert len(train) == 16  # the workload came back
+    await watch.client.patch(NODE, cordoned, {"spec": {"unschedulable": None}})
+
+
+async def test_a_budget_blocking_the_drain_fails_nodes_until_it_is_removed(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    # Pods with emptyDir data: pod deletion may not take them (no deleteEmptyDir), the
+    # drain may, but a PodDisruptionBudget that allows no disruption refuses each eviction.
+    upgrade = {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 8,
+        "maxUnavailable": "50%",
+        "drain": {"enable": True, "deleteEmptyDir": True, "timeoutSeconds": 5},
+    }
+    await _set_policy(watch, "595.100.01", upgrade)
+    await _workload(watch, "db", 2, empty_dir=True)
+    await watch.client.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db", "namespace": "work"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}},
+        }
+    )
+    db_nodes = {
+        p["spec"]["nodeName"] for p in watch.cache.list(POD, namespace="work")
+        if labels_of(p)["app"] == "db"
+    }  # fmt: skip
+    inv = watch.invariants(8, 10, set())
+    await _set_policy(watch, "595.100.02", upgrade)
+
+    async def failed() -> set[str] | None:
+        states = watch.states()
+        bad = {n for n, s in states.items() if s == S.UPGRADE_FAILED}
+        return bad if bad >= db_nodes else None
+
+    await eventually(failed, "the nodes holding the budgeted pods in upgrade-failed", 300)
+    for name in db_nodes:
+        node = watch.cache.get(NODE, name)
+        assert node is not None and node["spec"].get("unschedulable")  # still cordoned
+        message = node["metadata"]["annotations"]["nvidia.com/gpu-driver-upgrade-message"]
+        assert "PodDisruptionBudget work/db" in message
+    db = [p for p in watch.cache.list(POD, namespace="work") if labels_of(p)["app"] == "db"]
+    assert {p["spec"]["nodeName"] for p in db} == db_nodes  # nothing was evicted
+
+    await watch.client.delete(PDB, "db", namespace="work")
+    await _rollout_done(watch, "595.100.02")
+    watch.drop(inv)
+    assert not inv.violations, inv.violations[:5]
+    assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
+    await watch.client.delete(DEPLOYMENT, "db", namespace="work")
+
+
+async def test_repeated_operator_kills_during_a_rollout(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    upgrade = {"autoUpgrade": True, "maxParallelUpgrades": 4, "maxUnavailable": "25%"}
+    await _set_policy(watch, "595.100.02", upgrade)
+    inv = watch.invariants(4, 5, set())
+    await _set_policy(watch, "595.100.03", upgrade)
+    rng = random.Random(20261130)
+    kills = 0
+    deadline = asyncio.get_running_loop().time() + ROLLOUT_SECONDS
+    while not _upgraded(watch, "595.100.03"):
+        assert asyncio.get_running_loop().time() < deadline, f"not done after {kills} kills"
+        await asyncio.sleep(rng.uniform(0.5, 4.0))
+        operator.kill()  # SIGKILL, wherever it is
+        kills += 1
+        operator.start()
+    watch.drop(inv)
+    assert kills >= 3, "the rollout should have seen several kills"
+    assert not inv.violations, inv.violations[:5]
+    assert inv.peak_in_progress <= 4
+    assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
+
+
+async def test_auto_upgrade_off_touches_nothing(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    await _set_policy(watch, "595.100.03", {"autoUpgrade": False})
+
+    async def cleared() -> bool:
+        return all(s == "" for s in watch.states().values())
+
+    await eventually(cleared, "the upgrade state cleared when auto upgrade went off", 120)
+    drivers = {name_of(p) for p in watch.drivers()}
+    revisions = len(await watch.client.list_live(GVK("apps", "v1", "ControllerRevision"),
+                                                 namespace=NAMESPACE))  # fmt: skip
+    nodes_before = {name_of(n): n["metadata"]["resourceVersion"] for n in watch.gpu_nodes()}
+    inv = watch.invariants(0, 0, set())
+    inv.armed = True
+
+    await _set_policy(watch, "595.100.04", {"autoUpgrade": False})
+
+    async def new_revision() -> bool:
+        revs = await watch.client.list_live(
+            GVK("apps", "v1", "ControllerRevision"), namespace=NAMESPACE
+        )
+        return len(revs) > revisions
+
+    await eventually(new_revision, "the driver DaemonSet's new revision", 120)
+    await asyncio.sleep(5)  # room for a wrong move; nothing below depends on how long
+    watch.drop(inv)
+    assert {name_of(p) for p in watch.drivers()} == drivers  # no driver restarted
+    assert all(s == "" for s in watch.states().values())
+    assert not inv.cordons_seen
+    for node in watch.gpu_nodes():
+        assert STATE_LABEL not in labels_of(node)
+        changed = node["metadata"]["resourceVersion"] != nodes_before[name_of(node)]
+        if changed:
+            # Heartbeats and GFD may write the node; the upgrade must not have.
+            assert not node["spec"].get("unschedulable")

@@ -1,0 +1,188 @@
+"""The driver upgrade against a real API server: the walk, the limits, the marks it leaves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.api import UpgradeState
+from components.upgrade import (
+    EVENT_REASON,
+    INITIALLY_UNSCHEDULABLE,
+    SKIP_LABEL,
+    STATE_LABEL,
+    STATE_SINCE,
+)
+from reconciler import Object, annotations_of, labels_of, name_of
+
+from .conftest import CLUSTER_POLICY, NODE, Kit, S, eventually
+
+FULL_WALK = [
+    "",
+    S.UPGRADE_DONE,
+    S.UPGRADE_REQUIRED,
+    S.CORDON_REQUIRED,
+    S.WAIT_FOR_JOBS_REQUIRED,
+    S.POD_DELETION_REQUIRED,
+    S.POD_RESTART_REQUIRED,
+    S.VALIDATION_REQUIRED,
+    S.UNCORDON_REQUIRED,
+    S.UPGRADE_DONE,
+]
+
+
+def _values(states: list[Any]) -> list[str]:
+    return [s.value if isinstance(s, UpgradeState) else s for s in states]
+
+
+async def test_every_node_walks_the_states_within_max_parallel(kit: Kit) -> None:
+    policy = {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "100%"}
+    nodes = [await kit.add_node(s) for s in ("a", "b", "c")]
+    jobs = {n: await kit.gpu_pod(n, n) for n in nodes}
+    name = await kit.cluster_policy(policy)
+    watcher = kit.watcher(policy)
+    controller = await kit.start_operator()
+    # Every admission is remembered until the cache shows it (the next admission waits).
+    admitted: list[str] = []
+    record = controller.admissions.record
+
+    def remember(obj: Object) -> None:
+        admitted.append(name_of(obj))
+        record(obj)
+
+    controller.admissions.record = remember  # type: ignore[method-assign]
+    await eventually(kit.all_done, "every node to be upgrade-done (in sync from the start)")
+
+    await kit.add_revision("rev2")  # the DaemonSet's template changed
+    await eventually(kit.upgraded, "every node upgraded", seconds=120)
+    drivers = await kit.pods(app="nvidia-driver-daemonset")
+    assert {labels_of(p)["controller-revision-hash"] for p in drivers} == {"rev2"}
+
+    assert not watcher.violations, watcher.violations
+    assert watcher.peak_in_progress == 1
+    assert sorted(admitted) == sorted(nodes)
+    for n in nodes:
+        assert watcher.history[n] == _values(FULL_WALK), (n, watcher.history[n])
+        node = await kit.node(n)
+        assert not node["spec"].get("unschedulable")
+        assert STATE_SINCE in annotations_of(node)
+        assert INITIALLY_UNSCHEDULABLE not in annotations_of(node)
+    # GPU pods were deleted before their node's driver was replaced.
+    assert not [p for p in await kit.pods(app="train") if name_of(p) in jobs.values()]
+    # Validators were restarted after the new driver, and passed.
+    validators = await kit.pods(app="nvidia-operator-validator")
+    for d in drivers:
+        node_validators = [v for v in validators if v["spec"]["nodeName"] == d["spec"]["nodeName"]]
+        assert node_validators
+        for v in node_validators:
+            assert v["metadata"]["creationTimestamp"] >= d["metadata"]["creationTimestamp"]
+
+    events = await kit.events(nodes[0])
+    assert any(e["reason"] == EVENT_REASON and "uncordon" in e["message"] for e in events)
+    policy_events = await kit.events(name)
+    assert any(nodes[0] in e["message"] for e in policy_events)
+
+    cp = await kit.client.get_live(CLUSTER_POLICY, name)
+    upgrade = cp["status"]["upgrade"]
+    assert upgrade["autoUpgrade"] is True
+    assert (upgrade["managed"], upgrade["done"], upgrade["inProgress"]) == (3, 3, 0)
+    assert cp["status"]["state"] == "ready"  # the policy controller's part is untouched
+
+    assert kit.manager is not None
+    metrics = {
+        m.name: m.samples[0].value
+        for m in kit.manager.registry.collect()
+        if m.name.startswith("gpu_operator_")
+    }
+    assert metrics["gpu_operator_nodes_upgrades_done"] == 3
+    assert metrics["gpu_operator_nodes_upgrades_in_progress"] == 0
+    assert metrics["gpu_operator_driver_auto_upgrade_enabled"] == 1
+
+
+async def test_max_unavailable_counts_nodes_cordoned_by_someone_else(kit: Kit) -> None:
+    policy = {"autoUpgrade": True, "maxParallelUpgrades": 0, "maxUnavailable": 2}
+    cordoned = await kit.add_node("a", cordoned=True)
+    others = [await kit.add_node(s) for s in ("b", "c", "d")]
+    await kit.cluster_policy(policy)
+    watcher = kit.watcher(policy)
+    await kit.start_operator()
+    await eventually(kit.all_done, "the first pass")
+    await kit.add_revision("rev2")
+    await eventually(kit.upgraded, "every node upgraded", seconds=120)
+
+    assert not watcher.violations, watcher.violations
+    assert watcher.peak_unavailable <= 2
+    # The node cordoned before the upgrade is cordoned after it; the others are not.
+    assert (await kit.node(cordoned))["spec"].get("unschedulable") is True
+    assert S.UNCORDON_REQUIRED.value not in watcher.history[cordoned]
+    for n in others:
+        assert not (await kit.node(n))["spec"].get("unschedulable")
+    assert INITIALLY_UNSCHEDULABLE not in annotations_of(await kit.node(cordoned))
+
+
+async def test_skip_label_holds_a_node_and_others_go_on(kit: Kit) -> None:
+    held = await kit.add_node("a", **{SKIP_LABEL: "true"})
+    free = await kit.add_node("b")
+    await kit.cluster_policy({"autoUpgrade": True, "maxParallelUpgrades": 2})
+    await kit.start_operator()
+    await eventually(kit.all_done, "the first pass")
+    await kit.add_revision("rev2")
+
+    async def free_done() -> bool:
+        states = await kit.states()
+        return states[free] == S.UPGRADE_DONE and states[held] == S.UPGRADE_REQUIRED
+
+    await eventually(free_done, "the free node upgraded while the skipped one waits")
+    assert not (await kit.node(held))["spec"].get("unschedulable")
+    await kit.client.patch(NODE, held, {"metadata": {"labels": {SKIP_LABEL: None}}})
+    await eventually(kit.upgraded, "the held node upgraded once the skip label went")
+
+
+async def test_auto_upgrade_off_touches_nothing(kit: Kit) -> None:
+    nodes = [await kit.add_node(s) for s in ("a", "b")]
+    await kit.gpu_pod("a", nodes[0])
+    await kit.cluster_policy({"autoUpgrade": False})
+    await kit.start_operator()
+    await kit.add_revision("rev2")
+    before = {n: await kit.node(n) for n in nodes}
+    # Give the operator every chance to act: wait for its pool reconcile to have written
+    # the policy's status (autoUpgrade false), which happens after the revision is seen.
+    name = kit.policies[0][1]
+
+    async def status_written() -> bool:
+        cp = await kit.client.get_live(CLUSTER_POLICY, name)
+        return (cp.get("status") or {}).get("upgrade", {}).get("managed") == 2
+
+    await eventually(status_written, "the upgrade status written")
+    for n in nodes:
+        after = await kit.node(n)
+        assert STATE_LABEL not in labels_of(after)
+        assert not after["spec"].get("unschedulable")
+        assert after["metadata"]["resourceVersion"] == before[n]["metadata"]["resourceVersion"]
+    assert len(await kit.pods(app="train")) == 1
+    drivers = await kit.pods(app="nvidia-driver-daemonset")
+    assert {labels_of(p)["controller-revision-hash"] for p in drivers} == {"rev1"}
+
+
+async def test_turning_auto_upgrade_off_mid_walk_clears_the_marks_and_uncordons(kit: Kit) -> None:
+    node = await kit.add_node("a")
+    kit.hold_driver_ready.add(node)
+    name = await kit.cluster_policy({"autoUpgrade": True})
+    await kit.start_operator()
+    await eventually(kit.all_done, "the first pass")
+    await kit.add_revision("rev2")
+
+    async def restarting() -> bool:
+        return (await kit.states())[node] == S.POD_RESTART_REQUIRED
+
+    await eventually(restarting, "the node waiting for its new driver")
+    assert (await kit.node(node))["spec"].get("unschedulable") is True
+    await kit.client.patch(
+        CLUSTER_POLICY, name, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": False}}}}
+    )
+
+    async def cleared() -> bool:
+        n = await kit.node(node)
+        return STATE_LABEL not in labels_of(n) and not n["spec"].get("unschedulable")
+
+    await eventually(cleared, "the upgrade marks removed and the node uncordoned")
+    assert STATE_SINCE not in annotations_of(await kit.node(node))

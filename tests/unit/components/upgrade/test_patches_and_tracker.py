@@ -1,0 +1,116 @@
+"""A transition is one compare-and-set JSON patch; decisions wait for our own writes."""
+
+from __future__ import annotations
+
+from components.api import UpgradeState
+from components.upgrade import (
+    FAILED_STATE,
+    INITIALLY_UNSCHEDULABLE,
+    MESSAGE,
+    STATE_SINCE,
+    Transition,
+    WriteTracker,
+    format_time,
+    transition_patch,
+)
+
+from .builders import NOW, node
+
+S = UpgradeState
+LABEL = "/metadata/labels/nvidia.com~1gpu-driver-upgrade-state"
+
+
+def test_cordon_state_and_time_go_in_one_patch_guarded_by_the_old_state() -> None:
+    n = node(state=S.CORDON_REQUIRED)
+    ops = transition_patch(
+        n, Transition(S.WAIT_FOR_JOBS_REQUIRED, "cordoned", unschedulable=True), NOW
+    )
+    assert ops[0] == {"op": "test", "path": LABEL, "value": "cordon-required"}
+    assert {"op": "add", "path": LABEL, "value": "wait-for-jobs-required"} in ops
+    assert {"op": "add", "path": "/spec/unschedulable", "value": True} in ops
+    # No annotations yet on the node: the map is created whole.
+    assert {
+        "op": "add",
+        "path": "/metadata/annotations",
+        "value": {STATE_SINCE: format_time(NOW)},
+    } in ops
+
+
+def test_a_node_without_a_state_is_not_tested_and_a_failure_keeps_its_reason() -> None:
+    ops = transition_patch(node(), Transition(S.UPGRADE_DONE), NOW)
+    assert ops[0]["op"] == "add" and ops[0]["path"] == LABEL
+    failed = transition_patch(
+        node(state=S.DRAIN_REQUIRED, since=NOW - 5),
+        Transition(S.UPGRADE_FAILED, "drain timed out", warning=True,
+                   annotations={FAILED_STATE: "drain-required"}),
+        NOW,
+    )  # fmt: skip
+    paths = {op["path"]: op.get("value") for op in failed}
+    assert paths["/metadata/annotations/nvidia.com~1gpu-driver-upgrade-message"] == (
+        "drain timed out"
+    )
+    assert paths["/metadata/annotations/nvidia.com~1gpu-driver-upgrade-failed-state"] == (
+        "drain-required"
+    )
+
+
+def test_leaving_failure_clears_the_failure_annotations() -> None:
+    n = node(
+        state=S.UPGRADE_FAILED, since=NOW - 5, **{FAILED_STATE: "drain-required", MESSAGE: "x"}
+    )
+    ops = transition_patch(n, Transition(S.DRAIN_REQUIRED, "retrying"), NOW)
+    removed = {op["path"] for op in ops if op["op"] == "remove"}
+    assert removed == {
+        "/metadata/annotations/nvidia.com~1gpu-driver-upgrade-failed-state",
+        "/metadata/annotations/nvidia.com~1gpu-driver-upgrade-message",
+    }
+
+
+def test_an_unchanged_state_writes_only_what_changes_and_nothing_is_nothing() -> None:
+    n = node(state=S.UPGRADE_DONE, since=NOW - 5)
+    assert transition_patch(n, Transition(S.UPGRADE_DONE), NOW) == []
+
+
+def test_clearing_removes_the_label_and_every_bookkeeping_annotation() -> None:
+    n = node(state=S.DRAIN_REQUIRED, since=NOW, unschedulable=True,
+             **{INITIALLY_UNSCHEDULABLE: "true"})  # fmt: skip
+    ops = transition_patch(n, Transition(None), NOW)
+    assert {"op": "remove", "path": LABEL} in ops
+    assert {op["path"] for op in ops if op["op"] == "remove"} >= {
+        LABEL,
+        "/metadata/annotations/nvidia.com~1gpu-driver-upgrade-state-since",
+        "/metadata/annotations/nvidia.com~1gpu-driver-upgrade.node-initial-state.unschedulable",
+    }
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _obj(name: str, rv: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "resourceVersion": rv}}
+
+
+def test_tracker_waits_until_the_cache_shows_our_write() -> None:
+    clock = Clock()
+    tracker = WriteTracker(timeout=30, clock=clock)
+    tracker.record(_obj("a", "120"))
+    assert tracker.behind("a", _obj("a", "119"))
+    assert tracker.pending(lambda n: _obj(n, "119")) == ["a"]
+    assert not tracker.behind("a", _obj("a", "121"))  # caught up (or newer): forgotten
+    assert not tracker.behind("a", _obj("a", "119"))
+
+
+def test_tracker_gives_up_after_the_timeout_and_on_deletion() -> None:
+    clock = Clock()
+    tracker = WriteTracker(timeout=30, clock=clock)
+    tracker.record(_obj("a", "120"))
+    tracker.record(_obj("b", "7"))
+    assert tracker.seconds_left() == 30
+    clock.t += 31
+    assert not tracker.behind("a", _obj("a", "1"))
+    assert not tracker.behind("b", None)

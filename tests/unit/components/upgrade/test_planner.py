@@ -1,0 +1,352 @@
+"""The state machine, one node at a time: what each state waits for and where it goes."""
+
+from __future__ import annotations
+
+from components.api import UpgradeState
+from components.upgrade import (
+    FAILED_STATE,
+    INITIALLY_UNSCHEDULABLE,
+    MESSAGE,
+    UPGRADE_REQUESTED,
+    NodeContext,
+    PdbView,
+    Step,
+    cleanup,
+    plan_node,
+)
+
+from .builders import NOW, driver, gpu_pod, node, policy, validator
+
+S = UpgradeState
+
+
+def step(ctx: NodeContext, **policy_fields: object) -> Step:
+    return plan_node(ctx, policy(**policy_fields), NOW)
+
+
+def to(ctx: NodeContext, **policy_fields: object) -> UpgradeState | None:
+    s = step(ctx, **policy_fields)
+    return s.transition.to if s.transition else None
+
+
+# -- detection ---------------------------------------------------------------------------
+
+
+def test_an_unknown_node_in_sync_is_done_and_an_outdated_one_requires_an_upgrade() -> None:
+    assert to(NodeContext(node(), driver("new"), "new")) is S.UPGRADE_DONE
+    assert to(NodeContext(node(), driver("old"), "new")) is S.UPGRADE_REQUIRED
+    assert to(NodeContext(node(state=S.UPGRADE_DONE), driver("old"), "new")) is S.UPGRADE_REQUIRED
+    assert step(NodeContext(node(state=S.UPGRADE_DONE), driver("new"), "new")).empty
+
+
+def test_no_driver_pod_means_nothing_to_decide() -> None:
+    assert step(NodeContext(node(), None, "new")).empty
+    assert step(NodeContext(node(), driver("old", terminating=True), "new")).empty
+
+
+def test_a_kernel_change_under_a_running_driver_requires_the_same_safe_path() -> None:
+    ctx = NodeContext(node(kernel="6.8.0-50"), driver("new", kernel="6.8.0-45"), "new")
+    s = step(ctx)
+    assert s.transition is not None and s.transition.to is S.UPGRADE_REQUIRED
+    assert "kernel" in s.transition.reason
+
+
+def test_an_upgrade_request_annotation_requires_an_upgrade() -> None:
+    ctx = NodeContext(node(state=S.UPGRADE_DONE, **{UPGRADE_REQUESTED: "true"}), driver(), "new")
+    assert to(ctx) is S.UPGRADE_REQUIRED
+
+
+def test_a_node_cordoned_before_its_upgrade_is_remembered() -> None:
+    s = step(NodeContext(node(unschedulable=True), driver("old"), "new"))
+    assert s.transition is not None
+    assert s.transition.annotations.get(INITIALLY_UNSCHEDULABLE) == "true"
+
+
+def test_the_kernel_a_ready_driver_serves_is_recorded_once() -> None:
+    ctx = NodeContext(node(kernel="6.8.0"), driver("new", kernel=None), "new")
+    assert step(ctx).record_kernel == "6.8.0"
+    assert step(NodeContext(node(kernel="6.8.0"), driver("new"), "new")).record_kernel is None
+    not_ready = NodeContext(node(kernel="6.8.0"), driver("new", kernel=None, ready=False), "new")
+    assert step(not_ready).record_kernel is None
+
+
+# -- upgrade-required and cordon ---------------------------------------------------------
+
+
+def test_upgrade_required_waits_for_admission_or_goes_back_to_done_when_in_sync() -> None:
+    waiting = step(NodeContext(node(state=S.UPGRADE_REQUIRED), driver("old"), "new"))
+    assert waiting.transition is None and "slot" in waiting.wait
+    back = NodeContext(node(state=S.UPGRADE_REQUIRED), driver("new"), "new")
+    assert to(back) is S.UPGRADE_DONE
+
+
+def test_cordon_is_one_write_with_the_next_state() -> None:
+    s = step(NodeContext(node(state=S.CORDON_REQUIRED), driver("old"), "new"))
+    assert s.transition is not None
+    assert s.transition.to is S.WAIT_FOR_JOBS_REQUIRED and s.transition.unschedulable is True
+    assert s.transition.annotations.get(INITIALLY_UNSCHEDULABLE) is None
+    already = step(NodeContext(node(state=S.CORDON_REQUIRED, unschedulable=True), driver(), "x"))
+    assert already.transition is not None
+    assert already.transition.annotations.get(INITIALLY_UNSCHEDULABLE) == "true"
+
+
+# -- wait for jobs -----------------------------------------------------------------------
+
+
+def test_without_a_selector_there_are_no_jobs_to_wait_for() -> None:
+    ctx = NodeContext(node(state=S.WAIT_FOR_JOBS_REQUIRED), driver("old"), "new")
+    assert to(ctx) is S.POD_DELETION_REQUIRED
+
+
+def test_jobs_are_waited_for_until_they_finish_or_the_timeout() -> None:
+    job = gpu_pod("train", labels={"kind": "batch"})
+    wait = {"waitForCompletion": {"podSelector": "kind=batch", "timeoutSeconds": 60}}
+    running = NodeContext(node(state=S.WAIT_FOR_JOBS_REQUIRED, since=NOW - 10), pods=[job])
+    s = step(running, **wait)
+    assert s.transition is None and s.requeue_after == 50
+    expired = NodeContext(node(state=S.WAIT_FOR_JOBS_REQUIRED, since=NOW - 61), pods=[job])
+    assert to(expired, **wait) is S.POD_DELETION_REQUIRED
+    done = NodeContext(
+        node(state=S.WAIT_FOR_JOBS_REQUIRED, since=NOW - 10),
+        pods=[gpu_pod("train", labels={"kind": "batch"}, phase="Succeeded")],
+    )
+    assert to(done, **wait) is S.POD_DELETION_REQUIRED
+    forever = {"waitForCompletion": {"podSelector": "kind=batch", "timeoutSeconds": 0}}
+    long_ago = NodeContext(node(state=S.WAIT_FOR_JOBS_REQUIRED, since=NOW - 10**6), pods=[job])
+    s = step(long_ago, **forever)
+    assert s.transition is None and s.requeue_after is None
+
+
+# -- pod deletion ------------------------------------------------------------------------
+
+
+def test_gpu_pods_are_deleted_and_waited_for_then_the_driver_restarts() -> None:
+    job, cpu = gpu_pod("job"), gpu_pod("web", gpu=False)
+    s = step(NodeContext(node(state=S.POD_DELETION_REQUIRED, since=NOW), pods=[job, cpu]))
+    assert s.delete == (job,) and s.transition is None
+    going = NodeContext(
+        node(state=S.POD_DELETION_REQUIRED, since=NOW), pods=[gpu_pod("job", terminating=True)]
+    )
+    s = step(going)
+    assert s.delete == () and s.transition is None and s.requeue_after == 300
+    gone = NodeContext(node(state=S.POD_DELETION_REQUIRED, since=NOW), pods=[cpu])
+    assert to(gone) is S.POD_RESTART_REQUIRED
+
+
+def test_pods_that_cannot_be_deleted_fail_the_node_or_send_it_to_drain() -> None:
+    bare = gpu_pod("bare", owner="")
+    scratch = gpu_pod("scratch", local_storage=True)
+    ds = gpu_pod("ds", owner="DaemonSet")
+    for pod in (bare, scratch, ds):
+        ctx = NodeContext(node(state=S.POD_DELETION_REQUIRED, since=NOW), pods=[pod])
+        s = step(ctx)
+        assert s.transition is not None and s.transition.to is S.UPGRADE_FAILED
+        assert s.transition.warning and pod.key in s.transition.reason
+        assert s.transition.annotations[FAILED_STATE] == S.POD_DELETION_REQUIRED.value
+        assert to(ctx, drain={"enable": True}) is S.DRAIN_REQUIRED
+    forced = NodeContext(node(state=S.POD_DELETION_REQUIRED, since=NOW), pods=[bare, scratch])
+    s = step(forced, podDeletion={"force": True, "deleteEmptyDir": True})
+    assert set(s.delete) == {bare, scratch}
+
+
+def test_pod_deletion_times_out() -> None:
+    stuck = gpu_pod("job", terminating=True)
+    ctx = NodeContext(node(state=S.POD_DELETION_REQUIRED, since=NOW - 301), pods=[stuck])
+    assert to(ctx) is S.UPGRADE_FAILED
+    assert to(ctx, drain={"enable": True}) is S.DRAIN_REQUIRED
+    assert to(ctx, podDeletion={"timeoutSeconds": 0}) is None  # 0 waits forever
+
+
+# -- drain -------------------------------------------------------------------------------
+
+
+def test_drain_evicts_what_it_selects_and_skips_what_it_must() -> None:
+    web = gpu_pod("web", gpu=False)
+    skip = gpu_pod("infra", gpu=False, labels={"nvidia.com/gpu-driver-upgrade-drain.skip": "true"})
+    operator = gpu_pod("gpu-operator-abc", namespace="gpu-operator", gpu=False)
+    daemon = gpu_pod("exporter", owner="DaemonSet", gpu=False)
+    done = gpu_pod("old-job", phase="Succeeded", gpu=False)
+    ctx = NodeContext(
+        node(state=S.DRAIN_REQUIRED, since=NOW),
+        pods=[web, skip, operator, daemon, done],
+        operator_pod=("gpu-operator", "gpu-operator-abc"),
+    )
+    s = step(ctx, drain={"enable": True})
+    assert s.evict == (web,) and s.transition is None
+
+
+def test_drain_pod_selector_narrows_the_drain() -> None:
+    a = gpu_pod("a", gpu=False, labels={"team": "ml"})
+    b = gpu_pod("b", gpu=False, labels={"team": "web"})
+    ctx = NodeContext(node(state=S.DRAIN_REQUIRED, since=NOW), pods=[a, b])
+    assert step(ctx, drain={"enable": True, "podSelector": "team=ml"}).evict == (a,)
+
+
+def test_drain_finishes_when_the_node_is_empty_and_times_out_naming_the_budget() -> None:
+    ctx = NodeContext(node(state=S.DRAIN_REQUIRED, since=NOW), pods=[])
+    assert to(ctx, drain={"enable": True}) is S.POD_RESTART_REQUIRED
+    held = gpu_pod("db", gpu=False, labels={"app": "db"})
+    pdb = PdbView("work", "db-pdb", {"matchLabels": {"app": "db"}}, 0)
+    late = NodeContext(node(state=S.DRAIN_REQUIRED, since=NOW - 301), pods=[held], pdbs=[pdb])
+    s = step(late, drain={"enable": True})
+    assert s.transition is not None and s.transition.to is S.UPGRADE_FAILED
+    assert "work/db-pdb" in s.transition.reason and "timed out" in s.transition.reason
+
+
+def test_drain_refuses_unmanaged_pods_without_force() -> None:
+    bare = gpu_pod("bare", owner="", gpu=False)
+    ctx = NodeContext(node(state=S.DRAIN_REQUIRED, since=NOW), pods=[bare])
+    assert to(ctx, drain={"enable": True}) is S.UPGRADE_FAILED
+    assert step(ctx, drain={"enable": True, "force": True}).evict == (bare,)
+
+
+def test_gpu_pods_the_drain_skips_never_stay_under_a_driver_restart() -> None:
+    skip = gpu_pod("gpu", labels={"nvidia.com/gpu-driver-upgrade-drain.skip": "true"})
+    ctx = NodeContext(node(state=S.DRAIN_REQUIRED, since=NOW), pods=[skip])
+    assert to(ctx, drain={"enable": True}) is S.UPGRADE_FAILED
+    # With drain switched off, the GPU pods go back to pod deletion instead.
+    assert to(ctx) is S.POD_DELETION_REQUIRED
+
+
+# -- driver restart ----------------------------------------------------------------------
+
+
+def test_the_outdated_driver_pod_is_deleted_then_its_replacement_awaited() -> None:
+    old = driver("old")
+    s = step(NodeContext(node(state=S.POD_RESTART_REQUIRED), old, "new"))
+    assert s.delete == (old,) and s.transition is None
+    terminating = step(
+        NodeContext(node(state=S.POD_RESTART_REQUIRED), driver("old", terminating=True), "new")
+    )
+    assert terminating.empty and "terminate" in terminating.wait
+    assert step(NodeContext(node(state=S.POD_RESTART_REQUIRED), None, "new")).empty
+    starting = NodeContext(node(state=S.POD_RESTART_REQUIRED), driver("new", ready=False), "new")
+    assert step(starting).empty
+    ready = NodeContext(node(state=S.POD_RESTART_REQUIRED), driver("new"), "new")
+    assert to(ready) is S.VALIDATION_REQUIRED
+    failing = NodeContext(
+        node(state=S.POD_RESTART_REQUIRED), driver("new", ready=False, failing=True), "new"
+    )
+    assert to(failing) is S.UPGRADE_FAILED
+
+
+def test_the_driver_never_restarts_under_a_gpu_pod() -> None:
+    ctx = NodeContext(node(state=S.POD_RESTART_REQUIRED), driver("old"), "new", pods=[gpu_pod()])
+    s = step(ctx)
+    assert s.delete == () and s.transition is not None
+    assert s.transition.to is S.POD_DELETION_REQUIRED
+    going = NodeContext(
+        node(state=S.POD_RESTART_REQUIRED),
+        driver("old"),
+        "new",
+        pods=[gpu_pod(terminating=True)],
+    )
+    assert step(going).empty
+
+
+def test_a_requested_restart_deletes_an_in_sync_driver_and_clears_the_request() -> None:
+    d = driver("new")
+    ctx = NodeContext(node(state=S.POD_RESTART_REQUIRED, **{UPGRADE_REQUESTED: "true"}), d, "new")
+    s = step(ctx)
+    assert s.delete == (d,)
+    assert s.transition is not None and s.transition.annotations == {UPGRADE_REQUESTED: None}
+
+
+# -- validation --------------------------------------------------------------------------
+
+
+def test_validation_restarts_stale_validators_then_waits_for_fresh_ready_ones() -> None:
+    d = driver("new", created=NOW - 50)
+    n = node(state=S.VALIDATION_REQUIRED, since=NOW - 40)
+    stale = validator(created=NOW - 1000)
+    s = step(NodeContext(n, d, "new", pods=[d, stale]))
+    assert s.delete == (stale,) and s.transition is None and s.requeue_after == 560
+    fresh = validator(created=NOW - 10, ready=False, name="validator-y")
+    s = step(NodeContext(n, d, "new", pods=[d, fresh]))
+    assert s.empty and "validator" in s.wait
+    ready = validator(created=NOW - 10, name="validator-y")
+    assert to(NodeContext(n, d, "new", pods=[d, ready])) is S.UNCORDON_REQUIRED
+
+
+def test_validation_times_out_into_failure() -> None:
+    d = driver("new", created=NOW - 700)
+    n = node(state=S.VALIDATION_REQUIRED, since=NOW - 601)
+    s = step(NodeContext(n, d, "new", pods=[d]))
+    assert s.transition is not None and s.transition.to is S.UPGRADE_FAILED
+    assert s.transition.annotations[FAILED_STATE] == S.VALIDATION_REQUIRED.value
+
+
+def test_a_driver_changed_again_during_validation_is_restarted_again() -> None:
+    n = node(state=S.VALIDATION_REQUIRED, since=NOW)
+    assert to(NodeContext(n, driver("new"), "newer")) is S.POD_RESTART_REQUIRED
+
+
+def test_a_node_cordoned_before_the_upgrade_is_done_without_an_uncordon() -> None:
+    d = driver("new", created=NOW - 50)
+    n = node(state=S.VALIDATION_REQUIRED, since=NOW, **{INITIALLY_UNSCHEDULABLE: "true"})
+    s = step(NodeContext(n, d, "new", pods=[validator(created=NOW - 10)]))
+    assert s.transition is not None and s.transition.to is S.UPGRADE_DONE
+    assert s.transition.unschedulable is None
+    assert s.transition.annotations[INITIALLY_UNSCHEDULABLE] is None
+
+
+def test_uncordon_then_done() -> None:
+    s = step(NodeContext(node(state=S.UNCORDON_REQUIRED, unschedulable=True), driver(), "new"))
+    assert s.transition is not None
+    assert s.transition.to is S.UPGRADE_DONE and s.transition.unschedulable is False
+
+
+# -- failure and recovery ----------------------------------------------------------------
+
+
+def test_a_failed_node_recovers_once_its_driver_is_in_sync_ready_and_validated() -> None:
+    d = driver("new", created=NOW - 50)
+    n = node(state=S.UPGRADE_FAILED, **{FAILED_STATE: "validation-required", MESSAGE: "x"})
+    waiting = step(NodeContext(n, d, "new", pods=[validator(created=NOW - 10, ready=False)]))
+    assert waiting.transition is None
+    ok = NodeContext(n, d, "new", pods=[validator(created=NOW - 10)])
+    assert to(ok) is S.UNCORDON_REQUIRED
+    assert step(NodeContext(n, driver("old"), "new")).transition is None
+
+
+def test_a_failed_drain_retries_when_the_budget_allows_again() -> None:
+    held = gpu_pod("db", gpu=False, labels={"app": "db"})
+    n = node(state=S.UPGRADE_FAILED, **{FAILED_STATE: "drain-required"})
+    closed = PdbView("work", "db-pdb", {"matchLabels": {"app": "db"}}, 0)
+    open_ = PdbView("work", "db-pdb", {"matchLabels": {"app": "db"}}, 1)
+    drain = {"drain": {"enable": True}}
+    assert to(NodeContext(n, driver("old"), "new", pods=[held], pdbs=[closed]), **drain) is None
+    retry = step(NodeContext(n, driver("old"), "new", pods=[held], pdbs=[open_]), **drain)
+    assert retry.transition is not None and retry.transition.to is S.DRAIN_REQUIRED
+    assert "retrying" in retry.transition.reason
+    assert to(NodeContext(n, driver("old"), "new", pods=[], pdbs=[closed]), **drain) is (
+        S.DRAIN_REQUIRED
+    )
+
+
+def test_a_failed_pod_deletion_retries_when_nothing_blocks_it() -> None:
+    n = node(state=S.UPGRADE_FAILED, **{FAILED_STATE: "pod-deletion-required"})
+    bare = gpu_pod("bare", owner="")
+    assert to(NodeContext(n, driver("old"), "new", pods=[bare])) is None
+    assert to(NodeContext(n, driver("old"), "new", pods=[])) is S.POD_DELETION_REQUIRED
+    assert (
+        to(NodeContext(n, driver("old"), "new", pods=[bare]), podDeletion={"force": True})
+        is S.POD_DELETION_REQUIRED
+    )
+
+
+# -- auto upgrade off --------------------------------------------------------------------
+
+
+def test_cleanup_removes_our_marks_and_uncordons_only_what_we_cordoned() -> None:
+    assert cleanup(node()).empty
+    ours = cleanup(node(state=S.DRAIN_REQUIRED, unschedulable=True))
+    assert ours.transition is not None
+    assert ours.transition.to is None and ours.transition.unschedulable is False
+    theirs = cleanup(
+        node(state=S.DRAIN_REQUIRED, unschedulable=True, **{INITIALLY_UNSCHEDULABLE: "true"})
+    )
+    assert theirs.transition is not None and theirs.transition.unschedulable is None
+    assert INITIALLY_UNSCHEDULABLE in theirs.transition.annotations
+    pending = cleanup(node(state=S.UPGRADE_REQUIRED, unschedulable=True))
+    assert pending.transition is not None and pending.transition.unschedulable is None
