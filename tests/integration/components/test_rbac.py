@@ -92,6 +92,7 @@ ALLOWED = [
     ("watch", "nodes", "", None, None),
     ("delete", "pods", "", "some-team", None),
     ("create", "pods", "", "some-team", "eviction"),
+    ("watch", "poddisruptionbudgets", "policy", None, None),
     ("create", "events", "", "default", None),
     ("create", "runtimeclasses", "node.k8s.io", None, None),
     ("create", "clusterroles", "rbac.authorization.k8s.io", None, None),

@@ -65,6 +65,7 @@ def test_every_rule_says_why(name: str) -> None:
         ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch"}),
         ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
         ("ClusterRole", "", "pods/eviction", {"create"}),
+        ("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}),
         ("ClusterRole", "", "events", {"create", "patch"}),
         (
             "ClusterRole",
