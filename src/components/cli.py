@@ -1,7 +1,10 @@
 """The `gpu-operator` command line.
 
-Each subcommand lives in its own module and registers itself here, so the CLI stays a thin
-dispatcher and errors reach the user as one sentence instead of a traceback.
+Each subcommand registers itself here from its module in `components.commands`, so the CLI
+stays a thin dispatcher and errors reach the user as one sentence instead of a traceback.
+Those modules are cheap to import: a subcommand's implementation (the cluster client, the
+models, the controllers) is imported only when that subcommand runs, so `version` and
+`--help` start at once.
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from components import __version__, demo, run, sim
-from components.api import commands as api_commands
+from components import __version__
+from components.commands import api, demo, run, sim
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -37,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(handler=_version)
-    api_commands.register(sub)
+    api.register(sub)
     demo.register(sub)
     run.register(sub)
     sim.register(sub)

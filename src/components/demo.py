@@ -5,6 +5,8 @@ sample ClusterPolicy and the operator running as its own process, as it would in
 It shows each operand's readiness as it changes until the policy is `ready`, proves a pod
 asking for `nvidia.com/gpu: 1` runs on a GPU node, then stays up until Ctrl-C, which tears
 everything down.
+
+The flags and their help are in `components.commands.demo`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
+from components.cli import CommandError
+from components.commands.demo import REPO_CONFIG
 from components.kube import apply_crds, load_documents
 from reconciler.envtest import free_port
 
 NAMESPACE = "gpu-operator"
-_REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
 GPU_POD = "gpu-demo"
 
 
@@ -40,7 +43,6 @@ def _say(message: str) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from components.cli import CommandError
     from components.sim import ClusterConfig, SimError, SimulatedCluster, parse_os_list
 
     if args.nodes < 1:
@@ -88,8 +90,6 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _load_policy(path: Path) -> dict[str, Any]:
-    from components.cli import CommandError
-
     try:
         documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
     except (OSError, yaml.YAMLError) as exc:
@@ -134,7 +134,7 @@ async def _drive(
     configuration = client.Configuration()
     await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
-        crds = await apply_crds(api, load_documents(sorted((_REPO_CONFIG / "crd").glob("*.yaml"))))
+        crds = await apply_crds(api, load_documents(sorted((REPO_CONFIG / "crd").glob("*.yaml"))))
         _say(f"installed CRDs: {', '.join(crds)}")
         core: Any = client.CoreV1Api(api)
         try:
@@ -169,8 +169,6 @@ async def _follow_policy(
     log_path: Path,
     wait_seconds: float,
 ) -> None:
-    from components.cli import CommandError
-
     shown: dict[str, str] = {}
     began = time.monotonic()
     status: dict[str, Any] = {}
@@ -202,8 +200,6 @@ async def _follow_policy(
 
 
 async def _run_gpu_pod(core: Any, wait_seconds: float) -> None:
-    from components.cli import CommandError
-
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -230,23 +226,3 @@ async def _run_gpu_pod(core: Any, wait_seconds: float) -> None:
             return
         await asyncio.sleep(0.5)
     raise CommandError(f"pod default/{GPU_POD} did not start within {wait_seconds:.0f}s")
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(
-        "demo", help="a simulated GPU cluster with the operator on it, until Ctrl-C"
-    )
-    parser.add_argument("--nodes", type=int, default=4, help="GPU nodes (default 4)")
-    parser.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only nodes (default 2)")
-    parser.add_argument(
-        "--os", default="ubuntu22.04,rhel9.4", help="OS releases the GPU nodes cycle through"
-    )
-    parser.add_argument(
-        "--policy",
-        default=str(_REPO_CONFIG / "samples" / "nvidia_v1_clusterpolicy_minimal.yaml"),
-        help="the ClusterPolicy to create",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=600, help="seconds to wait for ready (default 600)"
-    )
-    parser.set_defaults(handler=run_demo)

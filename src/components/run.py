@@ -5,6 +5,8 @@ reference's flags and defaults (metrics on :8080, probes on :8081, leader electi
 reference's Lease when `--leader-elect`), and a clean exit on SIGTERM: in-flight
 reconciles finish, the lease is released, the process exits 0. Losing the lease exits 1,
 so the pod restarts as a standby.
+
+The flags and their help are in `components.commands.run`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from aiohttp import web
 from kubernetes_asyncio import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from components.controllers import DEFAULT_NAMESPACE, LEASE_NAME, build_operator
+from components.cli import CommandError
+from components.commands.run import DISABLED, split_address
+from components.controllers import LEASE_NAME, build_operator
 from reconciler import (
     ApiError,
     ApiUnreachable,
@@ -31,34 +35,12 @@ from reconciler import (
 
 log = logging.getLogger("components.run")
 
-DISABLED = "0"
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host or "0.0.0.0", int(port)
-
-
-def check_address(address: str) -> str:
-    """argparse type: `host:port`, `:port`, or `0` (off)."""
-    if address == DISABLED:
-        return address
-    try:
-        _, port = _split(address)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{address!r} is not an address; write host:port or :port (0 turns it off)"
-        ) from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is out of range")
-    return address
-
 
 class MetricsServer:
     """`/metrics` on its own address (the manager also serves it beside the probes)."""
 
     def __init__(self, address: str, registry: CollectorRegistry) -> None:
-        self.host, self.port = _split(address)
+        self.host, self.port = split_address(address)
         self._registry = registry
         self._runner: web.AppRunner | None = None
 
@@ -138,8 +120,6 @@ def _configure_logging(level: str) -> None:
 
 
 def run_operator(args: argparse.Namespace) -> int:
-    from components.cli import CommandError  # the CLI imports this module
-
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise CommandError(f"cannot read the kubeconfig {args.kubeconfig}: no such file")
     _configure_logging(args.log_level)
@@ -158,51 +138,3 @@ def run_operator(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot serve metrics or probes: {exc.strerror or exc}") from exc
     return 0
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `run` to the `gpu-operator` command line."""
-    parser = sub.add_parser(
-        "run",
-        help="run the operator (the controllers, probes and metrics)",
-        description=(
-            "Run the operator: label GPU nodes, deploy the GPU stack from the oldest "
-            "ClusterPolicy (and NVIDIADrivers), keep it and report its status."
-        ),
-    )
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
-    )
-    parser.add_argument(
-        "--namespace",
-        default=os.environ.get("OPERATOR_NAMESPACE") or DEFAULT_NAMESPACE,
-        help="namespace the operands run in (default: $OPERATOR_NAMESPACE or gpu-operator)",
-    )
-    parser.add_argument(
-        "--metrics-bind-address",
-        default=":8080",
-        type=check_address,
-        metavar="ADDR",
-        help="where /metrics is served (default :8080; 0 turns it off)",
-    )
-    parser.add_argument(
-        "--health-probe-bind-address",
-        default=":8081",
-        type=check_address,
-        metavar="ADDR",
-        help="where /healthz and /readyz are served (default :8081; 0 turns it off)",
-    )
-    parser.add_argument(
-        "--leader-elect",
-        action="store_true",
-        help="run as one of several replicas: only the holder of the lease acts",
-    )
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("LOG_LEVEL", "info"),
-        choices=["debug", "info", "warning", "error"],
-        help="log level (default info: one line per change made)",
-    )
-    parser.set_defaults(handler=run_operator)

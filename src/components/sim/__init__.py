@@ -10,8 +10,11 @@ In tests::
         ...  # sim.kubeconfig, sim.gpu_nodes, await sim.add_node(sim.gpu_node_spec("new"))
 """
 
-from components.sim._cli import register
-from components.sim._cluster import KCM_CONTROLLERS, SimulatedCluster
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from components.sim._errors import SimAlreadyRunningError, SimError
 from components.sim._hardware import (
     DEFAULT_PRODUCT,
@@ -47,7 +50,28 @@ from components.sim._nodes import (
     parse_os,
     parse_os_list,
 )
-from components.sim._state import state_dir
+
+# These bring in the cluster machinery (reconciler, kubernetes_asyncio), so they are
+# imported on first use: the `gpu-operator` command line reads the hardware and node
+# defaults above on every start, and starts fast.
+if TYPE_CHECKING:
+    from components.sim._cluster import KCM_CONTROLLERS, SimulatedCluster
+    from components.sim._state import state_dir
+else:
+    _LAZY = {
+        "KCM_CONTROLLERS": "components.sim._cluster",
+        "SimulatedCluster": "components.sim._cluster",
+        "state_dir": "components.sim._state",
+    }
+
+    def __getattr__(name: str) -> object:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "ANNOTATION_GPUS",
@@ -84,6 +108,5 @@ __all__ = [
     "parse_os",
     "parse_os_list",
     "product",
-    "register",
     "state_dir",
 ]

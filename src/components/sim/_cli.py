@@ -3,6 +3,8 @@ background until `sim down`.
 
 Progress goes to stderr; the only line on stdout, and the last one printed, is the
 kubeconfig path, so `export KUBECONFIG=$(gpu-operator sim up)` works.
+
+The flags and their help are in `components.commands.sim`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from components.cli import CommandError
 from components.sim._cluster import SimulatedCluster
 from components.sim._errors import SimError
-from components.sim._hardware import DEFAULT_PRODUCT, PRODUCTS
 from components.sim._nodes import (
-    DEFAULT_CONTAINER_RUNTIME,
     ClusterConfig,
     parse_kernels,
     parse_os_list,
@@ -77,8 +78,6 @@ def _summary(config: ClusterConfig) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from components.cli import CommandError
-
     signal.signal(signal.SIGTERM, _interrupt)
     folder = state_dir()
     try:
@@ -154,60 +153,3 @@ def run_status(args: argparse.Namespace) -> int:
     _say(f"simulated cluster {state.status}: {state.summary}{health}")
     print(Path(state.kubeconfig), flush=True)
     return 0
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(
-        "sim", help="a local simulated GPU cluster (kwok nodes with simulated NVIDIA GPUs)"
-    )
-    actions = parser.add_subparsers(dest="sim_action", metavar="ACTION", required=True)
-
-    up = actions.add_parser(
-        "up",
-        help="start a simulated cluster in the background; prints the kubeconfig path",
-        description="Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-        "kwok and the GPU node behaviour, create the nodes, wait until they are Ready and "
-        "print the kubeconfig path (last line). The cluster runs until `sim down`.",
-    )
-    up.add_argument("--nodes", type=int, default=4, help="GPU nodes (default 4)")
-    up.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only nodes (default 2)")
-    up.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    up.add_argument(
-        "--product",
-        default=DEFAULT_PRODUCT,
-        help=f"GPU product (default {DEFAULT_PRODUCT}; known: {', '.join(PRODUCTS)})",
-    )
-    up.add_argument(
-        "--os",
-        default="ubuntu22.04",
-        help="OS mix, comma-separated ID+VERSION_ID, round-robin over nodes "
-        "(default ubuntu22.04; e.g. ubuntu22.04,rhel9.4)",
-    )
-    up.add_argument(
-        "--kernels",
-        default="",
-        help="kernel mix, comma-separated, cycled over each OS's nodes "
-        "(default: the usual kernel of each OS)",
-    )
-    up.add_argument("--mig-capable", action="store_true", help="GPUs support MIG")
-    up.add_argument(
-        "--container-runtime",
-        default=DEFAULT_CONTAINER_RUNTIME,
-        help=f"status.nodeInfo.containerRuntimeVersion (default {DEFAULT_CONTAINER_RUNTIME})",
-    )
-    up.add_argument(
-        "--mig-seconds",
-        type=float,
-        default=1.0,
-        help="how long a simulated MIG reconfiguration stays pending (default 1)",
-    )
-    up.add_argument(
-        "--port", type=int, default=0, help="kube-apiserver port (default: any free port)"
-    )
-    up.set_defaults(handler=run_up)
-
-    down = actions.add_parser("down", help="stop the simulated cluster and remove its files")
-    down.set_defaults(handler=run_down)
-
-    status = actions.add_parser("status", help="say whether a simulated cluster is running")
-    status.set_defaults(handler=run_status)

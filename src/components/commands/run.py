@@ -1,0 +1,88 @@
+"""`gpu-operator run`: its command line. The operator process is `components.run`,
+imported when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DISABLED = "0"
+
+# components.controllers.DEFAULT_NAMESPACE, which this module must not import (it brings in
+# every controller); a unit test keeps the two equal.
+DEFAULT_NAMESPACE = "gpu-operator"
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` or `:port` as (host, port); no host means every interface."""
+    host, _, port = address.rpartition(":")
+    return host or "0.0.0.0", int(port)
+
+
+def check_address(address: str) -> str:
+    """argparse type: `host:port`, `:port`, or `0` (off)."""
+    if address == DISABLED:
+        return address
+    try:
+        _, port = split_address(address)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{address!r} is not an address; write host:port or :port (0 turns it off)"
+        ) from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range")
+    return address
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    from components.run import run_operator as implementation
+
+    return implementation(args)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `run` to the `gpu-operator` command line."""
+    parser = sub.add_parser(
+        "run",
+        help="run the operator (the controllers, probes and metrics)",
+        description=(
+            "Run the operator: label GPU nodes, deploy the GPU stack from the oldest "
+            "ClusterPolicy (and NVIDIADrivers), keep it and report its status."
+        ),
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("OPERATOR_NAMESPACE") or DEFAULT_NAMESPACE,
+        help="namespace the operands run in (default: $OPERATOR_NAMESPACE or gpu-operator)",
+    )
+    parser.add_argument(
+        "--metrics-bind-address",
+        default=":8080",
+        type=check_address,
+        metavar="ADDR",
+        help="where /metrics is served (default :8080; 0 turns it off)",
+    )
+    parser.add_argument(
+        "--health-probe-bind-address",
+        default=":8081",
+        type=check_address,
+        metavar="ADDR",
+        help="where /healthz and /readyz are served (default :8081; 0 turns it off)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run as one of several replicas: only the holder of the lease acts",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("LOG_LEVEL", "info"),
+        choices=["debug", "info", "warning", "error"],
+        help="log level (default info: one line per change made)",
+    )
+    parser.set_defaults(handler=run_operator)
