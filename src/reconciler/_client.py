@@ -203,9 +203,13 @@ class Client:
         namespace: str = "",
         subresource: str | None = None,
         json_patch: bool = False,
+        quiet: bool = False,
     ) -> Object:
         """A JSON merge patch (labels, annotations, `spec.unschedulable`), or an RFC 6902
-        JSON patch with `json_patch=True` (a list of operations, e.g. with a `test`)."""
+        JSON patch with `json_patch=True` (a list of operations, e.g. with a `test`).
+
+        `quiet`: the caller logs the change itself, in its own words; ours goes to DEBUG so
+        the change still makes one INFO line, not two."""
         res = await self.mapper.resource_for(gvk)
         body = json.dumps(patch, separators=(",", ":")).encode()
         out = await self.request(
@@ -215,7 +219,8 @@ class Client:
             body=body,
             content_type=JSON_PATCH if json_patch else MERGE_PATCH,
         )
-        log.info(
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
             "patched %s%s %s: %s",
             gvk.kind,
             "/" + subresource if subresource else "",

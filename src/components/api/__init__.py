@@ -96,6 +96,7 @@ from components.api._images import (
     os_tag,
     resolve_image,
 )
+from components.api._labels import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL
 from components.api._nvidiadriver import (
     NVIDIA_DRIVER_API_VERSION,
     DriverType,
@@ -139,7 +140,9 @@ __all__ = [
     "CLUSTER_POLICY",
     "CLUSTER_POLICY_API_VERSION",
     "DEFAULT_IMAGES",
+    "DRIVER_KERNEL_PIN_LABEL",
     "GROUP",
+    "KERNEL_LABEL",
     "KINDS",
     "MAX_LISTED_NODES",
     "NVIDIA_DRIVER",

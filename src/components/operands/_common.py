@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from components.api import (
+    DRIVER_KERNEL_PIN_LABEL,
+    KERNEL_LABEL,
     ClusterPolicy,
     ClusterPolicySpec,
     ComponentSpec,
@@ -40,7 +42,7 @@ DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 
 LABEL_OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
 LABEL_OS_VERSION = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
-LABEL_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+LABEL_KERNEL = KERNEL_LABEL
 LABEL_MIG_CAPABLE = "nvidia.com/mig.capable"
 
 VALIDATIONS_DIR = "/run/nvidia/validations"
@@ -72,6 +74,8 @@ class GPUNode:
     kernel: str | None  # feature.node.kubernetes.io/kernel-version.full
     container_runtime: str  # node.status.nodeInfo.containerRuntimeVersion
     mig_capable: bool
+    #: The kernel whose precompiled driver DaemonSet the node is in (DRIVER_KERNEL_PIN_LABEL).
+    pinned_kernel: str | None = None
 
     @classmethod
     def from_node(cls, node: Mapping[str, Any]) -> GPUNode:
@@ -85,6 +89,7 @@ class GPUNode:
             os_id=labels.get(LABEL_OS_ID) or None,
             os_version=labels.get(LABEL_OS_VERSION) or None,
             kernel=labels.get(LABEL_KERNEL) or None,
+            pinned_kernel=labels.get(DRIVER_KERNEL_PIN_LABEL) or None,
             container_runtime=str(info.get("containerRuntimeVersion", "")),
             mig_capable=labels.get(LABEL_MIG_CAPABLE) == "true",
         )

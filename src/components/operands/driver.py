@@ -9,14 +9,24 @@ nodes by what picks their image and render one DaemonSet per group:
   selecting on both labels; image `<driver>:<version>-<ostag>`.
 * **`usePrecompiled: true`**: one per (kernel, OS release), named as the reference names
   them, `nvidia-driver-daemonset-<kernel>-<ID><VERSION_ID>`, labelled
-  `nvidia.com/precompiled=true`, selecting on `kernel-version.full` too; image
-  `<driver>:<branch>-<kernel>-<ostag>`.
+  `nvidia.com/precompiled=true`; image `<driver>:<branch>-<kernel>-<ostag>`. Where the
+  reference selects on `kernel-version.full`, these select on the kernel the node is
+  pinned to (`DRIVER_KERNEL_PIN_LABEL`, written by the upgrade controller), so a node that
+  boots another kernel keeps its driver pod until it has been cordoned and cleared. One is
+  rendered for every kernel a node runs or is pinned to: the new kernel's DaemonSet is
+  there (and its image pulled) before the node moves to it.
+
+The per-OS DaemonSets leave pinned nodes alone (a `DoesNotExist` node affinity on the pin),
+so turning `usePrecompiled` on or off also moves each node by its pin, one node at a time
+through the upgrade's safe path, while the DaemonSets of the old kind stay until no node
+needs them.
 
 Selectors are exact node labels (never lists), so a DaemonSet's spec does not change when
-nodes join or leave, and a node whose OS or kernel label changes simply stops matching one
-DaemonSet and starts matching another. A DaemonSet is rendered only for a group some GPU
-node is in: the controller prunes the rest, so a DaemonSet goes away only when no node
-selects it. GPU nodes without the labels get a condition naming them, and no DaemonSet.
+nodes join or leave, and a node whose OS (or pinned kernel) label changes simply stops
+matching one DaemonSet and starts matching another. A DaemonSet is rendered only for a
+group some GPU node is in: the controller prunes the rest, so a DaemonSet goes away only
+when no node selects it. GPU nodes without the labels get a condition naming them, and no
+DaemonSet.
 
 Names are Kubernetes DNS labels (kernel strings lose their architecture suffix and `_`
 becomes `.`, as in the reference; anything longer than 63 characters is cut and hashed).
@@ -35,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.api import (
+    DRIVER_KERNEL_PIN_LABEL,
     ClusterPolicy,
     ContainerProbeSpec,
     DriverSpec,
@@ -130,7 +141,7 @@ class DriverPool:
     def node_selector(self) -> dict[str, str]:
         selector = {LABEL_OS_ID: self.os_id, LABEL_OS_VERSION: self.os_version}
         if self.kernel is not None:
-            selector[LABEL_KERNEL] = self.kernel
+            selector[DRIVER_KERNEL_PIN_LABEL] = self.kernel
         return selector
 
     def base_name(self) -> str:
@@ -150,16 +161,18 @@ def driver_pools(
     for node in nodes:
         if not wants_operand(node, DEPLOY_LABEL):
             continue
-        if not node.kernel:
+        if not node.kernel and not (precompiled and node.pinned_kernel):
             no_kernel.append(node.name)
         if not node.os_id or not node.os_version:
             no_os.append(node.name)
             continue
-        if precompiled and not node.kernel:
+        if not precompiled:
+            groups[(node.os_id, node.os_version, None)].append(node.name)
             continue
-        groups[(node.os_id, node.os_version, node.kernel if precompiled else None)].append(
-            node.name
-        )
+        # The kernel it runs (where it is going) and the one it is pinned to (where its
+        # driver runs now); the same one but for a node between kernels.
+        for kernel in dict.fromkeys(k for k in (node.kernel, node.pinned_kernel) if k):
+            groups[(node.os_id, node.os_version, kernel)].append(node.name)
     pools = [
         DriverPool(os_id, os_version, kernel, tuple(sorted(names)))
         for (os_id, os_version, kernel), names in groups.items()
@@ -547,6 +560,20 @@ def _daemonset(
             ]
         }
     }
+    if pool.kernel is None:
+        # Pinned nodes belong to the precompiled DaemonSets: a node leaves this one when
+        # the upgrade pins it (precompiled turned on), not before.
+        pod["affinity"]["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": DRIVER_KERNEL_PIN_LABEL, "operator": "DoesNotExist"}
+                        ]
+                    }
+                ]
+            }
+        }
     labels = {
         "app.kubernetes.io/component": COMPONENT,
         PRECOMPILED_LABEL: "true" if pool.kernel is not None else "false",

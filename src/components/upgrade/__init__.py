@@ -43,6 +43,7 @@ from components.upgrade._model import (
     PdbView,
     PodView,
     format_time,
+    format_time_ms,
     is_driver_pod,
     is_validator_pod,
     newest_revision,
@@ -53,6 +54,8 @@ from components.upgrade._model import (
     pod_view,
 )
 from components.upgrade._names import (
+    CORDON_SETTLE_SECONDS,
+    CORDONED_AT,
     CORDONED_BY_US,
     DRAIN_SKIP_LABEL,
     DRIVER_KERNEL_ANNOTATION,
@@ -60,7 +63,6 @@ from components.upgrade._names import (
     FAILED_STATE,
     IN_PROGRESS,
     INITIALLY_UNSCHEDULABLE,
-    KERNEL_LABEL,
     MESSAGE,
     NODE_ANNOTATIONS,
     SKIP_LABEL,
@@ -72,6 +74,7 @@ from components.upgrade._names import (
     parse_state,
 )
 from components.upgrade._patches import annotation_changes, transition_patch
+from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import (
     DEFAULT_VALIDATION_TIMEOUT,
     NodeContext,
@@ -93,7 +96,9 @@ from components.upgrade._tracker import WriteTracker
 from components.upgrade._validation import Validation, validate
 
 __all__ = [
+    "CORDONED_AT",
     "CORDONED_BY_US",
+    "CORDON_SETTLE_SECONDS",
     "DEFAULT_VALIDATION_TIMEOUT",
     "DRAIN_SKIP_LABEL",
     "DRIVER_KERNEL_ANNOTATION",
@@ -119,6 +124,7 @@ __all__ = [
     "NodeContext",
     "NodeView",
     "PdbView",
+    "PinChange",
     "PodView",
     "Pool",
     "Selector",
@@ -137,6 +143,7 @@ __all__ = [
     "disruption_blocker",
     "drain_plan",
     "format_time",
+    "format_time_ms",
     "gpu_pods",
     "is_driver_pod",
     "is_validator_pod",
@@ -151,6 +158,7 @@ __all__ = [
     "parse_time",
     "pdb_view",
     "pick_driver_pod",
+    "pin_change",
     "plan_node",
     "pod_spec_targets",
     "pod_view",

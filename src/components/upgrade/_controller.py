@@ -32,6 +32,8 @@ from typing import Any
 import pydantic
 
 from components.api import (
+    DRIVER_KERNEL_PIN_LABEL,
+    KERNEL_LABEL,
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     UpgradeState,
@@ -66,6 +68,7 @@ from components.upgrade._names import (
     STATUS_FIELD_MANAGER,
 )
 from components.upgrade._patches import transition_patch
+from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import (
     DEFAULT_VALIDATION_TIMEOUT,
     NodeContext,
@@ -135,6 +138,8 @@ class Pool:
     obj: Object
     policy: DriverUpgradePolicySpec
     enabled: bool
+    precompiled: bool = False
+    """The policy wants precompiled drivers (`usePrecompiled`)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -220,7 +225,7 @@ class UpgradeController:
         self._tasks: set[asyncio.Task[None]] = set()
 
         ns = namespace
-        self.nodes = manager.informer(NODE, index_labels=[STATE_LABEL])
+        self.nodes = manager.informer(NODE, index_labels=[STATE_LABEL, KERNEL_LABEL])
         self.pods = manager.informer(
             POD,
             indexers={
@@ -302,7 +307,16 @@ class UpgradeController:
     def _daemonset_to_nodes(self, obj: Object) -> Iterable[Request]:
         if not is_driver_pod(_template_labels(obj)):
             return ()
-        return self._nodes_of_daemonset(str(obj["metadata"].get("uid") or ""))
+        requests = self._nodes_of_daemonset(str(obj["metadata"].get("uid") or ""))
+        kernel = _pinned_kernel_of(obj)
+        if kernel is not None:
+            # A precompiled driver DaemonSet for a kernel: nodes that run that kernel may
+            # now be pinned to it.
+            index = label_index_name(KERNEL_LABEL)
+            requests.extend(
+                Request("", name_of(n)) for n in self.cache.list(NODE, index=(index, kernel))
+            )
+        return requests
 
     def _revision_to_nodes(self, obj: Object) -> Iterable[Request]:
         out: list[Request] = []
@@ -385,7 +399,8 @@ class UpgradeController:
             return None
         raw = (nvd.get("spec") or {}).get("upgradePolicy")
         policy, valid = self._parse("NVIDIADriver", nvd, raw, NVIDIADriverUpgradePolicySpec)
-        return Pool("NVIDIADriver", name, nvd, policy, valid and policy.auto_upgrade)
+        precompiled = (nvd.get("spec") or {}).get("usePrecompiled") is True
+        return Pool("NVIDIADriver", name, nvd, policy, valid and policy.auto_upgrade, precompiled)
 
     def _cluster_policy_pool(self) -> Pool | None:
         cp = self._cluster_policy()
@@ -405,7 +420,8 @@ class UpgradeController:
             # The reference turns upgrades off for sandbox (VM) workloads.
             and (spec.get("sandboxWorkloads") or {}).get("enabled") is not True
         )
-        return Pool("ClusterPolicy", name_of(cp), cp, policy, enabled)
+        precompiled = driver.get("usePrecompiled") is True
+        return Pool("ClusterPolicy", name_of(cp), cp, policy, enabled, precompiled)
 
     def _owner_daemonset(self, pod: PodView) -> Object | None:
         if pod.owner_kind != "DaemonSet":
@@ -417,14 +433,24 @@ class UpgradeController:
 
     def _targeting_daemonset(self, node: Object) -> Object | None:
         """For a node without a driver pod (mid-restart): the driver DaemonSet that will put
-        one there."""
+        one there; failing that, one that would with the pin moved (a node not pinned yet,
+        or pinned while precompiled drivers were turned off)."""
         labels = labels_of(node)
-        for ds in sorted(self.cache.list(DAEMONSET, namespace=self.namespace), key=name_of):
-            if not is_driver_pod(_template_labels(ds)):
-                continue
-            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-            if pod_spec_targets(spec, labels):
-                return ds
+        unpinned = {k: v for k, v in labels.items() if k != DRIVER_KERNEL_PIN_LABEL}
+        candidates = [labels, unpinned]
+        kernel = labels.get(KERNEL_LABEL)
+        if kernel:
+            candidates.insert(1, {**unpinned, DRIVER_KERNEL_PIN_LABEL: kernel})
+        daemonsets = [
+            ds
+            for ds in sorted(self.cache.list(DAEMONSET, namespace=self.namespace), key=name_of)
+            if is_driver_pod(_template_labels(ds))
+        ]
+        for candidate in candidates:
+            for ds in daemonsets:
+                spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+                if pod_spec_targets(spec, candidate):
+                    return ds
         return None
 
     def _target_revision(self, ds: Object | None) -> str | None:
@@ -457,6 +483,16 @@ class UpgradeController:
                 driver = None  # an orphaned driver pod is nobody's to upgrade
         pool = self._pool_for_daemonset(ds)
         node = self.views.node(obj)
+        change = pin_change(
+            node,
+            driver,
+            precompiled=pool.precompiled if pool is not None else None,
+            walk_moves_it=pool is not None and pool.enabled,
+        )
+        if change is not None:
+            if await self._write_pin(obj, node, change, pool) is None:
+                return Result(requeue=True)
+            return None  # the node's update brings us back, pinned
         if pool is None or not pool.enabled:
             step = cleanup(node)
             if step.transition is not None:
@@ -474,8 +510,33 @@ class UpgradeController:
                 else ()
             ),
             operator_pod=self.operator_pod,
+            precompiled=pool.precompiled,
         )
         return await self._run(obj, ctx, pool)
+
+    async def _write_pin(
+        self, obj: Object, node: NodeView, change: PinChange, pool: Pool | None
+    ) -> Object | None:
+        """One merge patch of the pin, refused (409) if the node changed since we read it."""
+        meta = obj["metadata"]
+        body = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "labels": {DRIVER_KERNEL_PIN_LABEL: change.value},
+            }
+        }
+        try:
+            written = await self.client.patch(NODE, node.name, body, quiet=True)
+        except (ApiConflict, NotFound):
+            return None
+        self.tracker.record(written)
+        if change.value is None:
+            message = f"removed the precompiled driver kernel pin: {change.reason}"
+        else:
+            message = f"pinned to the precompiled driver for kernel {change.value}: {change.reason}"
+        log.info("node %s: %s", node.name, message)
+        self._event_node(node, NORMAL, message)
+        return written
 
     async def _with_volumes(self, pods: list[PodView]) -> list[PodView]:
         """Pods whose volumes the cache trimmed, with `local_storage` read from the server
@@ -586,7 +647,7 @@ class UpgradeController:
         if not ops:
             return obj
         try:
-            written = await self.client.patch(NODE, node.name, ops, json_patch=True)
+            written = await self.client.patch(NODE, node.name, ops, json_patch=True, quiet=True)
         except Invalid as exc:
             # The state label (or an annotation) changed since we read it: re-read.
             log.debug("node %s: transition to %s refused: %s", node.name, t.to, exc)
@@ -599,8 +660,10 @@ class UpgradeController:
         self._blocked.pop(node.name, None)
         before = node.state.value or "unknown"
         after = t.to.value if t.to is not None else "(none)"
-        if before != after:
-            message = f"{before} -> {after}: {t.reason}" if t.reason else f"{before} -> {after}"
+        moved_pin = t.pin_kernel is not None and (t.pin_kernel or None) != node.pinned_kernel
+        if before != after or moved_pin:
+            change = f"{before} -> {after}" if before != after else before
+            message = f"{change}: {t.reason}" if t.reason else change
             log.info("node %s: %s", node.name, message)
             type_ = WARNING if t.warning else NORMAL
             self._event_node(node, type_, message)
@@ -778,6 +841,13 @@ class _StatusWriter:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _pinned_kernel_of(ds: Object) -> str | None:
+    """The kernel a precompiled driver DaemonSet serves (what it selects the pin on)."""
+    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    kernel = (spec.get("nodeSelector") or {}).get(DRIVER_KERNEL_PIN_LABEL)
+    return str(kernel) if kernel is not None else None
 
 
 def _template_labels(ds: Object) -> dict[str, str]:

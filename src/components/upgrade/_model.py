@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from components.api import UpgradeState
+from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.upgrade._names import (
+    CORDONED_AT,
     DRIVER_KERNEL_ANNOTATION,
     DRIVER_POD_LABELS,
     FAILED_STATE,
     GPU_RESOURCE_PREFIXES,
     INITIALLY_UNSCHEDULABLE,
-    KERNEL_LABEL,
     MESSAGE,
     MIRROR_ANNOTATION,
     NODE_ANNOTATIONS,
@@ -56,6 +56,11 @@ def format_time(seconds: float) -> str:
     return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_time_ms(seconds: float) -> str:
+    """RFC 3339 with milliseconds, for waits shorter than a second's rounding."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
 # -- pods --------------------------------------------------------------------------------
 
 
@@ -83,7 +88,11 @@ class PodView:
     failing: bool = False
     revision: str = ""
     kernel: str | None = None
+    """The kernel a driver pod serves: recorded on it, or the kernel its DaemonSet selects."""
     kernel_recorded: bool = False
+    pinned: bool = False
+    """A precompiled driver pod: its DaemonSet selects on the node's kernel pin, so only
+    moving the pin (not deleting the pod) gets the node another kernel's driver."""
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid))
@@ -150,10 +159,12 @@ def pod_view(obj: Object) -> PodView:
     )
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
+    selector = spec.get("nodeSelector") or {}
+    pin = selector.get(DRIVER_KERNEL_PIN_LABEL)
     kernel = annotations.get(DRIVER_KERNEL_ANNOTATION)
     recorded = kernel is not None
     if kernel is None:
-        kernel = (spec.get("nodeSelector") or {}).get(KERNEL_LABEL)
+        kernel = pin if pin is not None else selector.get(KERNEL_LABEL)
     return PodView(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
@@ -175,6 +186,7 @@ def pod_view(obj: Object) -> PodView:
         revision=str(labels.get(REVISION_LABEL) or ""),
         kernel=str(kernel) if kernel is not None else None,
         kernel_recorded=recorded,
+        pinned=pin is not None,
     )
 
 
@@ -211,6 +223,8 @@ class NodeView:
     ready: bool = True
     skip: bool = False
     kernel: str | None = None
+    pinned_kernel: str | None = None
+    """`DRIVER_KERNEL_PIN_LABEL`: the kernel whose precompiled driver the node gets."""
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Only the upgrade's own annotations."""
     has_labels: bool = True
@@ -225,6 +239,10 @@ class NodeView:
     @property
     def since(self) -> float | None:
         return parse_time(self.annotations.get(STATE_SINCE))
+
+    @property
+    def cordoned_at(self) -> float | None:
+        return parse_time(self.annotations.get(CORDONED_AT))
 
     @property
     def failed_state(self) -> UpgradeState:
@@ -266,6 +284,7 @@ def node_view(obj: Object) -> NodeView:
         ready=_node_ready(obj.get("status") or {}),
         skip=labels.get(SKIP_LABEL) == "true",
         kernel=labels.get(KERNEL_LABEL),
+        pinned_kernel=labels.get(DRIVER_KERNEL_PIN_LABEL),
         annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
         has_labels=bool(labels),
         has_annotations=bool(all_annotations),

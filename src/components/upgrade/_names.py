@@ -20,9 +20,6 @@ STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL: Final = "nvidia.com/gpu-driver-upgrade.skip"
 """`true` on a node: never start its upgrade (a walk already begun finishes)."""
 
-KERNEL_LABEL: Final = "feature.node.kubernetes.io/kernel-version.full"
-"""The kernel the node runs, from Node Feature Discovery."""
-
 # -- node annotations --------------------------------------------------------------------
 
 INITIALLY_UNSCHEDULABLE: Final = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
@@ -41,6 +38,13 @@ FAILED_STATE: Final = "nvidia.com/gpu-driver-upgrade-failed-state"
 MESSAGE: Final = "nvidia.com/gpu-driver-upgrade-message"
 """Why the node is where it is, when that is worth a sentence (failures, mostly)."""
 
+CORDONED_AT: Final = "nvidia.com/gpu-driver-upgrade.cordoned-at"
+"""When the upgrade cordoned the node (RFC 3339, milliseconds). The scheduler may still bind
+a pod it placed from a view older than the cordon, so the driver is not replaced until the
+cordon has had `CORDON_SETTLE_SECONDS` to reach it."""
+
+CORDON_SETTLE_SECONDS: Final = 2.0
+
 WAIT_FOR_JOBS_START: Final = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
 VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
 """The reference's start-time annotations (Unix seconds). We time from `STATE_SINCE` and
@@ -50,6 +54,7 @@ NODE_ANNOTATIONS: Final = (
     INITIALLY_UNSCHEDULABLE,
     UPGRADE_REQUESTED,
     STATE_SINCE,
+    CORDONED_AT,
     FAILED_STATE,
     MESSAGE,
     WAIT_FOR_JOBS_START,
@@ -59,6 +64,7 @@ NODE_ANNOTATIONS: Final = (
 
 WALK_ANNOTATIONS: Final = (
     STATE_SINCE,
+    CORDONED_AT,
     FAILED_STATE,
     MESSAGE,
     WAIT_FOR_JOBS_START,

@@ -1,4 +1,5 @@
-"""A transition as one JSON patch: the state label, its annotations and the cordon together.
+"""A transition as one JSON patch: the state label, its annotations and the cordon together
+(and, for a precompiled driver, the kernel pin).
 
 One request changes everything a transition changes, so there is no moment (and no crash)
 in which a node is cordoned but not yet in its new state, or in its new state without the
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.api import UpgradeState
+from components.api import DRIVER_KERNEL_PIN_LABEL, UpgradeState
 from components.upgrade._model import NodeView, format_time
 from components.upgrade._names import (
+    CORDONED_AT,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
@@ -21,10 +23,16 @@ from components.upgrade._names import (
     STATE_SINCE,
     VALIDATION_START,
     WAIT_FOR_JOBS_START,
+    WALK_ANNOTATIONS,
 )
 from components.upgrade._planner import Transition
 
 Op = dict[str, Any]
+
+_UNCORDONED = frozenset(
+    {UpgradeState.UPGRADE_DONE, UpgradeState.UPGRADE_REQUIRED, UpgradeState.CORDON_REQUIRED}
+)
+"""States in which the upgrade holds no cordon: the cordon time goes."""
 
 
 def _pointer(*parts: str) -> str:
@@ -39,7 +47,7 @@ def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, s
         t.to is not None and t.to.value != node.state_label
     )
     if t.to is None:
-        for key in (STATE_SINCE, FAILED_STATE, MESSAGE, WAIT_FOR_JOBS_START, VALIDATION_START):
+        for key in WALK_ANNOTATIONS:
             changes.setdefault(key, None)
         changes.setdefault(INITIALLY_UNSCHEDULABLE, None)
     else:
@@ -48,6 +56,8 @@ def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, s
         changes.setdefault(MESSAGE, t.reason if t.warning and t.reason else None)
         if t.to is not UpgradeState.UPGRADE_FAILED:
             changes.setdefault(FAILED_STATE, None)
+        if t.to in _UNCORDONED:
+            changes.setdefault(CORDONED_AT, None)
         changes.setdefault(WAIT_FOR_JOBS_START, None)
         changes.setdefault(VALIDATION_START, None)
     have = node.annotations
@@ -62,16 +72,23 @@ def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
     """The JSON patch for `t` on `node`; empty when it would change nothing."""
     ops: list[Op] = []
     label_path = _pointer("metadata", "labels", STATE_LABEL)
+    labels: dict[str, str] = {}
     if t.to is None:
         if node.state_label is not None:
             ops.append({"op": "remove", "path": label_path})
     elif t.to.value != node.state_label:
-        if node.has_labels:
-            ops.append({"op": "add", "path": label_path, "value": t.to.value})
-        else:
-            ops.append(
-                {"op": "add", "path": "/metadata/labels", "value": {STATE_LABEL: t.to.value}}
-            )
+        labels[STATE_LABEL] = t.to.value
+    if t.pin_kernel and t.pin_kernel != node.pinned_kernel:
+        labels[DRIVER_KERNEL_PIN_LABEL] = t.pin_kernel
+    if labels and not node.has_labels:
+        ops.append({"op": "add", "path": "/metadata/labels", "value": labels})
+    else:
+        for key, value in labels.items():
+            ops.append({"op": "add", "path": _pointer("metadata", "labels", key), "value": value})
+    if t.pin_kernel == "" and node.pinned_kernel is not None:
+        ops.append(
+            {"op": "remove", "path": _pointer("metadata", "labels", DRIVER_KERNEL_PIN_LABEL)}
+        )
     changes = annotation_changes(node, t, now)
     sets = {k: v for k, v in changes.items() if v is not None}
     if sets and not node.has_annotations:

@@ -36,8 +36,10 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView, PdbView, PodView, format_time
+from components.upgrade._model import NodeView, PdbView, PodView, format_time, format_time_ms
 from components.upgrade._names import (
+    CORDON_SETTLE_SECONDS,
+    CORDONED_AT,
     CORDONED_BY_US,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
@@ -64,6 +66,8 @@ class Transition:
     unschedulable: bool | None = None
     annotations: Mapping[str, str | None] = field(default_factory=dict)
     """Annotations to set (None removes); the patch adds the bookkeeping ones."""
+    pin_kernel: str | None = None
+    """Move the node's kernel pin here ("" removes it): its driver DaemonSet changes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,8 @@ class NodeContext:
     """Every pod bound to the node."""
     pdbs: Sequence[PdbView] = ()
     operator_pod: tuple[str, str] | None = None
+    precompiled: bool | None = None
+    """Whether the policy wants precompiled drivers (None: not known, keep the pod's kind)."""
 
     def outdated(self, *, requested: bool = True) -> str | None:
         """Why the driver pod must be replaced, or None when it is in sync."""
@@ -108,6 +114,10 @@ class NodeContext:
                 f"driver pod {d.key} runs revision {d.revision or '(none)'}, "
                 f"its DaemonSet's newest is {self.target_revision}"
             )
+        if self.precompiled is not None and d.pinned != self.precompiled:
+            if self.precompiled:
+                return f"the policy now uses precompiled drivers; driver pod {d.key} is not one"
+            return f"the policy no longer uses precompiled drivers; driver pod {d.key} is one"
         kernel = self.node.kernel
         if d.kernel is not None and kernel is not None and d.kernel != kernel:
             return f"driver pod {d.key} serves kernel {d.kernel}, the node runs {kernel}"
@@ -147,6 +157,7 @@ def _to(
 
 _ANNOTATION_ARGS = {
     "initially": INITIALLY_UNSCHEDULABLE,
+    "cordoned": CORDONED_AT,
     "requested": UPGRADE_REQUESTED,
     "failed_state": FAILED_STATE,
 }
@@ -219,7 +230,11 @@ def _plan(
         # Cordoned by someone else before the upgrade began: it stays cordoned after it.
         initially = "true" if node.unschedulable else None
         return _to(
-            S.WAIT_FOR_JOBS_REQUIRED, "cordoned the node", unschedulable=True, initially=initially
+            S.WAIT_FOR_JOBS_REQUIRED,
+            "cordoned the node",
+            unschedulable=True,
+            initially=initially,
+            cordoned=format_time_ms(now),
         )
     if state is S.WAIT_FOR_JOBS_REQUIRED:
         return _wait_for_jobs(ctx, policy, now)
@@ -228,7 +243,7 @@ def _plan(
     if state is S.DRAIN_REQUIRED:
         return _drain(ctx, policy, now)
     if state is S.POD_RESTART_REQUIRED:
-        return _pod_restart(ctx)
+        return _pod_restart(ctx, now)
     if state is S.VALIDATION_REQUIRED:
         return _validation(ctx, now, validation_timeout)
     if state is S.UNCORDON_REQUIRED:
@@ -337,7 +352,20 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
     return _to(S.POD_RESTART_REQUIRED, "drained the node")
 
 
-def _pod_restart(ctx: NodeContext) -> Step:
+def _settling(node: NodeView, now: float) -> Step | None:
+    """A wait while the cordon may not have reached the scheduler yet: a pod it placed
+    from an older view can still be bound to the node, and must be seen before the driver
+    goes. A node without the cordon time (cordoned by an older operator) has settled."""
+    cordoned = node.cordoned_at
+    if cordoned is None:
+        return None
+    left = cordoned + CORDON_SETTLE_SECONDS - now
+    if left <= 0:
+        return None
+    return Step(wait="letting the cordon reach the scheduler", requeue_after=left)
+
+
+def _pod_restart(ctx: NodeContext, now: float) -> Step:
     gpu = gpu_pods(ctx.pods)
     live = [p for p in gpu if not p.terminating]
     if live:
@@ -349,6 +377,24 @@ def _pod_restart(ctx: NodeContext) -> Step:
         return Step(wait="waiting for the driver pod to be recreated")
     if d.terminating:
         return Step(wait=f"waiting for driver pod {d.key} to terminate")
+    pin = wanted_pin(ctx)
+    restart = pin != ctx.node.pinned_kernel or ctx.outdated() is not None
+    if restart and (settling := _settling(ctx.node, now)) is not None:
+        return settling
+    if pin != ctx.node.pinned_kernel:
+        # The pin picks the DaemonSet (a precompiled one per kernel, or the per-OS one when
+        # unpinned): deleting the pod would only bring the same driver back. Moving the pin
+        # hands the node to the right DaemonSet, whose controller replaces the pod.
+        what = f"the precompiled driver for kernel {pin}" if pin else "the per-OS driver"
+        return Step(
+            transition=Transition(
+                S.POD_RESTART_REQUIRED,
+                f"moved the node to {what}",
+                annotations={UPGRADE_REQUESTED: None} if ctx.node.upgrade_requested else {},
+                pin_kernel=pin or "",
+            ),
+            wait=f"restarting the driver: moving the node to {what}",
+        )
     reason = ctx.outdated()
     if reason is not None:
         wait = f"restarting the driver: {reason}"
@@ -369,6 +415,16 @@ def _pod_restart(ctx: NodeContext) -> Step:
     if d.failing:
         return _fail(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
     return Step(wait=f"waiting for driver pod {d.key} to be ready")
+
+
+def wanted_pin(ctx: NodeContext) -> str | None:
+    """The kernel the node should be pinned to once cleared (None: unpinned, per-OS)."""
+    precompiled = ctx.precompiled
+    if precompiled is None:
+        precompiled = ctx.driver is not None and ctx.driver.pinned
+    if not precompiled:
+        return None
+    return ctx.node.kernel or ctx.node.pinned_kernel
 
 
 def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from components.api import DRIVER_KERNEL_PIN_LABEL
 from components.sim import SimulatedCluster
 from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess, eventually
 
@@ -184,7 +185,8 @@ async def test_kernel_change_moves_the_node_to_the_right_driver_daemonset(
             selector = (ds.spec.template.spec.node_selector or {}) | (
                 ds.spec.selector.match_labels or {}
             )
-            kernel = selector.get("feature.node.kubernetes.io/kernel-version.full")
+            # Precompiled DaemonSets select on the kernel pin the upgrade moves.
+            kernel = selector.get(DRIVER_KERNEL_PIN_LABEL)
             if kernel != new_kernel:
                 continue
             pods = [

@@ -11,7 +11,7 @@ import asyncio
 import random
 from typing import Any
 
-from components.api import UpgradeState
+from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.sim import SimulatedCluster
 from components.upgrade import STATE_LABEL
 from reconciler import GVK, NotFound, Object, labels_of, name_of
@@ -25,11 +25,18 @@ CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 NODE = GVK("", "v1", "Node")
 DEPLOYMENT = GVK("apps", "v1", "Deployment")
 PDB = GVK("policy", "v1", "PodDisruptionBudget")
+DAEMONSET = GVK("apps", "v1", "DaemonSet")
+PIN = DRIVER_KERNEL_PIN_LABEL
+KERNEL = KERNEL_LABEL
+NEW_KERNEL = "6.8.0-60-generic"
 ROLLOUT_SECONDS = 600.0
 
 
-async def _set_policy(watch: Watch, version: str, upgrade: dict[str, Any]) -> None:
-    spec = {"driver": {"version": version, "upgradePolicy": upgrade}}
+async def _set_policy(
+    watch: Watch, version: str, upgrade: dict[str, Any], *, precompiled: bool = False
+) -> None:
+    driver = {"version": version, "upgradePolicy": upgrade, "usePrecompiled": precompiled}
+    spec = {"driver": driver}
     try:
         await watch.client.get_live(CLUSTER_POLICY, POLICY)
     except NotFound:
@@ -46,6 +53,7 @@ async def _set_policy(watch: Watch, version: str, upgrade: dict[str, Any]) -> No
     ops = [
         {"op": "add", "path": "/spec/driver/version", "value": version},
         {"op": "add", "path": "/spec/driver/upgradePolicy", "value": upgrade},
+        {"op": "add", "path": "/spec/driver/usePrecompiled", "value": precompiled},
     ]
     await watch.client.patch(CLUSTER_POLICY, POLICY, ops, json_patch=True)
 
@@ -241,3 +249,73 @@ async def test_auto_upgrade_off_touches_nothing(
         if changed:
             # Heartbeats and GFD may write the node; the upgrade must not have.
             assert not node["spec"].get("unschedulable")
+
+
+def _on_own_kernel(watch: Watch) -> bool:
+    """Every GPU node pinned to the kernel it runs, with one ready driver pod for it."""
+    drivers = {p["spec"].get("nodeName"): p for p in watch.drivers()}
+    if len(drivers) != len(watch.drivers()):
+        return False
+    for node in watch.gpu_nodes():
+        labels = labels_of(node)
+        driver = drivers.get(name_of(node))
+        if (
+            driver is None
+            or not pod_ready(driver)
+            or labels.get(PIN) != labels.get(KERNEL)
+            or (driver["spec"].get("nodeSelector") or {}).get(PIN) != labels.get(KERNEL)
+            or labels.get(STATE_LABEL) != S.UPGRADE_DONE
+        ):
+            return False
+    return True
+
+
+async def test_precompiled_drivers_follow_a_new_kernel_only_through_the_safe_path(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    upgrade = {"autoUpgrade": True, "maxParallelUpgrades": 2, "maxUnavailable": "25%"}
+    # Turning precompiled drivers on moves every node, one walk at a time, from the per-OS
+    # DaemonSet (kept meanwhile) to its kernel's: the same limits hold as for any upgrade.
+    switch = watch.invariants(2, 5, set())
+    await _set_policy(watch, "595.100.04", upgrade, precompiled=True)
+
+    async def settled() -> bool:
+        return _on_own_kernel(watch)
+
+    await eventually(settled, "every node on its own kernel's precompiled driver", ROLLOUT_SECONDS)
+    watch.drop(switch)
+    assert not switch.violations, switch.violations[:5]
+    assert len(switch.cordons_seen) == 20  # every node went through the safe path
+    dss = await watch.client.list_live(DAEMONSET, namespace=NAMESPACE)
+    assert not [name_of(d) for d in dss if name_of(d) == "nvidia-driver-daemonset-ubuntu22.04"]
+
+    await _workload(watch, "infer", 12)
+    busy = sorted(
+        {p["spec"]["nodeName"] for p in watch.cache.list(POD, namespace="work") if is_gpu_pod(p)}
+    )
+    rebooted = busy[:4]
+    inv = watch.invariants(2, 5, set())
+    # The nodes boot a new kernel (as far as NFD can tell): the old kernel's driver must
+    # stay until the node is cordoned and its GPU pods are gone.
+    for name in rebooted:
+        await upgrade_cluster.change_kernel(name, NEW_KERNEL)
+
+    async def moved() -> bool:
+        kernels = {name_of(n): labels_of(n).get(KERNEL) for n in watch.gpu_nodes()}
+        return all(kernels[n] == NEW_KERNEL for n in rebooted) and _on_own_kernel(watch)
+
+    await eventually(moved, "the rebooted nodes on the new kernel's driver", ROLLOUT_SECONDS)
+    watch.drop(inv)
+    assert not inv.violations, inv.violations[:5]
+    assert set(rebooted) <= inv.cordons_seen  # each went through the safe path
+    assert inv.peak_in_progress <= 2
+    assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
+    new_ds = [
+        d for d in await watch.client.list_live(DAEMONSET, namespace=NAMESPACE)
+        if (d["spec"]["template"]["spec"].get("nodeSelector") or {}).get(PIN) == NEW_KERNEL
+    ]  # fmt: skip
+    assert (
+        len(new_ds) == 1
+        and NEW_KERNEL in new_ds[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+    await watch.client.delete(DEPLOYMENT, "infer", namespace="work")

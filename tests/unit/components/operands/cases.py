@@ -35,6 +35,7 @@ def gpu_node(
     runtime: str = "containerd://2.1.4",
     mig_capable: bool = False,
     labels: Mapping[str, str] | None = None,
+    pinned_kernel: str | None = None,
 ) -> GPUNode:
     return GPUNode(
         name=name,
@@ -44,6 +45,7 @@ def gpu_node(
         kernel=kernel,
         container_runtime=runtime,
         mig_capable=mig_capable,
+        pinned_kernel=pinned_kernel,
     )
 
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from components.api import DRIVER_KERNEL_PIN_LABEL
 from components.operands import Driver, GPUNode, safe_name, sanitize_kernel
+from components.upgrade import pod_spec_targets
 
 from .cases import (
     CLUSTER,
@@ -30,15 +32,20 @@ from .cases import (
 pytestmark = pytest.mark.unit
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 PRECOMPILED = {"driver": {"usePrecompiled": True, "version": "595"}}
+PIN = DRIVER_KERNEL_PIN_LABEL
+KERNEL = "feature.node.kubernetes.io/kernel-version.full"
 
 
-def node_labels(node: GPUNode) -> dict[str, str]:
-    """The labels NFD and the node labeler would put on this node."""
+def node_labels(node: GPUNode, *, precompiled: bool = False) -> dict[str, str]:
+    """The labels NFD, the node labeler and the upgrade controller would put on this node
+    (with precompiled drivers, a node not between kernels is pinned to the one it runs)."""
     labels = {"nvidia.com/gpu.deploy.driver": "true", **node.labels}
+    pin = node.pinned_kernel or (node.kernel if precompiled else None)
     for key, value in (
         ("feature.node.kubernetes.io/system-os_release.ID", node.os_id),
         ("feature.node.kubernetes.io/system-os_release.VERSION_ID", node.os_version),
         ("feature.node.kubernetes.io/kernel-version.full", node.kernel),
+        (PIN, pin),
     ):
         if value is not None:
             labels[key] = value
@@ -46,13 +53,10 @@ def node_labels(node: GPUNode) -> dict[str, str]:
 
 
 def selecting(dss: Mapping[str, Any], node: GPUNode) -> list[str]:
-    """The DaemonSets whose node selector matches this node."""
-    labels = node_labels(node)
-    return [
-        name
-        for name, ds in dss.items()
-        if all(labels.get(k) == v for k, v in pod(ds)["nodeSelector"].items())
-    ]
+    """The DaemonSets whose node selector and node affinity admit this node."""
+    precompiled = any(PIN in pod(ds)["nodeSelector"] for ds in dss.values())
+    labels = node_labels(node, precompiled=precompiled)
+    return [name for name, ds in dss.items() if pod_spec_targets(pod(ds), labels)]
 
 
 def render(spec: Mapping[str, Any] | None = None, nodes: Sequence[GPUNode] = CLUSTER, **kw: Any):  # type: ignore[no-untyped-def]
@@ -129,16 +133,42 @@ def test_precompiled_one_daemonset_per_kernel_and_os() -> None:
     ds = dss["nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04"]
     assert ds["metadata"]["labels"]["nvidia.com/precompiled"] == "true"
     assert ds["spec"]["template"]["metadata"]["labels"]["nvidia.com/precompiled"] == "true"
-    assert pod(ds)["nodeSelector"]["feature.node.kubernetes.io/kernel-version.full"] == (
-        UBUNTU_KERNEL
-    )
+    # The pin, not the kernel label: a node booting another kernel keeps its driver until
+    # the upgrade has cleared it and moves the pin.
+    assert pod(ds)["nodeSelector"][PIN] == UBUNTU_KERNEL
+    assert KERNEL not in pod(ds)["nodeSelector"]
     assert container(ds)["image"] == f"nvcr.io/nvidia/driver:595-{UBUNTU_KERNEL}-ubuntu22.04"
     rhel = dss["nvidia-driver-daemonset-5.14.0-427.13.1.el9.4-rhel9.4"]
-    assert (
-        pod(rhel)["nodeSelector"]["feature.node.kubernetes.io/kernel-version.full"] == RHEL_KERNEL
-    )
+    assert pod(rhel)["nodeSelector"][PIN] == RHEL_KERNEL
     assert container(rhel)["image"] == f"nvcr.io/nvidia/driver:595-{RHEL_KERNEL}-rhel9"
     assert rendered.conditions == []
+
+
+def test_a_node_between_kernels_keeps_its_driver_while_the_new_kernels_daemonset_waits() -> None:
+    # Booted 6.8.0-60, still pinned to the 5.15 driver: both DaemonSets exist, the old one
+    # keeps the node (and its GPU pods' driver), the new one is ready for the pin to move.
+    moving = gpu_node("moving", kernel="6.8.0-60-generic", pinned_kernel=UBUNTU_KERNEL)
+    dss = daemonsets(render(PRECOMPILED, [moving]))
+    old = "nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04"
+    new = "nvidia-driver-daemonset-6.8.0-60-generic-ubuntu22.04"
+    assert sorted(dss) == [old, new]
+    assert selecting(dss, moving) == [old]
+    moved = gpu_node("moving", kernel="6.8.0-60-generic", pinned_kernel="6.8.0-60-generic")
+    assert selecting(daemonsets(render(PRECOMPILED, [moved])), moved) == [new]
+
+
+def test_a_precompiled_daemonset_does_not_select_a_node_not_yet_pinned() -> None:
+    (ds,) = daemonsets(render(PRECOMPILED, [gpu_node("new")])).values()
+    assert not pod_spec_targets(pod(ds), node_labels(gpu_node("new")))
+    assert pod_spec_targets(pod(ds), node_labels(gpu_node("new"), precompiled=True))
+
+
+def test_a_per_os_daemonset_lets_pinned_nodes_go_to_the_precompiled_ones() -> None:
+    # Precompiled turned on: a node leaves the per-OS DaemonSet when it is pinned (by
+    # the upgrade, once cleared), not when the policy changes.
+    (ds,) = daemonsets(render(nodes=[gpu_node("n")])).values()
+    assert pod_spec_targets(pod(ds), node_labels(gpu_node("n")))
+    assert not pod_spec_targets(pod(ds), node_labels(gpu_node("n"), precompiled=True))
 
 
 def test_precompiled_node_without_kernel_label_gets_a_condition_and_no_daemonset() -> None:

@@ -31,6 +31,7 @@ def node(
     ready: bool = True,
     skip: bool = False,
     kernel: str | None = "5.15.0-1-generic",
+    pinned_kernel: str | None = None,
     **annotations: str,
 ) -> NodeView:
     ann = dict(annotations)
@@ -44,6 +45,7 @@ def node(
         ready=ready,
         skip=skip,
         kernel=kernel,
+        pinned_kernel=pinned_kernel,
         annotations=ann,
         has_annotations=bool(ann),
     )
@@ -59,6 +61,7 @@ def driver(
     created: float = NOW - 100,
     kernel: str | None = "5.15.0-1-generic",
     failing: bool = False,
+    pinned: bool = False,
 ) -> PodView:
     return PodView(
         namespace=NS,
@@ -74,8 +77,9 @@ def driver(
         owner_uid="ds-uid",
         revision=revision,
         kernel=kernel,
-        kernel_recorded=kernel is not None,
+        kernel_recorded=kernel is not None and not pinned,
         failing=failing,
+        pinned=pinned,
     )
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from components.api import UpgradeState
+from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.upgrade import (
     DRIVER_KERNEL_ANNOTATION,
     INITIALLY_UNSCHEDULABLE,
-    KERNEL_LABEL,
     SKIP_LABEL,
     STATE_LABEL,
     is_driver_pod,
@@ -94,6 +93,15 @@ def test_driver_kernel_comes_from_annotation_then_precompiled_node_selector() ->
     pod["metadata"]["annotations"] = {DRIVER_KERNEL_ANNOTATION: "6.8.0-50-generic"}  # type: ignore[index]
     assert pod_view(pod).kernel == "6.8.0-50-generic"
     assert pod_view(_pod()).kernel is None
+
+
+def test_a_precompiled_driver_pod_serves_the_kernel_it_is_pinned_to() -> None:
+    pod = _pod(nodeSelector={DRIVER_KERNEL_PIN_LABEL: "6.8.0-45-generic"})
+    view = pod_view(pod)
+    assert view.pinned and view.kernel == "6.8.0-45-generic"
+    assert not pod_view(_pod(nodeSelector={KERNEL_LABEL: "6.8.0-45-generic"})).pinned
+    node = node_view(node_object("a", None, **{DRIVER_KERNEL_PIN_LABEL: "6.8.0-45-generic"}))
+    assert node.pinned_kernel == "6.8.0-45-generic"
 
 
 def test_a_container_restarting_over_and_over_is_failing() -> None:

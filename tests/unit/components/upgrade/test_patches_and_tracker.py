@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from components.api import UpgradeState
+from components.api import DRIVER_KERNEL_PIN_LABEL, UpgradeState
 from components.upgrade import (
+    CORDONED_AT,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
@@ -34,6 +35,31 @@ def test_cordon_state_and_time_go_in_one_patch_guarded_by_the_old_state() -> Non
         "path": "/metadata/annotations",
         "value": {STATE_SINCE: format_time(NOW)},
     } in ops
+
+
+def test_the_cordon_time_goes_when_the_node_leaves_the_cordoned_states() -> None:
+    n = node(state=S.UNCORDON_REQUIRED, **{CORDONED_AT: "2026-11-30T10:00:00.250Z"})
+    ops = transition_patch(n, Transition(S.UPGRADE_DONE, unschedulable=False), NOW)
+    assert {
+        "op": "remove",
+        "path": "/metadata/annotations/" + CORDONED_AT.replace("/", "~1"),
+    } in ops
+    kept = transition_patch(n, Transition(S.UPGRADE_FAILED, "x", warning=True), NOW)
+    assert not any(CORDONED_AT.replace("/", "~1") in op["path"] for op in kept)
+
+
+def test_a_pin_move_is_one_patch_guarded_by_the_state() -> None:
+    n = node(state=S.POD_RESTART_REQUIRED, kernel="6.8.0-50", pinned_kernel="5.15.0-1")
+    t = Transition(S.POD_RESTART_REQUIRED, "moved", pin_kernel="6.8.0-50")
+    ops = transition_patch(n, t, NOW)
+    assert ops[0] == {"op": "test", "path": LABEL, "value": "pod-restart-required"}
+    pin = "/metadata/labels/" + DRIVER_KERNEL_PIN_LABEL.replace("/", "~1")
+    assert {"op": "add", "path": pin, "value": "6.8.0-50"} in ops
+    assert not any(op["path"] == LABEL and op["op"] == "add" for op in ops)  # same state
+    moved = node(state=S.POD_RESTART_REQUIRED, kernel="6.8.0-50", pinned_kernel="6.8.0-50")
+    assert transition_patch(moved, t, NOW) == []
+    unpin = transition_patch(moved, Transition(S.POD_RESTART_REQUIRED, pin_kernel=""), NOW)
+    assert {"op": "remove", "path": pin} in unpin
 
 
 def test_a_node_without_a_state_is_not_tested_and_a_failure_keeps_its_reason() -> None:

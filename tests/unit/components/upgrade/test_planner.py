@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from components.api import UpgradeState
 from components.upgrade import (
+    CORDONED_AT,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
@@ -12,6 +15,7 @@ from components.upgrade import (
     PdbView,
     Step,
     cleanup,
+    format_time_ms,
     plan_node,
 )
 
@@ -230,6 +234,21 @@ def test_the_outdated_driver_pod_is_deleted_then_its_replacement_awaited() -> No
     assert to(failing) is S.UPGRADE_FAILED
 
 
+def test_the_driver_waits_until_the_cordon_has_reached_the_scheduler() -> None:
+    # Cordoned a moment ago: a pod the scheduler placed from an older view may still be
+    # bound to the node, so the driver stays until the cordon has settled.
+    cordoned = format_time_ms(NOW - 0.5)
+    fresh = node(state=S.POD_RESTART_REQUIRED, **{CORDONED_AT: cordoned})
+    s = step(NodeContext(fresh, driver("old"), "new"))
+    assert s.delete == () and s.transition is None
+    assert s.requeue_after is not None and 1.4 < s.requeue_after <= 1.5
+    settled = node(state=S.POD_RESTART_REQUIRED, **{CORDONED_AT: format_time_ms(NOW - 2.5)})
+    assert step(NodeContext(settled, driver("old"), "new")).delete == (driver("old"),)
+    # The cordon records its time; leaving the walk forgets it.
+    s = step(NodeContext(node(state=S.CORDON_REQUIRED), driver("old"), "new"))
+    assert s.transition is not None and s.transition.annotations[CORDONED_AT] == format_time_ms(NOW)
+
+
 def test_the_driver_never_restarts_under_a_gpu_pod() -> None:
     ctx = NodeContext(node(state=S.POD_RESTART_REQUIRED), driver("old"), "new", pods=[gpu_pod()])
     s = step(ctx)
@@ -250,6 +269,64 @@ def test_a_requested_restart_deletes_an_in_sync_driver_and_clears_the_request() 
     s = step(ctx)
     assert s.delete == (d,)
     assert s.transition is not None and s.transition.annotations == {UPGRADE_REQUESTED: None}
+
+
+def test_a_precompiled_driver_changes_kernel_by_moving_the_pin_not_by_deleting_the_pod() -> None:
+    # Deleting the pod would only bring the old kernel's driver back: its DaemonSet still
+    # selects the node. Moving the pin hands the node to the new kernel's DaemonSet.
+    old = driver("new", kernel="5.15.0-1", pinned=True)
+    moving = node(state=S.POD_RESTART_REQUIRED, kernel="6.8.0-50", pinned_kernel="5.15.0-1")
+    s = step(NodeContext(moving, old, "new"))
+    assert s.delete == ()
+    assert s.transition is not None and s.transition.pin_kernel == "6.8.0-50"
+    assert s.transition.to is S.POD_RESTART_REQUIRED
+    # Pinned: the old pod goes (its DaemonSet would remove it too), the new one is awaited.
+    moved = node(state=S.POD_RESTART_REQUIRED, kernel="6.8.0-50", pinned_kernel="6.8.0-50")
+    assert step(NodeContext(moved, old, "new")).delete == (old,)
+    new = driver("new", name="driver-new", kernel="6.8.0-50", pinned=True)
+    assert to(NodeContext(moved, new, "new")) is S.VALIDATION_REQUIRED
+
+
+def test_a_precompiled_pin_move_serves_an_upgrade_request_too() -> None:
+    requested = node(
+        state=S.POD_RESTART_REQUIRED,
+        kernel="6.8.0-50",
+        pinned_kernel="5.15.0-1",
+        **{UPGRADE_REQUESTED: "true"},
+    )
+    s = step(NodeContext(requested, driver("new", kernel="5.15.0-1", pinned=True), "new"))
+    assert s.transition is not None and s.transition.pin_kernel == "6.8.0-50"
+    assert s.transition.annotations == {UPGRADE_REQUESTED: None}
+
+
+def test_a_precompiled_node_on_a_new_kernel_walks_the_safe_path_first() -> None:
+    ctx = NodeContext(
+        node(state=S.UPGRADE_DONE, kernel="6.8.0-50", pinned_kernel="5.15.0-1"),
+        driver("new", kernel="5.15.0-1", pinned=True),
+        "new",
+    )
+    s = step(ctx)
+    assert s.transition is not None and s.transition.to is S.UPGRADE_REQUIRED
+    assert s.transition.pin_kernel is None  # not before the node is cordoned and cleared
+
+
+def test_turning_precompiled_on_or_off_walks_each_node_and_moves_its_pin() -> None:
+    per_os = driver("new", kernel="5.15.0-1")
+    on = NodeContext(node(state=S.UPGRADE_DONE, kernel="5.15.0-1"), per_os, "new", precompiled=True)
+    s = step(on)
+    assert s.transition is not None and s.transition.to is S.UPGRADE_REQUIRED
+    assert "now uses precompiled" in s.transition.reason
+    restart = replace(on, node=node(state=S.POD_RESTART_REQUIRED, kernel="5.15.0-1"))
+    s = step(restart)
+    assert s.transition is not None and s.transition.pin_kernel == "5.15.0-1"
+
+    pinned = driver("new", kernel="5.15.0-1", pinned=True)
+    off_node = node(state=S.POD_RESTART_REQUIRED, kernel="5.15.0-1", pinned_kernel="5.15.0-1")
+    s = step(NodeContext(off_node, pinned, "new", precompiled=False))
+    assert s.transition is not None and s.transition.pin_kernel == ""  # unpinned: per-OS
+    unpinned = node(state=S.POD_RESTART_REQUIRED, kernel="5.15.0-1")
+    # Unpinned but the precompiled pod still there: it goes (its DaemonSet lets it go too).
+    assert step(NodeContext(unpinned, pinned, "new", precompiled=False)).delete == (pinned,)
 
 
 # -- validation --------------------------------------------------------------------------
