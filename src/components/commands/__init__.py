@@ -6,3 +6,23 @@ prometheus): each one adds its subcommand's arguments and help, and its handler 
 the implementation (`components.run`, `components.demo`, `components.sim._cli`,
 `components.api.commands`) only when that subcommand runs. A unit test keeps it that way.
 """
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def deferred(module: str, name: str) -> Handler:
+    """A handler that imports `module` and runs its `name` only when the subcommand runs
+    (named `name`, so it reads as the implementation it stands for)."""
+
+    def handler(args: argparse.Namespace) -> int:
+        implementation: Handler = getattr(importlib.import_module(module), name)
+        return implementation(args)
+
+    handler.__name__ = handler.__qualname__ = name
+    return handler

@@ -6,17 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from components.commands import deferred
 
-def run_crds(args: argparse.Namespace) -> int:
-    from components.api.commands import run_crds as implementation
-
-    return implementation(args)
-
-
-def run_validate(args: argparse.Namespace) -> int:
-    from components.api.commands import run_validate as implementation
-
-    return implementation(args)
+run_crds = deferred("components.api.commands", "run_crds")
+run_validate = deferred("components.api.commands", "run_validate")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from components.commands import deferred
+
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 
-
-def run_demo(args: argparse.Namespace) -> int:
-    from components.demo import run_demo as implementation
-
-    return implementation(args)
+run_demo = deferred("components.demo", "run_demo")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

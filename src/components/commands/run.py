@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from components.commands import deferred
+
 DISABLED = "0"
 
 # components.controllers.DEFAULT_NAMESPACE, which this module must not import (it brings in
@@ -34,10 +36,7 @@ def check_address(address: str) -> str:
     return address
 
 
-def run_operator(args: argparse.Namespace) -> int:
-    from components.run import run_operator as implementation
-
-    return implementation(args)
+run_operator = deferred("components.run", "run_operator")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,26 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from components.commands import deferred
 from components.sim._hardware import DEFAULT_PRODUCT, PRODUCTS
 from components.sim._nodes import DEFAULT_CONTAINER_RUNTIME
 
-
-def run_up(args: argparse.Namespace) -> int:
-    from components.sim._cli import run_up as implementation
-
-    return implementation(args)
-
-
-def run_down(args: argparse.Namespace) -> int:
-    from components.sim._cli import run_down as implementation
-
-    return implementation(args)
-
-
-def run_status(args: argparse.Namespace) -> int:
-    from components.sim._cli import run_status as implementation
-
-    return implementation(args)
+run_up = deferred("components.sim._cli", "run_up")
+run_down = deferred("components.sim._cli", "run_down")
+run_status = deferred("components.sim._cli", "run_status")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
