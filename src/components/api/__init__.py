@@ -96,7 +96,14 @@ from components.api._images import (
     os_tag,
     resolve_image,
 )
-from components.api._labels import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL
+from components.api._labels import (
+    DRIVER_KERNEL_PIN_LABEL,
+    KERNEL_LABEL,
+    MIG_CAPABLE_LABEL,
+    NVIDIA_DRIVER_OWNER_LABEL,
+    OS_ID_LABEL,
+    OS_VERSION_LABEL,
+)
 from components.api._nvidiadriver import (
     NVIDIA_DRIVER_API_VERSION,
     DriverType,
@@ -145,8 +152,12 @@ __all__ = [
     "KERNEL_LABEL",
     "KINDS",
     "MAX_LISTED_NODES",
+    "MIG_CAPABLE_LABEL",
     "NVIDIA_DRIVER",
     "NVIDIA_DRIVER_API_VERSION",
+    "NVIDIA_DRIVER_OWNER_LABEL",
+    "OS_ID_LABEL",
+    "OS_VERSION_LABEL",
     "PRECOMPILED_NO_DIGEST",
     "ApiModel",
     "CDIConfigSpec",

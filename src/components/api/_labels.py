@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from typing import Final
 
+# -- written by Node Feature Discovery -----------------------------------------------------
+
 KERNEL_LABEL: Final = "feature.node.kubernetes.io/kernel-version.full"
-"""The kernel a node runs, from Node Feature Discovery."""
+"""The kernel a node runs."""
+OS_ID_LABEL: Final = "feature.node.kubernetes.io/system-os_release.ID"
+OS_VERSION_LABEL: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+
+# -- written by the operator and its operands ----------------------------------------------
+
+MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
+"""`true` on a node whose GPUs support MIG (GPU feature discovery)."""
+
+NVIDIA_DRIVER_OWNER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
+"""On DaemonSets rendered for an NVIDIADriver: the NVIDIADriver's name."""
 
 DRIVER_KERNEL_PIN_LABEL: Final = "nvidia.com/precompiled-driver.kernel-version.full"
 """With precompiled drivers: the kernel whose driver DaemonSet the node belongs to.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from components import api
 from reconciler import GVK
 
 FIELD_MANAGER: Final = "gpu-operator"
@@ -37,8 +38,7 @@ SERVICE_MONITOR_CRD: Final = "servicemonitors.monitoring.coreos.com"
 MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE: Final = "gpu-operator"
 COMPONENT: Final = "nvidia.com/gpu-operator.component"
-NVIDIA_DRIVER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
-"""On DaemonSets rendered for an NVIDIADriver: the NVIDIADriver's name."""
+NVIDIA_DRIVER_LABEL: Final = api.NVIDIA_DRIVER_OWNER_LABEL
 
 # -- node labels read -------------------------------------------------------------------
 
@@ -48,10 +48,10 @@ NFD_GPU_LABELS: Final = (
     "feature.node.kubernetes.io/pci-0302_10de.present",
     "feature.node.kubernetes.io/pci-0300_10de.present",
 )
-KERNEL_LABEL: Final = "feature.node.kubernetes.io/kernel-version.full"
-OS_ID_LABEL: Final = "feature.node.kubernetes.io/system-os_release.ID"
-OS_VERSION_LABEL: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
-MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
+KERNEL_LABEL: Final = api.KERNEL_LABEL
+OS_ID_LABEL: Final = api.OS_ID_LABEL
+OS_VERSION_LABEL: Final = api.OS_VERSION_LABEL
+MIG_CAPABLE_LABEL: Final = api.MIG_CAPABLE_LABEL
 
 # -- node labels written ----------------------------------------------------------------
 

@@ -18,6 +18,9 @@ from typing import Any, Protocol
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
     KERNEL_LABEL,
+    MIG_CAPABLE_LABEL,
+    OS_ID_LABEL,
+    OS_VERSION_LABEL,
     ClusterPolicy,
     ClusterPolicySpec,
     ComponentSpec,
@@ -40,10 +43,10 @@ COMPONENT_LABEL = "nvidia.com/gpu-operator.component"
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 
-LABEL_OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
-LABEL_OS_VERSION = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+LABEL_OS_ID = OS_ID_LABEL
+LABEL_OS_VERSION = OS_VERSION_LABEL
 LABEL_KERNEL = KERNEL_LABEL
-LABEL_MIG_CAPABLE = "nvidia.com/mig.capable"
+LABEL_MIG_CAPABLE = MIG_CAPABLE_LABEL
 
 VALIDATIONS_DIR = "/run/nvidia/validations"
 DEFAULT_PRIORITY_CLASS = "system-node-critical"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from components import api
 from components.api import UpgradeState
 from reconciler import GVK
 
@@ -101,7 +102,7 @@ DRIVER_POD_LABELS: Final = (
 """Labels that make a pod in the operator namespace a driver pod (the reference's:
 `app=nvidia-driver-daemonset` for ClusterPolicy, the component label for NVIDIADriver)."""
 
-NVIDIA_DRIVER_OWNER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
+NVIDIA_DRIVER_OWNER_LABEL: Final = api.NVIDIA_DRIVER_OWNER_LABEL
 """On driver DaemonSets rendered for an NVIDIADriver: its name (the components' label)."""
 
 # -- events ------------------------------------------------------------------------------
