@@ -1,6 +1,7 @@
 """What every operand renderer shares: the types the controller passes in and gets back,
-the labels that mark what the operator owns, Kubernetes-valid names, and small builders for
-the objects (ServiceAccount, RBAC, ConfigMap, DaemonSet, containers, env, volumes).
+the gate on the policy's switch (`BaseOperand`), the labels that mark what the operator
+owns, Kubernetes-valid names, and small builders for the objects (ServiceAccount, RBAC,
+ConfigMap, DaemonSet, Service, containers, env, volumes).
 
 Renderers are pure: they read a `ClusterPolicy` and a `ClusterView` (what the controller's
 cache knows about the cluster) and return complete objects. Nothing here talks to the API
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -267,6 +269,30 @@ def image_or_condition(
         return None
 
 
+class BaseOperand(ABC):
+    """An `Operand` whose `render` is empty while the policy switches it off.
+
+    The gate lives here so that no operand can render objects for a disabled state (the
+    controller would apply them, then prune them on the next pass); each operand still
+    says for itself when it is enabled and what it renders.
+    """
+
+    name: str
+    deploy_label: str | None
+
+    @abstractmethod
+    def enabled(self, policy: ClusterPolicy) -> bool: ...
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        return self._render(Ctx(policy, view, self.name))
+
+    @abstractmethod
+    def _render(self, ctx: Ctx) -> Rendered:
+        """What the operand wants while it is enabled."""
+
+
 # --- object builders ------------------------------------------------------------------
 
 
@@ -322,6 +348,28 @@ def cluster_role(
             ],
         },
     ]
+
+
+def account_and_rbac(
+    ctx: Ctx,
+    account: str,
+    *,
+    rules: Sequence[Mapping[str, Any]] = (),
+    cluster_rules: Sequence[Mapping[str, Any]] = (),
+    cluster_role_name: str | None = None,
+) -> list[dict[str, Any]]:
+    """The ServiceAccount an operand's pods run as, then the Role and ClusterRole (with
+    their bindings) that give it `rules` and `cluster_rules`.
+
+    The roles are named after the account, as the reference names them; only the DCGM
+    exporter's ClusterRole has a name of its own (`cluster_role_name`).
+    """
+    objects = [service_account(ctx, account)]
+    if rules:
+        objects += role(ctx, account, rules)
+    if cluster_rules:
+        objects += cluster_role(ctx, cluster_role_name or account, cluster_rules, account=account)
+    return objects
 
 
 def config_map(
@@ -432,6 +480,31 @@ def config_map_volume(
     return {"name": name, "configMap": source}
 
 
+#: Key and mount path of an operand's entrypoint script.
+_ENTRYPOINT_KEY = "entrypoint.sh"
+_ENTRYPOINT_PATH = "/bin/entrypoint.sh"
+
+
+def entrypoint_config_map(ctx: Ctx, name: str, script: str, *, app: str) -> dict[str, Any]:
+    """The ConfigMap holding an operand's entrypoint script.
+
+    The device plugin and the toolkit start through a script of ours (wait for the driver,
+    then exec the image's binary) rather than the image's own entrypoint; the ConfigMap,
+    its volume and its mount share `name`.
+    """
+    return config_map(ctx, name, {_ENTRYPOINT_KEY: script}, labels={"app": app})
+
+
+def entrypoint_mount(name: str) -> dict[str, Any]:
+    """The entrypoint script at `/bin/entrypoint.sh` (subPath: the rest of `/bin` stays)."""
+    return mount(name, _ENTRYPOINT_PATH, read_only=True, sub_path=_ENTRYPOINT_KEY)
+
+
+def entrypoint_volume(name: str) -> dict[str, Any]:
+    """The entrypoint ConfigMap as a volume, mode 0700 so the script can be executed."""
+    return config_map_volume(name, name, mode=0o700)
+
+
 PRIVILEGED: Mapping[str, Any] = {"privileged": True}
 
 
@@ -449,6 +522,20 @@ def wait_for_file(ctx: Ctx, name: str, ready_file: str, what: str) -> dict[str, 
             mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer")
         ],
     }
+
+
+def driver_location_env(ctx: Ctx) -> list[dict[str, Any]]:
+    """Where a driver validation finds the driver and the host's root, set only when the
+    policy moves them from the validator's own defaults (`/run/nvidia/driver`, `/`)."""
+    out: list[dict[str, Any]] = []
+    if ctx.driver_install_dir != DEFAULT_DRIVER_INSTALL_DIR:
+        out += [
+            env("DRIVER_INSTALL_DIR", ctx.driver_install_dir),
+            env("DRIVER_INSTALL_DIR_CTR_PATH", ctx.driver_install_dir),
+        ]
+    if ctx.host_root != "/":
+        out.append(env("HOST_ROOT", ctx.host_root))
+    return out
 
 
 def toolkit_validation(ctx: Ctx) -> dict[str, Any]:
@@ -582,6 +669,12 @@ def daemonset(
     }
 
 
+def prometheus_scrape(port: int) -> dict[str, str]:
+    """Service annotations for Prometheus setups that discover targets by annotation
+    rather than by ServiceMonitor."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
+
+
 def service(
     ctx: Ctx,
     name: str,
@@ -608,6 +701,28 @@ def service(
     }
 
 
+def service_monitor(
+    ctx: Ctx,
+    app: str,
+    endpoint: Mapping[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A prometheus-operator ServiceMonitor for the Service `app` (the metrics exporters';
+    the caller checks that the CRD is installed)."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": ctx.meta(app, labels={**(labels or {}), "app": app}),
+        "spec": {
+            "endpoints": [dict(endpoint)],
+            "jobLabel": "app",
+            "namespaceSelector": {"matchNames": [ctx.namespace]},
+            "selector": {"matchLabels": {"app": app}},
+        },
+    }
+
+
 __all__ = [
     "COMPONENT_LABEL",
     "DEPLOY_LABEL_PREFIX",
@@ -618,6 +733,7 @@ __all__ = [
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
     "VALIDATIONS_DIR",
+    "BaseOperand",
     "ClusterView",
     "Ctx",
     "GPUNode",

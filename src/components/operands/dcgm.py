@@ -8,7 +8,7 @@ from __future__ import annotations
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
-    ClusterView,
+    BaseOperand,
     Ctx,
     Rendered,
     apply_component,
@@ -32,7 +32,7 @@ ACCOUNT = "nvidia-dcgm"
 PORT = 5555
 
 
-class DCGM:
+class DCGM(BaseOperand):
     """The DCGM DaemonSet, its ServiceAccount and Service."""
 
     name: str = NAME
@@ -41,11 +41,8 @@ class DCGM:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.dcgm.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        dcgm = policy.spec.dcgm
+    def _render(self, ctx: Ctx) -> Rendered:
+        dcgm = ctx.spec.dcgm
         rendered = Rendered(
             objects=[
                 service_account(ctx, ACCOUNT),

@@ -18,11 +18,11 @@ from typing import Any
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
-    ClusterView,
+    BaseOperand,
     Ctx,
     Rendered,
+    account_and_rbac,
     apply_component,
-    cluster_role,
     config_map_volume,
     daemonset,
     deploy_label,
@@ -34,10 +34,11 @@ from components.operands._common import (
     merge_env,
     mount,
     pod_spec,
+    prometheus_scrape,
     pull_policy,
     rule,
     service,
-    service_account,
+    service_monitor,
     set_env,
     toolkit_validation,
     validations_volume,
@@ -65,20 +66,10 @@ def _service_monitor(ctx: Ctx) -> dict[str, Any]:
         endpoint["honorLabels"] = True
     if monitor.relabelings:
         endpoint["relabelings"] = [r.to_dict() for r in monitor.relabelings]
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": ctx.meta(APP, labels={**monitor.additional_labels, "app": APP}),
-        "spec": {
-            "endpoints": [endpoint],
-            "jobLabel": "app",
-            "namespaceSelector": {"matchNames": [ctx.namespace]},
-            "selector": {"matchLabels": {"app": APP}},
-        },
-    }
+    return service_monitor(ctx, APP, endpoint, labels=monitor.additional_labels)
 
 
-class DCGMExporter:
+class DCGMExporter(BaseOperand):
     """The DCGM exporter DaemonSet, ServiceAccount, RBAC, Service and ServiceMonitor."""
 
     name: str = NAME
@@ -87,20 +78,16 @@ class DCGMExporter:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.dcgm_exporter.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        spec = policy.spec
+    def _render(self, ctx: Ctx) -> Rendered:
+        spec = ctx.spec
         exporter = spec.dcgm_exporter
         rendered = Rendered(
             objects=[
-                service_account(ctx, ACCOUNT),
-                *cluster_role(
+                *account_and_rbac(
                     ctx,
-                    "nvidia-dcgm-exporter-read-pods",
-                    [rule([""], ["pods"], ["get", "list", "watch"])],
-                    account=ACCOUNT,
+                    ACCOUNT,
+                    cluster_rules=[rule([""], ["pods"], ["get", "list", "watch"])],
+                    cluster_role_name="nvidia-dcgm-exporter-read-pods",
                 ),
                 service(
                     ctx,
@@ -108,14 +95,14 @@ class DCGMExporter:
                     port=PORT,
                     port_name=PORT_NAME,
                     selector={"app": APP},
-                    annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT)},
+                    annotations=prometheus_scrape(PORT),
                     type_=exporter.service.type,
                     internal_traffic_policy=exporter.service.internal_traffic_policy,
                 ),
             ]
         )
         if exporter.service_monitor.enabled:
-            if view.has_service_monitor_crd:
+            if ctx.view.has_service_monitor_crd:
                 rendered.objects.append(_service_monitor(ctx))
             else:
                 rendered.conditions.append(

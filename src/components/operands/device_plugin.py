@@ -16,15 +16,17 @@ from components.api import ClusterPolicy, MIGStrategy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
     VALIDATIONS_DIR,
-    ClusterView,
+    BaseOperand,
     Ctx,
     Rendered,
+    account_and_rbac,
     apply_component,
-    cluster_role,
-    config_map,
     config_map_volume,
     daemonset,
     deploy_label,
+    entrypoint_config_map,
+    entrypoint_mount,
+    entrypoint_volume,
     env,
     env_field,
     host_path,
@@ -34,7 +36,6 @@ from components.operands._common import (
     pod_spec,
     pull_policy,
     rule,
-    service_account,
     set_env,
     toolkit_validation,
     validations_volume,
@@ -131,7 +132,7 @@ def apply_plugin_config(
         pod["shareProcessNamespace"] = True
 
 
-class DevicePlugin:
+class DevicePlugin(BaseOperand):
     """The device plugin DaemonSet, its ServiceAccount, RBAC and entrypoint ConfigMap."""
 
     name: str = NAME
@@ -140,19 +141,15 @@ class DevicePlugin:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.device_plugin.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        spec = policy.spec
+    def _render(self, ctx: Ctx) -> Rendered:
+        spec = ctx.spec
         plugin = spec.device_plugin
         rendered = Rendered(
             objects=[
-                service_account(ctx, ACCOUNT),
-                *cluster_role(ctx, ACCOUNT, [rule([""], ["nodes"], ["get", "list", "watch"])]),
-                config_map(
-                    ctx, ENTRYPOINT_CONFIG_MAP, {"entrypoint.sh": _ENTRYPOINT}, labels={"app": APP}
+                *account_and_rbac(
+                    ctx, ACCOUNT, cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])]
                 ),
+                entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
             ]
         )
         image = image_or_condition(ctx, ImageOperand.DEVICE_PLUGIN, rendered)
@@ -187,12 +184,7 @@ class DevicePlugin:
                 "env": envs,
                 "securityContext": {"privileged": True},
                 "volumeMounts": [
-                    mount(
-                        "nvidia-device-plugin-entrypoint",
-                        "/bin/entrypoint.sh",
-                        read_only=True,
-                        sub_path="entrypoint.sh",
-                    ),
+                    entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
                     mount("device-plugin", "/var/lib/kubelet/device-plugins"),
                     mount("run-nvidia-validations", VALIDATIONS_DIR),
                     mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
@@ -211,9 +203,7 @@ class DevicePlugin:
             init_containers=[toolkit_validation(ctx)],
             containers=[main],
             volumes=[
-                config_map_volume(
-                    "nvidia-device-plugin-entrypoint", ENTRYPOINT_CONFIG_MAP, mode=0o700
-                ),
+                entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
                 host_path("device-plugin", "/var/lib/kubelet/device-plugins"),
                 validations_volume(),
                 host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),

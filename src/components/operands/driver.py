@@ -59,11 +59,11 @@ from components.operands._common import (
     LABEL_OS_VERSION,
     PRIVILEGED,
     VALIDATIONS_DIR,
-    ClusterView,
+    BaseOperand,
     Ctx,
     GPUNode,
     Rendered,
-    cluster_role,
+    account_and_rbac,
     config_map,
     config_map_volume,
     daemonset,
@@ -80,7 +80,6 @@ from components.operands._common import (
     resources,
     rule,
     safe_name,
-    service_account,
     set_env,
     wants_operand,
 )
@@ -591,7 +590,7 @@ def _daemonset(
     )
 
 
-class Driver:
+class Driver(BaseOperand):
     """The driver DaemonSets, their ServiceAccount, RBAC and startup-probe ConfigMap."""
 
     name: str = NAME
@@ -603,15 +602,12 @@ class Driver:
         driver = policy.spec.driver
         return driver.enabled and not driver.use_nvidia_driver_crd
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        driver = policy.spec.driver
+    def _render(self, ctx: Ctx) -> Rendered:
+        driver = ctx.spec.driver
+        view = ctx.view
         rendered = Rendered(
             objects=[
-                service_account(ctx, ACCOUNT),
-                *cluster_role(ctx, ACCOUNT, _RBAC_RULES),
+                *account_and_rbac(ctx, ACCOUNT, cluster_rules=_RBAC_RULES),
                 config_map(
                     ctx,
                     STARTUP_PROBE_CONFIG_MAP,

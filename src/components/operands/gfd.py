@@ -23,11 +23,11 @@ from __future__ import annotations
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
-    ClusterView,
+    BaseOperand,
     Ctx,
     Rendered,
+    account_and_rbac,
     apply_component,
-    cluster_role,
     daemonset,
     deploy_label,
     env,
@@ -38,9 +38,7 @@ from components.operands._common import (
     mount,
     pod_spec,
     pull_policy,
-    role,
     rule,
-    service_account,
     toolkit_validation,
     validations_volume,
 )
@@ -54,7 +52,7 @@ PART_OF = {"app.kubernetes.io/part-of": "nvidia-gpu"}
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
-class GPUFeatureDiscovery:
+class GPUFeatureDiscovery(BaseOperand):
     """The GFD DaemonSet, its ServiceAccount and RBAC."""
 
     name: str = NAME
@@ -63,35 +61,25 @@ class GPUFeatureDiscovery:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.gfd.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        spec = policy.spec
+    def _render(self, ctx: Ctx) -> Rendered:
+        spec = ctx.spec
         gfd = spec.gfd
         rendered = Rendered(
-            objects=[
-                service_account(ctx, ACCOUNT),
-                *role(
-                    ctx,
-                    ACCOUNT,
-                    [
-                        rule(
-                            ["nfd.k8s-sigs.io"],
-                            ["nodefeatures"],
-                            ["get", "list", "watch", "create", "update"],
-                        )
-                    ],
-                ),
-                *cluster_role(
-                    ctx,
-                    ACCOUNT,
-                    [
-                        rule([""], ["nodes"], ["get", "list", "watch"]),
-                        rule([""], ["pods"], ["get"]),
-                    ],
-                ),
-            ]
+            objects=account_and_rbac(
+                ctx,
+                ACCOUNT,
+                rules=[
+                    rule(
+                        ["nfd.k8s-sigs.io"],
+                        ["nodefeatures"],
+                        ["get", "list", "watch", "create", "update"],
+                    )
+                ],
+                cluster_rules=[
+                    rule([""], ["nodes"], ["get", "list", "watch"]),
+                    rule([""], ["pods"], ["get"]),
+                ],
+            )
         )
         image = image_or_condition(ctx, ImageOperand.GPU_FEATURE_DISCOVERY, rendered)
         if image is None:

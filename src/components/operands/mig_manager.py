@@ -27,12 +27,12 @@ from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
     VALIDATIONS_DIR,
-    ClusterView,
+    BaseOperand,
     Ctx,
     GPUNode,
     Rendered,
+    account_and_rbac,
     apply_component,
-    cluster_role,
     config_map,
     config_map_volume,
     daemonset,
@@ -45,9 +45,7 @@ from components.operands._common import (
     mount,
     pod_spec,
     pull_policy,
-    role,
     rule,
-    service_account,
     toolkit_validation,
     validations_volume,
     wants_operand,
@@ -183,7 +181,7 @@ def mig_nodes(nodes: Sequence[GPUNode]) -> list[GPUNode]:
     return [n for n in nodes if n.mig_capable and wants_operand(n, DEPLOY_LABEL)]
 
 
-class MIGManager:
+class MIGManager(BaseOperand):
     """The MIG manager DaemonSet, ServiceAccount, RBAC and its two ConfigMaps."""
 
     name: str = NAME
@@ -192,31 +190,23 @@ class MIGManager:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.mig_manager.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy) or not mig_nodes(view.gpu_nodes):
+    def _render(self, ctx: Ctx) -> Rendered:
+        if not mig_nodes(ctx.view.gpu_nodes):
             return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        spec = policy.spec
+        spec = ctx.spec
         manager = spec.mig_manager
         parted = manager.config.config_map_name
         clients = manager.gpu_clients_config.name or DEFAULT_GPU_CLIENTS_CONFIG_MAP
         rendered = Rendered(
-            objects=[
-                service_account(ctx, ACCOUNT),
-                *role(
-                    ctx,
-                    ACCOUNT,
-                    [
-                        rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-                        rule([""], ["pods/eviction"], ["create"]),
-                    ],
-                ),
-                *cluster_role(
-                    ctx,
-                    ACCOUNT,
-                    [rule([""], ["nodes"], ["get", "list", "watch", "update", "patch"])],
-                ),
-            ]
+            objects=account_and_rbac(
+                ctx,
+                ACCOUNT,
+                rules=[
+                    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+                    rule([""], ["pods/eviction"], ["create"]),
+                ],
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "update", "patch"])],
+            )
         )
         if parted == DEFAULT_CONFIG_MAP:
             rendered.objects.append(

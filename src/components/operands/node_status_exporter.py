@@ -6,17 +6,15 @@ CRD is installed.
 
 from __future__ import annotations
 
-from typing import Any
-
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
     VALIDATIONS_DIR,
-    ClusterView,
+    BaseOperand,
     Ctx,
     Rendered,
+    account_and_rbac,
     apply_component,
-    cluster_role,
     daemonset,
     deploy_label,
     env,
@@ -26,11 +24,11 @@ from components.operands._common import (
     merge_env,
     mount,
     pod_spec,
+    prometheus_scrape,
     pull_policy,
-    role,
     rule,
     service,
-    service_account,
+    service_monitor,
     validations_volume,
 )
 
@@ -42,21 +40,7 @@ PORT = 8000
 PORT_NAME = "node-status"
 
 
-def _service_monitor(ctx: Ctx) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": ctx.meta(APP, labels={"app": APP}),
-        "spec": {
-            "endpoints": [{"port": PORT_NAME, "path": "/metrics"}],
-            "jobLabel": "app",
-            "namespaceSelector": {"matchNames": [ctx.namespace]},
-            "selector": {"matchLabels": {"app": APP}},
-        },
-    }
-
-
-class NodeStatusExporter:
+class NodeStatusExporter(BaseOperand):
     """The node status exporter DaemonSet, ServiceAccount, RBAC, Service (and
     ServiceMonitor)."""
 
@@ -66,28 +50,30 @@ class NodeStatusExporter:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.node_status_exporter.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        exporter = policy.spec.node_status_exporter
+    def _render(self, ctx: Ctx) -> Rendered:
+        exporter = ctx.spec.node_status_exporter
         rendered = Rendered(
             objects=[
-                service_account(ctx, ACCOUNT),
-                *role(ctx, ACCOUNT, [rule([""], ["pods"], ["get", "list"])]),
-                *cluster_role(ctx, ACCOUNT, [rule([""], ["nodes"], ["get", "list", "watch"])]),
+                *account_and_rbac(
+                    ctx,
+                    ACCOUNT,
+                    rules=[rule([""], ["pods"], ["get", "list"])],
+                    cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])],
+                ),
                 service(
                     ctx,
                     APP,
                     port=PORT,
                     port_name=PORT_NAME,
                     selector={"app": APP},
-                    annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT)},
+                    annotations=prometheus_scrape(PORT),
                 ),
             ]
         )
-        if view.has_service_monitor_crd:
-            rendered.objects.append(_service_monitor(ctx))
+        if ctx.view.has_service_monitor_crd:
+            rendered.objects.append(
+                service_monitor(ctx, APP, {"port": PORT_NAME, "path": "/metrics"})
+            )
         image = image_or_condition(ctx, ImageOperand.NODE_STATUS_EXPORTER, rendered)
         if image is None:
             return rendered

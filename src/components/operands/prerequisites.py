@@ -8,12 +8,12 @@ user workloads name: `operator.runtimeClass` (default `nvidia`), whose handler i
 from __future__ import annotations
 
 from components.api import ClusterPolicy
-from components.operands._common import ClusterView, Ctx, Rendered
+from components.operands._common import BaseOperand, Ctx, Rendered
 
 NAME = "pre-requisites"
 
 
-class Prerequisites:
+class Prerequisites(BaseOperand):
     """The `nvidia` RuntimeClass (cluster-scoped, owned by the ClusterPolicy)."""
 
     name: str = NAME
@@ -22,8 +22,7 @@ class Prerequisites:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return True
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        ctx = Ctx(policy, view, self.name)
+    def _render(self, ctx: Ctx) -> Rendered:
         runtime_class = ctx.runtime_class
         return Rendered(
             objects=[

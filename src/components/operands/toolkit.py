@@ -35,15 +35,17 @@ from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
 from components.operands._common import (
     VALIDATIONS_DIR,
-    ClusterView,
+    BaseOperand,
     Ctx,
     GPUNode,
     Rendered,
     apply_component,
-    config_map,
-    config_map_volume,
     daemonset,
     deploy_label,
+    driver_location_env,
+    entrypoint_config_map,
+    entrypoint_mount,
+    entrypoint_volume,
     env,
     env_field,
     get_env,
@@ -168,25 +170,18 @@ def _runtime_config(
 
 def _driver_validation(ctx: Ctx) -> dict[str, Any]:
     """Waits until the validator has found a working driver (`driver-ready`)."""
-    envs = [
-        env("WITH_WAIT", "true"),
-        env("COMPONENT", "driver"),
-        env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
-    ]
-    if ctx.driver_install_dir != "/run/nvidia/driver":
-        envs += [
-            env("DRIVER_INSTALL_DIR", ctx.driver_install_dir),
-            env("DRIVER_INSTALL_DIR_CTR_PATH", ctx.driver_install_dir),
-        ]
-    if ctx.host_root != "/":
-        envs.append(env("HOST_ROOT", ctx.host_root))
     return {
         "name": "driver-validation",
         "image": ctx.validator_image,
         "imagePullPolicy": pull_policy(ctx.spec.validator),
         "command": ["sh", "-c"],
         "args": ["nvidia-validator"],
-        "env": envs,
+        "env": [
+            env("WITH_WAIT", "true"),
+            env("COMPONENT", "driver"),
+            env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+            *driver_location_env(ctx),
+        ],
         "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
         "volumeMounts": [
             mount("driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"),
@@ -197,7 +192,7 @@ def _driver_validation(ctx: Ctx) -> dict[str, Any]:
     }
 
 
-class Toolkit:
+class Toolkit(BaseOperand):
     """The container toolkit DaemonSet, its ServiceAccount and entrypoint ConfigMap."""
 
     name: str = NAME
@@ -206,28 +201,23 @@ class Toolkit:
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.toolkit.enabled
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if not self.enabled(policy):
-            return Rendered()
-        ctx = Ctx(policy, view, self.name)
-        spec = policy.spec
+    def _render(self, ctx: Ctx) -> Rendered:
+        spec = ctx.spec
         toolkit = spec.toolkit
         rendered = Rendered(
             objects=[
                 service_account(ctx, ACCOUNT),
-                config_map(
-                    ctx, ENTRYPOINT_CONFIG_MAP, {"entrypoint.sh": _ENTRYPOINT}, labels={"app": APP}
-                ),
+                entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
             ]
         )
         image = image_or_condition(ctx, ImageOperand.CONTAINER_TOOLKIT, rendered)
         if image is None:
             return rendered
 
-        detected = detect_runtime(view.gpu_nodes, default=spec.operator.default_runtime)
+        detected = detect_runtime(ctx.view.gpu_nodes, default=spec.operator.default_runtime)
         others = [
             n.name
-            for n in view.gpu_nodes
+            for n in ctx.view.gpu_nodes
             if (r := node_runtime(n.container_runtime)) is not None and r != detected
         ]
         if others:
@@ -283,12 +273,7 @@ class Toolkit:
                 "env": envs,
                 "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
                 "volumeMounts": [
-                    mount(
-                        "nvidia-container-toolkit-entrypoint",
-                        "/bin/entrypoint.sh",
-                        read_only=True,
-                        sub_path="entrypoint.sh",
-                    ),
+                    entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
                     mount("toolkit-root", "/run/nvidia/toolkit"),
                     mount("run-nvidia-validations", VALIDATIONS_DIR),
                     mount("toolkit-install-dir", install_dir),
@@ -307,9 +292,7 @@ class Toolkit:
             else "/run/containers/oci/hooks.d"
         )
         volumes = [
-            config_map_volume(
-                "nvidia-container-toolkit-entrypoint", ENTRYPOINT_CONFIG_MAP, mode=0o700
-            ),
+            entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
             host_path("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
             validations_volume(),
             host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),

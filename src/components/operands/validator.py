@@ -20,13 +20,14 @@ from components.api import ClusterPolicy, EnvVar
 from components.api import Operand as ImageOperand
 from components.operands._common import (
     VALIDATIONS_DIR,
-    ClusterView,
+    BaseOperand,
     Ctx,
     Rendered,
+    account_and_rbac,
     apply_component,
-    cluster_role,
     daemonset,
     deploy_label,
+    driver_location_env,
     env,
     env_field,
     host_path,
@@ -35,9 +36,7 @@ from components.operands._common import (
     mount,
     pod_spec,
     pull_policy,
-    role,
     rule,
-    service_account,
     validations_volume,
 )
 
@@ -92,7 +91,7 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
     return out
 
 
-class Validator:
+class Validator(BaseOperand):
     """The operator validator DaemonSet, its ServiceAccount and RBAC."""
 
     name: str = NAME
@@ -102,42 +101,30 @@ class Validator:
         """Always on, as in the reference: the other operands wait for its files."""
         return True
 
-    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        ctx = Ctx(policy, view, self.name)
-        spec = policy.spec
+    def _render(self, ctx: Ctx) -> Rendered:
+        spec = ctx.spec
         validator = spec.validator
         rendered = Rendered(
-            objects=[
-                service_account(ctx, ACCOUNT),
-                *role(
-                    ctx,
-                    ACCOUNT,
-                    [
-                        rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
-                        rule(["apps"], ["daemonsets"], ["get", "list"]),
-                    ],
-                ),
-                *cluster_role(ctx, ACCOUNT, [rule([""], ["nodes"], ["get", "list", "watch"])]),
-            ]
+            objects=account_and_rbac(
+                ctx,
+                ACCOUNT,
+                rules=[
+                    rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+                    rule(["apps"], ["daemonsets"], ["get", "list"]),
+                ],
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])],
+            )
         )
         image = image_or_condition(ctx, ImageOperand.OPERATOR_VALIDATOR, rendered)
         if image is None:
             return rendered
 
-        driver_env = [env("WITH_WAIT", "true")]
-        if ctx.driver_install_dir != "/run/nvidia/driver":
-            driver_env += [
-                env("DRIVER_INSTALL_DIR", ctx.driver_install_dir),
-                env("DRIVER_INSTALL_DIR_CTR_PATH", ctx.driver_install_dir),
-            ]
-        if ctx.host_root != "/":
-            driver_env.append(env("HOST_ROOT", ctx.host_root))
         steps = [
             _step(
                 ctx,
                 image,
                 "driver",
-                driver_env,
+                [env("WITH_WAIT", "true"), *driver_location_env(ctx)],
                 validator.driver.env,
                 [
                     mount(
