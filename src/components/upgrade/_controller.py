@@ -219,6 +219,7 @@ class UpgradeController:
         self._waits: dict[str, str] = {}
         self._blocked: dict[str, str] = {}
         self._local_storage: dict[str, bool] = {}
+        self._kernels_recorded: dict[str, str] = {}
         self.views = _Views()
         self._status_writers: dict[tuple[str, str], _StatusWriter] = {}
         self._policies: dict[tuple[str, str, str], tuple[DriverUpgradePolicySpec, bool]] = {}
@@ -620,11 +621,20 @@ class UpgradeController:
             acted = acted or len(blocked) < len(step.evict)
         if step.record_kernel and ctx.driver is not None:
             d = ctx.driver
-            annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
-            with contextlib.suppress(NotFound):
-                await self.client.patch(
-                    POD, d.name, {"metadata": {"annotations": annotations}}, namespace=d.namespace
-                )
+            # Once per pod: a reconcile that runs before the pod's update event reaches the
+            # cache would otherwise write the same annotation again.
+            if self._kernels_recorded.get(d.uid) != step.record_kernel:
+                annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
+                with contextlib.suppress(NotFound):
+                    await self.client.patch(
+                        POD,
+                        d.name,
+                        {"metadata": {"annotations": annotations}},
+                        namespace=d.namespace,
+                    )
+                if len(self._kernels_recorded) > 10_000:
+                    self._kernels_recorded.clear()
+                self._kernels_recorded[d.uid] = step.record_kernel
         return acted
 
     async def _delete(self, pod: PodView) -> None:
