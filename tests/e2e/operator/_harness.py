@@ -1,16 +1,12 @@
-"""Helpers for the operator's end-to-end tests: the operator as a process, and polling."""
+"""Helpers for the operator's end-to-end tests: the operator as a process."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from components.sim import ClusterConfig, parse_kernels, parse_os_list
 from reconciler.envtest import free_port
@@ -25,7 +21,6 @@ OPERATOR_CLUSTER = ClusterConfig(
     os=parse_os_list("ubuntu22.04,rhel9.4"),
     kernels=parse_kernels(",".join(KERNELS)),
 )
-T = TypeVar("T")
 
 
 class OperatorProcess:
@@ -80,17 +75,3 @@ class OperatorProcess:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]], what: str, seconds: float = 180.0
-) -> T:
-    """Poll until `probe` returns something truthy; fail naming `what` otherwise."""
-    deadline = time.monotonic() + seconds
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{what} did not happen within {seconds:.0f}s (last: {last!r})")

@@ -14,7 +14,8 @@ from kubernetes_asyncio import client
 
 from components.api import DRIVER_KERNEL_PIN_LABEL
 from components.sim import SimulatedCluster
-from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess, eventually
+from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess
+from tests.polling import eventually
 
 POLICY = "cluster-policy"
 GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
@@ -59,7 +60,7 @@ async def _wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
         )
         return status if status.get("state") == "ready" and fresh else None
 
-    return await eventually(ready, "ClusterPolicy ready", seconds)
+    return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
 
 
 async def _operand_pods(kube: Any) -> list[Any]:
@@ -122,7 +123,7 @@ async def test_policy_rolls_out_on_gpu_nodes_only_and_a_gpu_pod_runs(
         pod = await core.read_namespaced_pod("cuda-job", "default")
         return pod if _running(pod) else None
 
-    pod = await eventually(scheduled, "the GPU pod running")
+    pod = await eventually(scheduled, "the GPU pod running", seconds=180)
     assert pod.spec.node_name in gpu_nodes
     plugin_nodes = {
         p.spec.node_name
@@ -144,7 +145,7 @@ async def test_a_joining_node_gets_the_stack(
         has_plugin = "nvidia-device-plugin-daemonset" in apps
         return pods if has_plugin and any(a.startswith("nvidia-driver") for a in apps) else None
 
-    await eventually(stack_on_new_node, "driver and device plugin on the new node")
+    await eventually(stack_on_new_node, "driver and device plugin on the new node", seconds=180)
     status = await _wait_ready(kube)
     plugin = next(c for c in status["components"] if c["name"] == "state-device-plugin")
     assert plugin["nodesReady"] == plugin["nodesDesired"] == len(operator_cluster.gpu_nodes)
@@ -163,7 +164,7 @@ async def test_disabling_an_operand_removes_its_pods(operator: OperatorProcess, 
             not any(d.metadata.name == "nvidia-dcgm-exporter" for d in sets)
         )
 
-    await eventually(exporter_gone, "dcgm-exporter DaemonSet and pods removed")
+    await eventually(exporter_gone, "dcgm-exporter DaemonSet and pods removed", seconds=180)
     await _wait_ready(kube)
     await _patch_policy(kube, {"dcgmExporter": {"enabled": True}})
     await _wait_ready(kube)
@@ -199,7 +200,9 @@ async def test_kernel_change_moves_the_node_to_the_right_driver_daemonset(
                 return ds
         return None
 
-    ds = await eventually(driver_for_new_kernel, f"a driver for kernel {new_kernel} on {node}")
+    ds = await eventually(
+        driver_for_new_kernel, f"a driver for kernel {new_kernel} on {node}", seconds=180
+    )
     assert ds.metadata.labels.get("nvidia.com/precompiled") == "true"
     await _wait_ready(kube)
     await _patch_policy(kube, {"driver": {"usePrecompiled": False}})

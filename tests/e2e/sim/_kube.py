@@ -1,4 +1,4 @@
-"""Small helpers for the simulated-cluster tests: raw-dict API calls, waiting, stand-ins.
+"""Small helpers for the simulated-cluster tests: raw-dict API calls and stand-ins.
 
 The DaemonSets here are stand-ins for the operator's operands: only their pod labels (the
 reference operator's `app` labels), images and env matter to the GPU node behaviour.
@@ -9,13 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes_asyncio import client, watch
-
-T = TypeVar("T")
 
 DRIVER_IMAGE = "nvcr.io/nvidia/driver:580.95.05-ubuntu22.04"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
@@ -33,25 +30,6 @@ async def call(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any)
     if not 200 <= response.status < 300:
         raise AssertionError(f"HTTP {response.status}: {body[:300]!r}")
     return json.loads(body)
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T | None]],
-    what: str,
-    *,
-    within: float = 60.0,
-    interval: float = 0.2,
-) -> T:
-    """Poll `check` until it returns something other than None/False (a guard, not a timer)."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while True:
-        last = await check()
-        if last is not None and last is not False:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what} (last check: {last!r})")
-        await asyncio.sleep(interval)
 
 
 @contextlib.asynccontextmanager

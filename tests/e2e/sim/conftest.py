@@ -13,7 +13,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.sim import SimulatedCluster
-from tests.e2e.sim._kube import call, eventually, pods
+from tests.e2e.sim._kube import call, pods
+from tests.polling import eventually
 
 _counter = itertools.count()
 

@@ -27,7 +27,6 @@ from tests.e2e.sim._kube import (
     create_daemonset,
     daemonset,
     delete_daemonset,
-    eventually,
     gpu_pod,
     label_history,
     node,
@@ -36,6 +35,7 @@ from tests.e2e.sim._kube import (
     pods_running_on,
     running,
 )
+from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,8 @@ from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.sim import SimulatedCluster
 from components.upgrade import STATE_LABEL
 from reconciler import GVK, NotFound, Object, labels_of, name_of
-from tests.e2e.operator._harness import NAMESPACE, OperatorProcess, eventually
+from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
+from tests.polling import eventually
 
 from .conftest import POD, Watch, is_gpu_pod, pod_ready
 

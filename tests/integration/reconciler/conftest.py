@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,17 +14,6 @@ from reconciler import GVK, Cache, Client, ReconcilerError, RESTMapper, Transpor
 
 NAMESPACE = GVK("", "v1", "Namespace")
 CONFIGMAP = GVK("", "v1", "ConfigMap")
-
-
-async def eventually(check: Callable[[], bool], *, within: float = 60.0, what: str = "") -> None:
-    """Wait until `check()` holds. `within` only guards against a hang; it is not a
-    statement about how fast anything should be."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"never happened: {what or check}")
-        await asyncio.sleep(0.02)
 
 
 class Kit:

@@ -14,8 +14,9 @@ from reconciler import (
     NotFound,
     desired_hash,
 )
+from tests.polling import eventually
 
-from .conftest import CONFIGMAP, Kit, configmap, eventually
+from .conftest import CONFIGMAP, Kit, configmap
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,9 @@ async def test_apply_is_skipped_when_the_cache_shows_the_same_desired_hash(
     desired = configmap("cm", namespace, a="1")
     first = await client.apply(desired)
     assert first["metadata"]["annotations"][HASH] == desired_hash(desired)
-    await eventually(lambda: kit.cache.get(CONFIGMAP, "cm", namespace) is not None)
+    await eventually(
+        lambda: kit.cache.get(CONFIGMAP, "cm", namespace) is not None, "the ConfigMap in the cache"
+    )
     again = await client.apply(configmap("cm", namespace, a="1"))
     assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
     changed = await client.apply(configmap("cm", namespace, a="2"))

@@ -8,8 +8,9 @@ import pytest
 
 from reconciler import GVK, Object, ObjectKey
 from reconciler.envtest import ControlPlane
+from tests.polling import eventually
 
-from .conftest import CONFIGMAP, Kit, configmap, ensure_widget_crd, eventually
+from .conftest import CONFIGMAP, Kit, configmap, ensure_widget_crd
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +49,7 @@ async def test_watch_survives_an_apiserver_restart(
     await kit.client.apply(configmap("before", namespace))
     await kit.cache.start()
     await kit.cache.wait_for_sync(60)
-    await eventually(lambda: names(kit, namespace) == {"before"}, what="first object cached")
+    await eventually(lambda: names(kit, namespace) == {"before"}, "first object cached")
     watches = informer.reflector.watches
 
     await restart_apiserver(control_plane)
@@ -56,13 +57,13 @@ async def test_watch_survives_an_apiserver_restart(
     await kit.client.apply(configmap("after", namespace))
     await kit.client.apply(configmap("before", namespace, changed="yes"))
     await eventually(
-        lambda: names(kit, namespace) == {"before", "after"}, what="object created after restart"
+        lambda: names(kit, namespace) == {"before", "after"}, "object created after restart"
     )
     await eventually(
         lambda: (
             (kit.cache.get(CONFIGMAP, "before", namespace) or {}).get("data") == {"changed": "yes"}
         ),
-        what="update after restart",
+        "update after restart",
     )
     assert informer.reflector.watches > watches, "the informer watched again"
     assert informer.running
@@ -78,7 +79,7 @@ async def test_relist_after_410_delivers_changes_and_deletes(
         await kit.client.apply(configmap(name, namespace))
     await kit.cache.start()
     await kit.cache.wait_for_sync(60)
-    await eventually(lambda: len(names(kit, namespace)) == 3, what="initial objects cached")
+    await eventually(lambda: len(names(kit, namespace)) == 3, "initial objects cached")
 
     # A partition outlasting the server's history: stop watching, change things, then
     # make the old resourceVersion unservable (compact etcd, and restart the apiserver
@@ -93,8 +94,8 @@ async def test_relist_after_410_delivers_changes_and_deletes(
     await restart_apiserver(control_plane)
 
     informer.start()
-    await eventually(lambda: informer.reflector.lists > lists, what="relist after 410")
-    await eventually(lambda: len(rec.events) >= 3, what="events from the relist")
+    await eventually(lambda: informer.reflector.lists > lists, "relist after 410")
+    await eventually(lambda: len(rec.events) >= 3, "events from the relist")
     assert sorted(rec.events) == [("add", "new"), ("delete", "remove"), ("update", "change")]
     assert names(kit, namespace) == {"keep", "change", "new"}
 
@@ -127,7 +128,7 @@ async def test_custom_resource_informer_with_indices(kit: Kit, namespace: str) -
             }
         )
     await kit.cache.wait_for_sync(60)
-    await eventually(lambda: len(informer.store) == 3, what="widgets cached")
+    await eventually(lambda: len(informer.store) == 3, "widgets cached")
     gpu = kit.cache.list(widget, labels={"tier": "gpu"})
     assert sorted(o["metadata"]["name"] for o in gpu) == ["w0", "w1"]
     owned = kit.cache.list(widget, index=("owner", owner["metadata"]["uid"]))

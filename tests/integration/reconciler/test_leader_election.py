@@ -20,8 +20,9 @@ from reconciler import (
     Request,
     Result,
 )
+from tests.polling import eventually
 
-from .conftest import CONFIGMAP, Kit, configmap, eventually
+from .conftest import CONFIGMAP, Kit, configmap
 
 pytestmark = pytest.mark.integration
 
@@ -61,26 +62,26 @@ async def test_standby_takes_over_when_the_leader_dies(
     a = make_manager(api_client, namespace, "a", reconciled)
     b = make_manager(api_client, namespace, "b", reconciled)
     run_a = asyncio.create_task(a.run())
-    await eventually(lambda: a.is_leader, what="a leads")
+    await eventually(lambda: a.is_leader, "a leads")
     run_b = asyncio.create_task(b.run())
     try:
-        await eventually(lambda: b.ready, what="standby caches synced")
+        await eventually(lambda: b.ready, "standby caches synced")
         assert not b.is_leader
 
         await kit.client.apply(configmap("one", namespace))
-        await eventually(lambda: ("a", "one") in reconciled, what="leader reconciles")
+        await eventually(lambda: ("a", "one") in reconciled, "leader reconciles")
         assert not any(who == "b" for who, _ in reconciled)
 
         # The leader dies: no graceful release, its lease must run out.
         run_a.cancel()
         await asyncio.gather(run_a, return_exceptions=True)
-        await eventually(lambda: b.is_leader, what="standby takes over")
+        await eventually(lambda: b.is_leader, "standby takes over")
         lease = await kit.client.get_live(LEASE, "tests-leader", namespace)
         assert lease["spec"]["holderIdentity"] == "b"
         assert lease["spec"]["leaseTransitions"] >= 1
 
         await kit.client.apply(configmap("two", namespace))
-        await eventually(lambda: ("b", "two") in reconciled, what="new leader reconciles")
+        await eventually(lambda: ("b", "two") in reconciled, "new leader reconciles")
 
         # A graceful stop hands the lease back at once.
         b.stop()
@@ -100,7 +101,7 @@ async def test_leader_exits_when_it_cannot_keep_its_lease(
     a = make_manager(api_client, namespace, "a", reconciled)
     run_a = asyncio.create_task(a.run())
     try:
-        await eventually(lambda: a.is_leader, what="a leads")
+        await eventually(lambda: a.is_leader, "a leads")
         # Someone else takes the lease (as after a long pause of ours); we must step down.
         lease = await kit.client.get_live(LEASE, "tests-leader", namespace)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -14,8 +14,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import Conflict, Manager, Request, Result
+from tests.polling import eventually
 
-from .conftest import CONFIGMAP, WIDGET, Kit, configmap, ensure_widget_crd, eventually
+from .conftest import CONFIGMAP, WIDGET, Kit, configmap, ensure_widget_crd
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ DESIGN_METRICS = {
 
 async def run_in_background(mgr: Manager) -> asyncio.Task[None]:
     task = asyncio.create_task(mgr.run())
-    await eventually(lambda: mgr.is_leader or task.done(), what="manager started")
+    await eventually(lambda: mgr.is_leader or task.done(), "manager started")
     if task.done():
         task.result()
     return task
@@ -80,7 +81,7 @@ async def test_metrics_and_probes_are_served(api_client: Any, kit: Kit, namespac
     try:
         for i in range(5):
             await kit.client.apply(configmap(f"cm{i}", namespace))
-        await eventually(lambda: len(done) == 5, what="five reconciles")
+        await eventually(lambda: len(done) == 5, "five reconciles")
         base = f"http://127.0.0.1:{mgr.http_port}"
         async with aiohttp.ClientSession() as http:
             async with http.get(base + "/healthz") as resp:
@@ -167,7 +168,7 @@ async def test_status_write_conflict_is_retried_by_a_requeue(
             cached = mgr.client.get(WIDGET, "w", namespace) or {}
             return (cached.get("status") or {}).get("observed")
 
-        await eventually(lambda: observed() == 7, what="status written after the conflict")
+        await eventually(lambda: observed() == 7, "status written after the conflict")
         assert conflicts, "the first status write must have conflicted"
         assert "modified" in conflicts[0]
         errors = mgr.registry.get_sample_value(
@@ -199,7 +200,7 @@ async def test_sigterm_lets_the_reconcile_in_flight_finish(
         await kit.client.apply(configmap("slow", namespace))
         await asyncio.wait_for(started.wait(), 60)
         os.kill(os.getpid(), signal.SIGTERM)
-        await eventually(lambda: mgr.stopping, what="SIGTERM noticed")
+        await eventually(lambda: mgr.stopping, "SIGTERM noticed")
         assert not task.done(), "the manager waits for the reconcile in flight"
         release.set()
         await asyncio.wait_for(task, 60)

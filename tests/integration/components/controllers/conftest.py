@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from kubernetes_asyncio import client
 from components.controllers import Operator, build_operator
 from components.kube import apply_crds, load_documents
 from reconciler import GVK, Client, NotFound, Object, Request
+from tests.polling import eventually
 
 REPO = Path(__file__).resolve().parents[4]
 NFD = "feature.node.kubernetes.io/"
@@ -51,24 +51,6 @@ CLUSTER_KINDS = (
     GVK("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
     GVK("node.k8s.io", "v1", "RuntimeClass"),
 )
-
-WAIT_SECONDS = 60.0
-
-
-async def wait_for(check: Callable[[], Any], what: str, seconds: float = WAIT_SECONDS) -> Any:
-    """Poll `check` (sync or async) until it returns something truthy; return that."""
-    last: Any = None
-    try:
-        async with asyncio.timeout(seconds):
-            while True:
-                last = check()
-                if inspect.isawaitable(last):
-                    last = await last
-                if last:
-                    return last
-                await asyncio.sleep(0.1)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what} (last: {last!r})") from None
 
 
 def node_manifest(
@@ -255,7 +237,7 @@ class Cluster:
             quiet = 0 if busy else quiet + 1
             return quiet >= quiet_polls
 
-        await wait_for(idle, "the controllers to go idle")
+        await eventually(idle, "the controllers to go idle")
 
     async def versions(self) -> dict[tuple[str, str, str], str]:
         """resourceVersion of everything the controllers write: what they own, the
@@ -310,7 +292,7 @@ async def clean_slate(c: Client) -> None:
         for obj in await c.list_live(gvk, label_selector=MANAGED):
             await c.delete(gvk, obj["metadata"]["name"], missing_ok=True)
     for gvk in (CLUSTER_POLICY, NVIDIA_DRIVER):
-        await wait_for(lambda gvk=gvk: _empty(c, gvk), f"every {gvk.kind} to be gone", 30)
+        await eventually(lambda gvk=gvk: _empty(c, gvk), f"every {gvk.kind} to be gone", 30)
 
 
 async def _empty(c: Client, gvk: GVK) -> bool:

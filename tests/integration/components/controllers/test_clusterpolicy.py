@@ -18,8 +18,8 @@ from tests.integration.components.controllers.conftest import (
     Cluster,
     node_manifest,
     subset,
-    wait_for,
 )
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ async def ready(cluster: Cluster, policy: str) -> dict[str, Any]:
         status = await cluster.status(policy)
         return status if status.get("state") == "ready" else None
 
-    result: dict[str, Any] = await wait_for(check, f"ClusterPolicy {policy} to be ready")
+    result: dict[str, Any] = await eventually(check, f"ClusterPolicy {policy} to be ready")
     return result
 
 
@@ -198,8 +198,8 @@ async def test_toggling_an_operand_removes_and_restores_it(cluster: Cluster) -> 
     assert {k[0] for k in present} >= set(exporter)
 
     await cluster.patch_policy(policy, {"dcgmExporter": {"enabled": False}})
-    await wait_for(lambda: _none_left(cluster), "the DCGM exporter objects to be deleted")
-    await wait_for(
+    await eventually(lambda: _none_left(cluster), "the DCGM exporter objects to be deleted")
+    await eventually(
         lambda: _lacks_label(cluster, nodes["u1"], DEPLOY + "dcgm-exporter"),
         "the dcgm-exporter deploy label to go",
     )
@@ -215,8 +215,8 @@ async def test_toggling_an_operand_removes_and_restores_it(cluster: Cluster) -> 
     async def restored() -> bool:
         return component(await cluster.owned()) == present
 
-    await wait_for(restored, "the DCGM exporter objects to come back")
-    labels = await wait_for(
+    await eventually(restored, "the DCGM exporter objects to come back")
+    labels = await eventually(
         lambda: _has_label(cluster, nodes["u1"], DEPLOY + "dcgm-exporter"), "the label back"
     )
     assert labels
@@ -250,9 +250,9 @@ async def test_opting_a_node_out(cluster: Cluster) -> None:
         labels = await cluster.node_labels(nodes["r1"], DEPLOY)
         return labels == {DEPLOY + "operands": "false"}
 
-    await wait_for(opted_out, "the rhel node's deploy labels to go")
+    await eventually(opted_out, "the rhel node's deploy labels to go")
     # Its OS had no other node: the rhel driver DaemonSet is no longer needed.
-    await wait_for(
+    await eventually(
         lambda: _no_daemonset(cluster, "nvidia-driver-daemonset-rhel9.4"),
         "the rhel driver DaemonSet to go",
     )
@@ -260,10 +260,10 @@ async def test_opting_a_node_out(cluster: Cluster) -> None:
     assert "nvidia-driver-daemonset-ubuntu22.04" in await cluster.daemonsets()
 
     await cluster.label_node(nodes["r1"], {DEPLOY + "operands": None})
-    await wait_for(
+    await eventually(
         lambda: _has_label(cluster, nodes["r1"], DEPLOY + "driver"), "the node to opt back in"
     )
-    await wait_for(
+    await eventually(
         lambda: _has_daemonset(cluster, "nvidia-driver-daemonset-rhel9.4"),
         "the rhel driver DaemonSet back",
     )
@@ -286,8 +286,8 @@ async def test_a_node_that_loses_its_gpu_loses_its_labels(cluster: Cluster) -> N
     async def cleaned() -> bool:
         return await cluster.node_labels(nodes["u2"]) == {"nvidia.com/gpu.present": "false"}
 
-    await wait_for(cleaned, "the GPU labels to go")
-    await wait_for(lambda: cluster.metric("gpu_operator_gpu_nodes_total") == 2, "2 GPU nodes")
+    await eventually(cleaned, "the GPU labels to go")
+    await eventually(lambda: cluster.metric("gpu_operator_gpu_nodes_total") == 2, "2 GPU nodes")
 
 
 async def test_cpu_only_cluster(cluster: Cluster) -> None:
@@ -312,7 +312,7 @@ async def test_a_second_policy_is_ignored_until_the_first_goes(cluster: Cluster)
     async def ignored() -> bool:
         return (await cluster.status(second["name"])).get("state") == "ignored"
 
-    await wait_for(ignored, "the second ClusterPolicy to be ignored")
+    await eventually(ignored, "the second ClusterPolicy to be ignored")
     cond = await cluster.condition(second["name"])
     assert cond["status"] == "False" and cond["reason"] == "Ignored"
     assert f"ClusterPolicy {first['name']} is active" in cond["message"]
@@ -328,10 +328,10 @@ async def test_a_second_policy_is_ignored_until_the_first_goes(cluster: Cluster)
             o["metadata"]["ownerReferences"][0]["uid"] == second["uid"] for o in objects
         )
 
-    await wait_for(taken_over, "every object to be owned by the second ClusterPolicy")
+    await eventually(taken_over, "every object to be owned by the second ClusterPolicy")
 
     await cluster.client.delete(CLUSTER_POLICY, second["name"])
-    await wait_for(
+    await eventually(
         lambda: cluster.metric("gpu_operator_reconciliation_status") == -1,
         "the status metric to say there is no ClusterPolicy",
     )
@@ -354,7 +354,7 @@ async def test_invalid_combinations_give_conditions(cluster: Cluster) -> None:
         cond = await cluster.condition(policy, "Error")
         return cond if cond and cond["status"] == "True" else None
 
-    cond = await wait_for(error, "an Error condition")
+    cond = await eventually(error, "an Error condition")
     await cluster.settle()
     cond = await cluster.condition(policy, "Error")
     assert cond["reason"] == "KernelLabelMissing"
@@ -386,10 +386,10 @@ async def test_service_monitor_once_its_crd_exists(cluster: Cluster) -> None:
         cond = await cluster.condition(policy, "Error")
         return cond["reason"] if cond and cond["status"] == "True" else None
 
-    assert await wait_for(reason, "the missing CRD to be reported") == "ServiceMonitorCRDMissing"
+    assert await eventually(reason, "the missing CRD to be reported") == "ServiceMonitorCRDMissing"
     await install_service_monitor_crd(cluster)
     await ready(cluster, policy)
-    monitor = await wait_for(
+    monitor = await eventually(
         lambda: cluster.get(
             GVK("monitoring.coreos.com", "v1", "ServiceMonitor"),
             "nvidia-dcgm-exporter",
@@ -456,7 +456,7 @@ async def test_missing_nfd_labels(cluster: Cluster) -> None:
         cond = await cluster.condition(policy)
         return cond["reason"] if cond else None
 
-    assert await wait_for(reason, "a Ready condition") == "NFDLabelsMissing"
+    assert await eventually(reason, "a Ready condition") == "NFDLabelsMissing"
     assert (await cluster.status(policy))["state"] == "notReady"
     assert cluster.metric("gpu_operator_reconciliation_has_nfd_labels") == 0
 
@@ -512,7 +512,7 @@ async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) ->
         named = cond and f"state-device-plugin on {nodes['u1']}" in cond["message"]
         return cond if named and cond["reason"] == "OperandNotReady" else None
 
-    await wait_for(not_ready, "OperandNotReady naming the device plugin and its node")
+    await eventually(not_ready, "OperandNotReady naming the device plugin and its node")
     status = await cluster.status(policy)
     assert status["state"] == "notReady"
     plugin = {c["name"]: c for c in status["components"]}["state-device-plugin"]

@@ -12,8 +12,8 @@ from tests.integration.components.controllers.conftest import (
     NVIDIA_DRIVER,
     OS_ID,
     Cluster,
-    wait_for,
 )
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ async def state(cluster: Cluster, name: str, want: str) -> dict[str, Any]:
         status = await cluster.status(name, NVIDIA_DRIVER)
         return status if status.get("state") == want else None
 
-    result: dict[str, Any] = await wait_for(check, f"NVIDIADriver {name} to be {want}")
+    result: dict[str, Any] = await eventually(check, f"NVIDIADriver {name} to be {want}")
     return result
 
 
@@ -116,6 +116,6 @@ async def test_handing_the_driver_back_to_the_clusterpolicy(cluster: Cluster) ->
         names = set(driver_daemonsets(await cluster.daemonsets()))
         return names == {"nvidia-driver-daemonset-ubuntu22.04", "nvidia-driver-daemonset-rhel9.4"}
 
-    await wait_for(handed_back, "only the ClusterPolicy's driver DaemonSets")
+    await eventually(handed_back, "only the ClusterPolicy's driver DaemonSets")
     status = await state(cluster, default, "ignored")
     assert "useNvidiaDriverCRD" in status["conditions"][0]["message"]

@@ -16,7 +16,8 @@ from kubernetes_asyncio import client
 from components.controllers import LEASE_NAME
 from components.kube import apply_crds, load_documents
 from reconciler.envtest import ControlPlane, free_port
-from tests.integration.components.controllers.conftest import REPO, wait_for
+from tests.integration.components.controllers.conftest import REPO
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,7 @@ async def test_run_serves_probes_and_metrics_and_stops_on_sigterm(
             async def ready() -> bool:
                 return (await get(session, f"http://127.0.0.1:{probes}/readyz"))[0] == 200
 
-            await wait_for(ready, "/readyz to answer 200")
+            await eventually(ready, "/readyz to answer 200")
             assert (await get(session, f"http://127.0.0.1:{probes}/healthz"))[0] == 200
             status, text = await get(session, f"http://127.0.0.1:{metrics}/metrics")
             assert status == 200

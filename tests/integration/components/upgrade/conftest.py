@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from reconciler import (
     labels_of,
     name_of,
 )
+from tests import polling
 
 REPO = Path(__file__).resolve().parents[4]
 NODE = GVK("", "v1", "Node")
@@ -62,20 +64,8 @@ DS_NAME = "nvidia-driver-daemonset"
 S = UpgradeState
 
 
-async def eventually(check: Callable[[], Any], what: str, seconds: float = 90.0) -> Any:
-    """Wait until `check()` is truthy (a guard against hanging, not a claim about speed)."""
-    last: Any = None
-    try:
-        async with asyncio.timeout(seconds):
-            while True:
-                last = check()
-                if asyncio.iscoroutine(last):
-                    last = await last
-                if last:
-                    return last
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"never happened: {what} (last: {last!r})") from None
+# This layer's waits cover whole upgrade walks, so its guard against a hang is longer.
+eventually = functools.partial(polling.eventually, seconds=90.0)
 
 
 def _ready_status() -> Object:
