@@ -491,7 +491,7 @@ class UpgradeController:
             walk_moves_it=pool is not None and pool.enabled,
         )
         if change is not None:
-            if await self._write_pin(obj, node, change, pool) is None:
+            if await self._write_pin(obj, node, change) is None:
                 return Result(requeue=True)
             return None  # the node's update brings us back, pinned
         if pool is None or not pool.enabled:
@@ -515,9 +515,7 @@ class UpgradeController:
         )
         return await self._run(obj, ctx, pool)
 
-    async def _write_pin(
-        self, obj: Object, node: NodeView, change: PinChange, pool: Pool | None
-    ) -> Object | None:
+    async def _write_pin(self, obj: Object, node: NodeView, change: PinChange) -> Object | None:
         """One merge patch of the pin, refused (409) if the node changed since we read it."""
         meta = obj["metadata"]
         body = {
