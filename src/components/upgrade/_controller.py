@@ -214,12 +214,13 @@ class UpgradeController:
         )
         self.tracker = WriteTracker(timeout=expectation_timeout)
         """Every node write: a node's reconcile waits until its cache shows its last one."""
+        self.pod_writes = WriteTracker(timeout=expectation_timeout)
+        """Driver pod annotations: written again only once the cache shows the last one."""
         self.admissions = WriteTracker(timeout=expectation_timeout)
         """Admission's writes: the next admission waits until the cache shows them all."""
         self._waits: dict[str, str] = {}
         self._blocked: dict[str, str] = {}
         self._local_storage: dict[str, bool] = {}
-        self._kernels_recorded: dict[str, str] = {}
         self.views = _Views()
         self._status_writers: dict[tuple[str, str], _StatusWriter] = {}
         self._policies: dict[tuple[str, str, str], tuple[DriverUpgradePolicySpec, bool]] = {}
@@ -619,20 +620,18 @@ class UpgradeController:
             acted = acted or len(blocked) < len(step.evict)
         if step.record_kernel and ctx.driver is not None:
             d = ctx.driver
-            # Once per pod: a reconcile that runs before the pod's update event reaches the
-            # cache would otherwise write the same annotation again.
-            if self._kernels_recorded.get(d.uid) != step.record_kernel:
+            # A reconcile that runs before our last write of the pod reaches the cache would
+            # write the same annotation again.
+            if not self.pod_writes.behind(d.name, self.cache.get(POD, d.name, d.namespace)):
                 annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
                 with contextlib.suppress(NotFound):
-                    await self.client.patch(
+                    written = await self.client.patch(
                         POD,
                         d.name,
                         {"metadata": {"annotations": annotations}},
                         namespace=d.namespace,
                     )
-                if len(self._kernels_recorded) > 10_000:
-                    self._kernels_recorded.clear()
-                self._kernels_recorded[d.uid] = step.record_kernel
+                    self.pod_writes.record(written)
         return acted
 
     async def _delete(self, pod: PodView) -> None:
