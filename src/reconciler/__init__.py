@@ -45,6 +45,16 @@ from reconciler._indexers import (
     label_index_name,
 )
 from reconciler._informer import EventHandler, Informer
+from reconciler._kinds import (
+    CONFIG_MAP,
+    CONTROLLER_REVISION,
+    CRD,
+    DAEMONSET,
+    EVENT,
+    NODE,
+    PDB,
+    POD,
+)
 from reconciler._leader_election import LeaderElectionConfig, LeaderElector
 from reconciler._manager import Manager
 from reconciler._metrics import Metrics, metrics_for
@@ -89,11 +99,19 @@ from reconciler._transport import Transport
 from reconciler._trim import DEFAULT_DROP, Trimmer
 
 __all__ = [
+    "CONFIG_MAP",
+    "CONTROLLER_REVISION",
+    "CRD",
+    "DAEMONSET",
     "DEFAULT_DROP",
+    "EVENT",
     "GVK",
     "NAMESPACE_INDEX",
+    "NODE",
     "NORMAL",
     "OWNER_INDEX",
+    "PDB",
+    "POD",
     "WARNING",
     "AlreadyExists",
     "And",

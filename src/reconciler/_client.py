@@ -28,6 +28,7 @@ from reconciler._exceptions import (
     ServerError,
     TooManyRequests,
 )
+from reconciler._kinds import POD
 from reconciler._objects import (
     GVK,
     Object,
@@ -41,8 +42,6 @@ from reconciler._retry import TRANSIENT, with_retries
 from reconciler._transport import APPLY_PATCH, JSON, JSON_PATCH, MERGE_PATCH, Params, Transport
 
 log = logging.getLogger("reconciler.client")
-
-POD = GVK("", "v1", "Pod")
 
 
 class Eviction(enum.Enum):

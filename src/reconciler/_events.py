@@ -16,12 +16,12 @@ from typing import Any
 
 from reconciler._client import Client
 from reconciler._exceptions import NotFound, ReconcilerError
-from reconciler._objects import GVK, Object, meta
+from reconciler._kinds import EVENT
+from reconciler._objects import Object, meta
 from reconciler._transport import MERGE_PATCH
 
 log = logging.getLogger("reconciler.events")
 
-EVENT = GVK("", "v1", "Event")
 NORMAL = "Normal"
 WARNING = "Warning"
 

@@ -66,6 +66,7 @@ from components.controllers._view import (
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand, Rendered
 from reconciler import (
+    CONFIG_MAP,
     NORMAL,
     WARNING,
     BadRequest,
@@ -251,7 +252,7 @@ class ClusterPolicyController:
 
     def _view(self, obj: Object, nodes: Sequence[Object]) -> ClusterView:
         crds = self.client.list(CRD)
-        config_maps = self.client.list(_informers.CONFIG_MAP, namespace=self.namespace)
+        config_maps = self.client.list(CONFIG_MAP, namespace=self.namespace)
         return ClusterView(
             namespace=self.namespace,
             gpu_nodes=gpu_nodes(nodes),

@@ -9,7 +9,13 @@ from __future__ import annotations
 from typing import Final
 
 from components import api
-from reconciler import GVK
+from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
+from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
+from reconciler import CONTROLLER_REVISION as CONTROLLER_REVISION
+from reconciler import CRD as CRD
+from reconciler import DAEMONSET as DAEMONSET
+from reconciler import NODE as NODE
+from reconciler import POD as POD
 
 FIELD_MANAGER: Final = "gpu-operator"
 """The one field manager every server-side apply and patch is sent with."""
@@ -23,13 +29,6 @@ LEASE_NAME: Final = "53822513.nvidia.com"
 
 # -- kinds ----------------------------------------------------------------------------
 
-CLUSTER_POLICY: Final = GVK("nvidia.com", "v1", "ClusterPolicy")
-NVIDIA_DRIVER: Final = GVK("nvidia.com", "v1alpha1", "NVIDIADriver")
-NODE: Final = GVK("", "v1", "Node")
-POD: Final = GVK("", "v1", "Pod")
-DAEMONSET: Final = GVK("apps", "v1", "DaemonSet")
-CONTROLLER_REVISION: Final = GVK("apps", "v1", "ControllerRevision")
-CRD: Final = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 
 SERVICE_MONITOR_CRD: Final = "servicemonitors.monitoring.coreos.com"
 

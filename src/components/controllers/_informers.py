@@ -35,11 +35,10 @@ from components.controllers._constants import (
     POD,
     SERVICE_MONITOR_CRD,
 )
-from reconciler import GVK, Informer, Manager
+from reconciler import CONFIG_MAP, GVK, Informer, Manager
 
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE}"
 
-CONFIG_MAP = GVK("", "v1", "ConfigMap")
 
 NAMESPACED_OWNED: tuple[GVK, ...] = (
     GVK("", "v1", "ServiceAccount"),

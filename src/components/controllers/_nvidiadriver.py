@@ -53,6 +53,7 @@ from components.controllers._status import OperandReadiness, driver_status, stat
 from components.controllers._view import config_map_keys, gpu_nodes
 from components.operands import OPERANDS, ClusterView, Operand
 from reconciler import (
+    CONFIG_MAP,
     NORMAL,
     WARNING,
     BadRequest,
@@ -207,9 +208,7 @@ class NVIDIADriverController:
                 name_of(c) == SERVICE_MONITOR_CRD for c in self.client.list(CRD)
             ),
             owner=owner_reference(obj),
-            config_map_keys=config_map_keys(
-                self.client.list(_informers.CONFIG_MAP, namespace=self.namespace)
-            ),
+            config_map_keys=config_map_keys(self.client.list(CONFIG_MAP, namespace=self.namespace)),
         )
         spec = nvidia_driver.spec
         rendered = self.driver.render(policy_with_driver(policy, driver_section(spec)), view)

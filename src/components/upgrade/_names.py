@@ -11,7 +11,13 @@ from typing import Final
 
 from components import api
 from components.api import UpgradeState
-from reconciler import GVK
+from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
+from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
+from reconciler import CONTROLLER_REVISION as CONTROLLER_REVISION
+from reconciler import DAEMONSET as DAEMONSET
+from reconciler import NODE as NODE
+from reconciler import PDB as PDB
+from reconciler import POD as POD
 
 # -- node labels -------------------------------------------------------------------------
 
@@ -112,16 +118,6 @@ EVENT_REASON: Final = "GPUDriverUpgrade"
 
 STATUS_FIELD_MANAGER: Final = "gpu-operator-upgrade"
 """The field manager of `status.upgrade`: the policy controller owns the rest of status."""
-
-# -- kinds -------------------------------------------------------------------------------
-
-NODE: Final = GVK("", "v1", "Node")
-POD: Final = GVK("", "v1", "Pod")
-DAEMONSET: Final = GVK("apps", "v1", "DaemonSet")
-CONTROLLER_REVISION: Final = GVK("apps", "v1", "ControllerRevision")
-PDB: Final = GVK("policy", "v1", "PodDisruptionBudget")
-CLUSTER_POLICY: Final = GVK("nvidia.com", "v1", "ClusterPolicy")
-NVIDIA_DRIVER: Final = GVK("nvidia.com", "v1alpha1", "NVIDIADriver")
 
 # -- states ------------------------------------------------------------------------------
 
