@@ -25,15 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from components.operands._common import (
+from components.operands._contract import ClusterView, GPUNode, Operand, Rendered
+from components.operands._names import (
     COMPONENT_LABEL,
     DEPLOY_LABEL_PREFIX,
-    MANAGED_BY,
     MANAGED_BY_LABEL,
-    ClusterView,
-    GPUNode,
-    Operand,
-    Rendered,
+    MANAGED_BY_VALUE,
     safe_name,
 )
 from components.operands.dcgm import DCGM
@@ -76,8 +73,8 @@ __all__ = [
     "COMPONENT_LABEL",
     "DCGM",
     "DEPLOY_LABEL_PREFIX",
-    "MANAGED_BY",
     "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
     "MIG_GPUS",
     "OPERANDS",
     "ClusterView",

@@ -7,23 +7,20 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
-    BaseOperand,
-    Ctx,
-    Rendered,
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import Rendered
+from components.operands._names import deploy_label
+from components.operands._pods import (
     apply_component,
-    daemonset,
-    deploy_label,
     host_path,
-    image_or_condition,
     merge_env,
     pod_spec,
     pull_policy,
-    service,
-    service_account,
     toolkit_validation,
     validations_volume,
 )
+from components.operands._rbac import service_account
+from components.operands._workloads import daemonset, service
 
 NAME = "state-dcgm"
 DEPLOY_LABEL = deploy_label("dcgm")

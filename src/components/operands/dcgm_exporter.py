@@ -17,32 +17,26 @@ from typing import Any
 
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
-    BaseOperand,
-    Ctx,
-    Rendered,
-    account_and_rbac,
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import Rendered
+from components.operands._names import deploy_label
+from components.operands._pods import (
     apply_component,
     config_map_volume,
-    daemonset,
-    deploy_label,
     env,
     env_field,
     get_env,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
     pod_spec,
-    prometheus_scrape,
     pull_policy,
-    rule,
-    service,
-    service_monitor,
     set_env,
     toolkit_validation,
     validations_volume,
 )
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import daemonset, prometheus_scrape, service, service_monitor
 from components.operands.dcgm import APP as DCGM_APP
 from components.operands.dcgm import PORT as DCGM_PORT
 

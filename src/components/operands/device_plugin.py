@@ -14,31 +14,30 @@ from typing import Any
 
 from components.api import ClusterPolicy, MIGStrategy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import Rendered
+from components.operands._names import deploy_label
+from components.operands._pods import (
     VALIDATIONS_DIR,
-    BaseOperand,
-    Ctx,
-    Rendered,
-    account_and_rbac,
     apply_component,
     config_map_volume,
-    daemonset,
-    deploy_label,
-    entrypoint_config_map,
-    entrypoint_mount,
-    entrypoint_volume,
     env,
     env_field,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
     pod_spec,
     pull_policy,
-    rule,
     set_env,
     toolkit_validation,
     validations_volume,
+)
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import (
+    daemonset,
+    entrypoint_config_map,
+    entrypoint_mount,
+    entrypoint_volume,
 )
 
 NAME = "state-device-plugin"

@@ -46,6 +46,9 @@ from typing import Any
 
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
+    KERNEL_LABEL,
+    OS_ID_LABEL,
+    OS_VERSION_LABEL,
     ClusterPolicy,
     ContainerProbeSpec,
     DriverSpec,
@@ -53,36 +56,31 @@ from components.api import (
     driver_image,
     driver_manager_image,
 )
-from components.operands._common import (
-    LABEL_KERNEL,
-    LABEL_OS_ID,
-    LABEL_OS_VERSION,
+from components.operands._context import BaseOperand, Ctx
+from components.operands._contract import GPUNode, Rendered
+from components.operands._names import (
+    deploy_label,
+    name_list,
+    nodes_phrase,
+    safe_name,
+    wants_operand,
+)
+from components.operands._pods import (
     PRIVILEGED,
     VALIDATIONS_DIR,
-    BaseOperand,
-    Ctx,
-    GPUNode,
-    Rendered,
-    account_and_rbac,
-    config_map,
     config_map_volume,
-    daemonset,
-    deploy_label,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    name_list,
-    nodes_phrase,
     pod_spec,
     pull_policy,
     resources,
-    rule,
-    safe_name,
     set_env,
-    wants_operand,
 )
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import config_map, daemonset
 
 NAME = "state-driver"
 DEPLOY_LABEL = deploy_label("driver")
@@ -138,7 +136,7 @@ class DriverPool:
 
     @property
     def node_selector(self) -> dict[str, str]:
-        selector = {LABEL_OS_ID: self.os_id, LABEL_OS_VERSION: self.os_version}
+        selector = {OS_ID_LABEL: self.os_id, OS_VERSION_LABEL: self.os_version}
         if self.kernel is not None:
             selector[DRIVER_KERNEL_PIN_LABEL] = self.kernel
         return selector
@@ -196,7 +194,7 @@ def driver_pools(
         conditions.append(
             (
                 "OSLabelsMissing",
-                f"{nodes_phrase(no_os)} no {LABEL_OS_ID} / {LABEL_OS_VERSION} label, so no "
+                f"{nodes_phrase(no_os)} no {OS_ID_LABEL} / {OS_VERSION_LABEL} label, so no "
                 "driver DaemonSet selects them (is node-feature-discovery running there?)",
             )
         )
@@ -209,7 +207,7 @@ def driver_pools(
         conditions.append(
             (
                 "KernelLabelMissing",
-                f"{nodes_phrase(no_kernel)} no {LABEL_KERNEL} label{consequence}",
+                f"{nodes_phrase(no_kernel)} no {KERNEL_LABEL} label{consequence}",
             )
         )
     return named, conditions

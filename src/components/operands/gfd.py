@@ -22,26 +22,23 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
-    BaseOperand,
-    Ctx,
-    Rendered,
-    account_and_rbac,
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import Rendered
+from components.operands._names import deploy_label
+from components.operands._pods import (
     apply_component,
-    daemonset,
-    deploy_label,
     env,
     env_field,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
     pod_spec,
     pull_policy,
-    rule,
     toolkit_validation,
     validations_volume,
 )
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import daemonset
 from components.operands.device_plugin import apply_plugin_config, mig_env
 
 NAME = "gpu-feature-discovery"

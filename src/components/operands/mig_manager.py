@@ -25,31 +25,25 @@ import yaml
 
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import GPUNode, Rendered
+from components.operands._names import deploy_label, wants_operand
+from components.operands._pods import (
     VALIDATIONS_DIR,
-    BaseOperand,
-    Ctx,
-    GPUNode,
-    Rendered,
-    account_and_rbac,
     apply_component,
-    config_map,
     config_map_volume,
-    daemonset,
-    deploy_label,
     env,
     env_field,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
     pod_spec,
     pull_policy,
-    rule,
     toolkit_validation,
     validations_volume,
-    wants_operand,
 )
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import config_map, daemonset
 from components.operands.device_plugin import cdi_hook_path
 
 NAME = "state-mig-manager"

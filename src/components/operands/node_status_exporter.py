@@ -8,29 +8,23 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import Rendered
+from components.operands._names import deploy_label
+from components.operands._pods import (
     VALIDATIONS_DIR,
-    BaseOperand,
-    Ctx,
-    Rendered,
-    account_and_rbac,
     apply_component,
-    daemonset,
-    deploy_label,
     env,
     env_field,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
     pod_spec,
-    prometheus_scrape,
     pull_policy,
-    rule,
-    service,
-    service_monitor,
     validations_volume,
 )
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import daemonset, prometheus_scrape, service, service_monitor
 
 NAME = "state-node-status-exporter"
 DEPLOY_LABEL = deploy_label("node-status-exporter")

@@ -8,7 +8,8 @@ user workloads name: `operator.runtimeClass` (default `nvidia`), whose handler i
 from __future__ import annotations
 
 from components.api import ClusterPolicy
-from components.operands._common import BaseOperand, Ctx, Rendered
+from components.operands._context import BaseOperand, Ctx
+from components.operands._contract import Rendered
 
 NAME = "pre-requisites"
 

@@ -33,32 +33,30 @@ from typing import Any
 
 from components.api import ClusterPolicy
 from components.api import Operand as ImageOperand
-from components.operands._common import (
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import GPUNode, Rendered
+from components.operands._names import deploy_label, nodes_phrase
+from components.operands._pods import (
     VALIDATIONS_DIR,
-    BaseOperand,
-    Ctx,
-    GPUNode,
-    Rendered,
     apply_component,
-    daemonset,
-    deploy_label,
     driver_location_env,
-    entrypoint_config_map,
-    entrypoint_mount,
-    entrypoint_volume,
     env,
     env_field,
     get_env,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
-    nodes_phrase,
     pod_spec,
     pull_policy,
-    service_account,
     set_env,
     validations_volume,
+)
+from components.operands._rbac import service_account
+from components.operands._workloads import (
+    daemonset,
+    entrypoint_config_map,
+    entrypoint_mount,
+    entrypoint_volume,
 )
 
 NAME = "state-container-toolkit"

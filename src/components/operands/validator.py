@@ -18,27 +18,24 @@ from typing import Any
 
 from components.api import ClusterPolicy, EnvVar
 from components.api import Operand as ImageOperand
-from components.operands._common import (
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import Rendered
+from components.operands._names import deploy_label
+from components.operands._pods import (
     VALIDATIONS_DIR,
-    BaseOperand,
-    Ctx,
-    Rendered,
-    account_and_rbac,
     apply_component,
-    daemonset,
-    deploy_label,
     driver_location_env,
     env,
     env_field,
     host_path,
-    image_or_condition,
     merge_env,
     mount,
     pod_spec,
     pull_policy,
-    rule,
     validations_volume,
 )
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import daemonset
 
 NAME = "state-operator-validation"
 DEPLOY_LABEL = deploy_label("operator-validator")

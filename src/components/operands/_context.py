@@ -1,0 +1,113 @@
+"""One render: the policy, the view and the operand's state name (`Ctx`), which stamps
+every object the same way, and `BaseOperand`, which builds it only while the policy
+switches the operand on."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from components.api import ClusterPolicy, ClusterPolicySpec, ImageError, operand_image
+from components.api import Operand as ImageOperand
+from components.operands._contract import ClusterView, Rendered
+from components.operands._names import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+
+DEFAULT_RUNTIME_CLASS = "nvidia"
+DEFAULT_DRIVER_INSTALL_DIR = "/run/nvidia/driver"
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """The inputs of one render, with helpers that stamp every object the same way."""
+
+    policy: ClusterPolicy
+    view: ClusterView
+    component: str  # the operand's state name
+
+    @property
+    def spec(self) -> ClusterPolicySpec:
+        return self.policy.spec
+
+    @property
+    def namespace(self) -> str:
+        return self.view.namespace
+
+    def labels(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        out = dict(extra or {})
+        out[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+        out[COMPONENT_LABEL] = self.component
+        return out
+
+    def meta(
+        self,
+        name: str,
+        *,
+        namespaced: bool = True,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if namespaced:
+            meta["namespace"] = self.namespace
+        meta["labels"] = self.labels(labels)
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if self.view.owner is not None:
+            meta["ownerReferences"] = [dict(self.view.owner)]
+        return meta
+
+    def image(self, operand: ImageOperand) -> str:
+        return operand_image(self.spec, operand, env=self.view.image_env)
+
+    @property
+    def validator_image(self) -> str:
+        return self.image(ImageOperand.OPERATOR_VALIDATOR)
+
+    @property
+    def runtime_class(self) -> str:
+        return self.spec.operator.runtime_class or DEFAULT_RUNTIME_CLASS
+
+    @property
+    def host_root(self) -> str:
+        return self.spec.host_paths.root_fs or "/"
+
+    @property
+    def driver_install_dir(self) -> str:
+        return self.spec.host_paths.driver_install_dir or DEFAULT_DRIVER_INSTALL_DIR
+
+
+def image_or_condition(
+    ctx: Ctx, operand: ImageOperand, rendered: Rendered, reason: str = "ImageInvalid"
+) -> str | None:
+    """The operand's image, or None after adding a condition that says why not."""
+    try:
+        return ctx.image(operand)
+    except ImageError as exc:
+        rendered.conditions.append((reason, f"{ctx.component}: {exc}"))
+        return None
+
+
+class BaseOperand(ABC):
+    """An `Operand` whose `render` is empty while the policy switches it off.
+
+    The gate lives here so that no operand can render objects for a disabled state (the
+    controller would apply them, then prune them on the next pass); each operand still
+    says for itself when it is enabled and what it renders.
+    """
+
+    name: str
+    deploy_label: str | None
+
+    @abstractmethod
+    def enabled(self, policy: ClusterPolicy) -> bool: ...
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if not self.enabled(policy):
+            return Rendered()
+        return self._render(Ctx(policy, view, self.name))
+
+    @abstractmethod
+    def _render(self, ctx: Ctx) -> Rendered:
+        """What the operand wants while it is enabled."""

@@ -1,0 +1,75 @@
+"""The labels that mark what the operator owns and where operands run, and the rules that
+turn strings into Kubernetes-valid names and node lists into condition messages."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from components.operands._contract import GPUNode
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+#: The value of `MANAGED_BY_LABEL` on everything the operator renders.
+MANAGED_BY_VALUE = "gpu-operator"
+#: The operand (state name) an object belongs to; the controller prunes by it.
+COMPONENT_LABEL = "nvidia.com/gpu-operator.component"
+DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
+DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
+
+#: Most nodes a condition message names before it says "and N more".
+MAX_NAMED_NODES = 10
+
+_INVALID = re.compile(r"[^a-z0-9.-]+")
+_DASHES = re.compile(r"-{2,}")
+
+
+def short_hash(text: str, length: int = 8) -> str:
+    """A stable, short hex digest of `text` (for names that must stay unique)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def safe_name(name: str, *, max_length: int = 63, unique_by: str | None = None) -> str:
+    """`name` as a valid Kubernetes DNS label (also a valid label value).
+
+    Lower case; characters other than `a-z 0-9 . -` become `-`; no leading or trailing
+    punctuation. When it is longer than `max_length` (or `unique_by` is given), the end is
+    cut and `-<hash>` of the original (or of `unique_by`) appended, so two long names that
+    share a prefix stay different.
+    """
+    cleaned = _DASHES.sub("-", _INVALID.sub("-", name.lower())).strip("-.")
+    if len(cleaned) <= max_length and unique_by is None:
+        return cleaned or short_hash(name)
+    suffix = short_hash(name if unique_by is None else unique_by)
+    head = cleaned[: max_length - len(suffix) - 1].rstrip("-.")
+    return f"{head}-{suffix}" if head else suffix
+
+
+def name_list(names: Iterable[str]) -> str:
+    """`a, b, c` (sorted), or `a, b, ... and 7 more` beyond `MAX_NAMED_NODES`."""
+    ordered = sorted(names)
+    shown = ", ".join(ordered[:MAX_NAMED_NODES])
+    rest = len(ordered) - MAX_NAMED_NODES
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def nodes_phrase(names: Iterable[str], verb: tuple[str, str] = ("has", "have")) -> str:
+    """`GPU node a has` / `GPU nodes a, b have` (the list as `name_list` writes it)."""
+    ordered = list(names)
+    if len(ordered) == 1:
+        return f"GPU node {ordered[0]} {verb[0]}"
+    return f"GPU nodes {name_list(ordered)} {verb[1]}"
+
+
+def deploy_label(operand: str) -> str:
+    """`nvidia.com/gpu.deploy.<operand>`."""
+    return DEPLOY_LABEL_PREFIX + operand
+
+
+def wants_operand(node: GPUNode, label: str) -> bool:
+    """Whether a node should run an operand: not opted out (`gpu.deploy.operands=false`)
+    and the operand's deploy label is not `false` (absent counts as wanted: the node
+    labeler sets it soon)."""
+    if node.labels.get(DEPLOY_OPERANDS_LABEL) == "false":
+        return False
+    return node.labels.get(label, "true") not in ("false", "pre-installed")

@@ -1,0 +1,228 @@
+"""Builders for what goes into an operand's pod: env, mounts, volumes, the init containers
+that wait for the driver stack, and the pod spec every operand pod shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from components.api import (
+    ClusterPolicySpec,
+    ComponentSpec,
+    EnvVar,
+    ImageSpec,
+    ResourceRequirements,
+)
+from components.operands._context import DEFAULT_DRIVER_INSTALL_DIR, Ctx
+
+VALIDATIONS_DIR = "/run/nvidia/validations"
+DEFAULT_PRIORITY_CLASS = "system-node-critical"
+
+#: Every operand pod tolerates the GPU taint, whatever `daemonsets.tolerations` adds.
+GPU_TOLERATION: Mapping[str, str] = {
+    "key": "nvidia.com/gpu",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+
+# --- containers ---------------------------------------------------------------------
+
+
+def env(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def env_field(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def set_env(envs: list[dict[str, Any]], name: str, value: str) -> None:
+    """Set `name` to `value`, in place where it already is (a `valueFrom` is replaced)."""
+    for i, item in enumerate(envs):
+        if item.get("name") == name:
+            envs[i] = env(name, value)
+            return
+    envs.append(env(name, value))
+
+
+def get_env(envs: Sequence[Mapping[str, Any]], name: str) -> str | None:
+    for item in envs:
+        if item.get("name") == name and "value" in item:
+            return str(item["value"])
+    return None
+
+
+def merge_env(
+    defaults: Iterable[Mapping[str, Any]], overrides: Iterable[EnvVar] = ()
+) -> list[dict[str, Any]]:
+    """The operator's env with the user's `env` applied on top (user wins, order kept)."""
+    out = [dict(item) for item in defaults]
+    for item in overrides:
+        set_env(out, item.name, item.value)
+    return out
+
+
+def pull_policy(spec: ImageSpec) -> str:
+    return spec.image_pull_policy or "IfNotPresent"
+
+
+def resources(spec: ResourceRequirements) -> dict[str, Any] | None:
+    """The container `resources`, or None when the policy sets none."""
+    out: dict[str, Any] = {}
+    if spec.limits:
+        out["limits"] = dict(spec.limits)
+    if spec.requests:
+        out["requests"] = dict(spec.requests)
+    return out or None
+
+
+def apply_component(container: dict[str, Any], spec: ComponentSpec) -> dict[str, Any]:
+    """Apply an operand section's resources and args to its main container (in place)."""
+    res = resources(spec.resources)
+    if res is not None:
+        container["resources"] = res
+    if spec.args:
+        container["args"] = list(spec.args)
+    return container
+
+
+def mount(
+    name: str,
+    path: str,
+    *,
+    read_only: bool = False,
+    propagation: str | None = None,
+    sub_path: str | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "mountPath": path}
+    if read_only:
+        out["readOnly"] = True
+    if propagation:
+        out["mountPropagation"] = propagation
+    if sub_path:
+        out["subPath"] = sub_path
+    return out
+
+
+def host_path(name: str, path: str, type_: str | None = None) -> dict[str, Any]:
+    source: dict[str, Any] = {"path": path}
+    if type_:
+        source["type"] = type_
+    return {"name": name, "hostPath": source}
+
+
+def config_map_volume(
+    name: str, config_map_name: str, *, mode: int | None = None, items: Sequence[str] = ()
+) -> dict[str, Any]:
+    source: dict[str, Any] = {"name": config_map_name}
+    if mode is not None:
+        source["defaultMode"] = mode
+    if items:
+        source["items"] = [{"key": key, "path": key} for key in items]
+    return {"name": name, "configMap": source}
+
+
+PRIVILEGED: Mapping[str, Any] = {"privileged": True}
+
+
+def wait_for_file(ctx: Ctx, name: str, ready_file: str, what: str) -> dict[str, Any]:
+    """An init container that waits until `/run/nvidia/validations/<ready_file>` exists."""
+    path = f"{VALIDATIONS_DIR}/{ready_file}"
+    return {
+        "name": name,
+        "image": ctx.validator_image,
+        "imagePullPolicy": pull_policy(ctx.spec.validator),
+        "command": ["sh", "-c"],
+        "args": [f"until [ -f {path} ]; do echo waiting for {what}; sleep 5; done"],
+        "securityContext": dict(PRIVILEGED),
+        "volumeMounts": [
+            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer")
+        ],
+    }
+
+
+def driver_location_env(ctx: Ctx) -> list[dict[str, Any]]:
+    """Where a driver validation finds the driver and the host's root, set only when the
+    policy moves them from the validator's own defaults (`/run/nvidia/driver`, `/`)."""
+    out: list[dict[str, Any]] = []
+    if ctx.driver_install_dir != DEFAULT_DRIVER_INSTALL_DIR:
+        out += [
+            env("DRIVER_INSTALL_DIR", ctx.driver_install_dir),
+            env("DRIVER_INSTALL_DIR_CTR_PATH", ctx.driver_install_dir),
+        ]
+    if ctx.host_root != "/":
+        out.append(env("HOST_ROOT", ctx.host_root))
+    return out
+
+
+def toolkit_validation(ctx: Ctx) -> dict[str, Any]:
+    """The init container every GPU client waits behind: `toolkit-ready`."""
+    return wait_for_file(
+        ctx, "toolkit-validation", "toolkit-ready", "the NVIDIA container stack to be set up"
+    )
+
+
+def validations_volume() -> dict[str, Any]:
+    return host_path("run-nvidia-validations", VALIDATIONS_DIR, "DirectoryOrCreate")
+
+
+# --- the pod ----------------------------------------------------------------------------
+
+
+def tolerations(spec: ClusterPolicySpec) -> list[dict[str, Any]]:
+    """`daemonsets.tolerations`, plus the `nvidia.com/gpu` NoSchedule one if missing."""
+    out = [t.to_dict() for t in spec.daemonsets.tolerations]
+    if not any(
+        t.get("key") == GPU_TOLERATION["key"]
+        and t.get("operator", "Equal") == "Exists"
+        and t.get("effect", "") in ("", "NoSchedule")
+        for t in out
+    ):
+        out.append(dict(GPU_TOLERATION))
+    return out
+
+
+def pull_secrets(*specs: ImageSpec) -> list[dict[str, str]]:
+    names: list[str] = []
+    for spec in specs:
+        for secret in spec.image_pull_secrets:
+            if secret not in names:
+                names.append(secret)
+    return [{"name": n} for n in names]
+
+
+def pod_spec(
+    ctx: Ctx,
+    *,
+    account: str,
+    deploy: str,
+    containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+    init_containers: Sequence[dict[str, Any]] = (),
+    images: Sequence[ImageSpec] = (),
+    node_selector: Mapping[str, str] | None = None,
+    runtime_class: bool = False,
+    host_pid: bool = False,
+) -> dict[str, Any]:
+    """A pod spec with what every operand pod has: node selector on the deploy label,
+    tolerations, priority class, service account, pull secrets."""
+    selector = {deploy: "true"}
+    selector.update(node_selector or {})
+    spec: dict[str, Any] = {
+        "nodeSelector": selector,
+        "tolerations": tolerations(ctx.spec),
+        "priorityClassName": ctx.spec.daemonsets.priority_class_name or DEFAULT_PRIORITY_CLASS,
+        "serviceAccountName": account,
+    }
+    if host_pid:
+        spec["hostPID"] = True
+    if runtime_class:
+        spec["runtimeClassName"] = ctx.runtime_class
+    secrets = pull_secrets(*images)
+    if secrets:
+        spec["imagePullSecrets"] = secrets
+    if init_containers:
+        spec["initContainers"] = list(init_containers)
+    spec["containers"] = containers
+    spec["volumes"] = volumes
+    return spec
