@@ -1,0 +1,156 @@
+"""A driver DaemonSet for one pool of nodes, and the objects all of them share (the
+ServiceAccount with its RBAC, the startup-probe script)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.api import DRIVER_KERNEL_PIN_LABEL, DriverSpec
+from components.operands._context import Ctx
+from components.operands._contract import Rendered
+from components.operands._names import safe_name
+from components.operands._pods import VALIDATIONS_DIR, config_map_volume, host_path, pod_spec
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import config_map, daemonset
+from components.operands.driver._containers import (
+    DRIVER_CONTAINER,
+    STARTUP_PROBE_VOLUME,
+    driver_containers,
+    manager_container,
+)
+from components.operands.driver._pools import DEPLOY_LABEL, DriverPool, sanitize_kernel
+
+ACCOUNT = "nvidia-driver"
+COMPONENT = "nvidia-driver"
+STARTUP_PROBE_CONFIG_MAP = "nvidia-driver-startup-probe"
+PRECOMPILED_LABEL = "nvidia.com/precompiled"
+PRECOMPILED_KERNEL_LABEL = "nvidia.com/precompiled.kernel-version"
+OS_RELEASE_LABEL = "nvidia.com/node.os-version"
+
+_STARTUP_PROBE_SCRIPT = """#!/bin/sh
+# Ready when the kernel module is loaded and nvidia-smi answers; then tell the
+# validator (it waits for this file) which optional modules this pod set up.
+set -eu
+ready="/run/nvidia/validations/.driver-ctr-ready"
+mkdir -p "$(dirname "$ready")"
+[ -f /sys/module/nvidia/refcnt ] || { echo "nvidia kernel module is not loaded"; exit 1; }
+nvidia-smi || { echo "nvidia-smi failed"; exit 1; }
+{
+  echo "GDRCOPY_ENABLED: ${GDRCOPY_ENABLED:-false}"
+  echo "GDS_ENABLED: ${GDS_ENABLED:-false}"
+  echo "GPU_DIRECT_RDMA_ENABLED: ${GPU_DIRECT_RDMA_ENABLED:-false}"
+} > "$ready.tmp"
+mv "$ready.tmp" "$ready"
+"""
+
+_RBAC_RULES = [
+    rule([""], ["nodes"], ["get", "list", "watch", "patch", "update"]),
+    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+    rule([""], ["pods/eviction"], ["create"]),
+    rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
+]
+
+
+def shared_objects(ctx: Ctx) -> list[dict[str, Any]]:
+    """The ServiceAccount every driver pod runs as, its RBAC, and the startup-probe
+    ConfigMap every driver DaemonSet mounts."""
+    return [
+        *account_and_rbac(ctx, ACCOUNT, cluster_rules=_RBAC_RULES),
+        config_map(
+            ctx,
+            STARTUP_PROBE_CONFIG_MAP,
+            {"startup-probe.sh": _STARTUP_PROBE_SCRIPT},
+            labels={"app.kubernetes.io/component": COMPONENT},
+        ),
+    ]
+
+
+def _volumes(ctx: Ctx, driver: DriverSpec) -> list[dict[str, Any]]:
+    return [
+        host_path("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
+        host_path("var-log", "/var/log"),
+        host_path("dev-log", "/dev/log"),
+        host_path("host-os-release", "/etc/os-release"),
+        host_path("run-nvidia-fabricmanager", "/run/nvidia-fabricmanager", "DirectoryOrCreate"),
+        host_path("run-nvidia-topologyd", "/run/nvidia-topologyd", "DirectoryOrCreate"),
+        host_path(
+            "mlnx-ofed-usr-src",
+            "/usr/src" if driver.rdma.use_host_mofed else "/run/mellanox/drivers/usr/src",
+            "DirectoryOrCreate",
+        ),
+        host_path("run-mellanox-drivers", "/run/mellanox/drivers", "DirectoryOrCreate"),
+        host_path("run-nvidia-validations", VALIDATIONS_DIR, "DirectoryOrCreate"),
+        host_path("host-root", ctx.host_root),
+        host_path("host-sys", "/sys", "Directory"),
+        host_path("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
+        host_path("sysfs-memory-online", "/sys/devices/system/memory/auto_online_blocks"),
+        host_path("nv-firmware", f"{ctx.driver_install_dir}/lib/firmware", "DirectoryOrCreate"),
+        config_map_volume(STARTUP_PROBE_VOLUME, STARTUP_PROBE_CONFIG_MAP, mode=0o755),
+    ]
+
+
+def driver_daemonset(
+    ctx: Ctx, name: str, pool: DriverPool, image: str, rendered: Rendered
+) -> dict[str, Any]:
+    """The DaemonSet of one pool: its pods run on the pool's nodes only, never two on a
+    node, and are replaced only when the upgrade controller deletes them."""
+    driver = ctx.spec.driver
+    containers, extra_volumes = driver_containers(ctx, driver, image, pool, rendered)
+    pod = pod_spec(
+        ctx,
+        account=ACCOUNT,
+        deploy=DEPLOY_LABEL,
+        node_selector=pool.node_selector,
+        init_containers=[manager_container(ctx, driver)],
+        containers=containers,
+        volumes=_volumes(ctx, driver) + extra_volumes,
+        images=[driver, driver.manager],
+        host_pid=True,
+    )
+    pod["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "app.kubernetes.io/component",
+                                "operator": "In",
+                                "values": [COMPONENT, "nvidia-vgpu-manager"],
+                            }
+                        ]
+                    },
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    if pool.kernel is None:
+        # Pinned nodes belong to the precompiled DaemonSets: a node leaves this one when
+        # the upgrade pins it (precompiled turned on), not before.
+        pod["affinity"]["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": DRIVER_KERNEL_PIN_LABEL, "operator": "DoesNotExist"}
+                        ]
+                    }
+                ]
+            }
+        }
+    labels = {
+        "app.kubernetes.io/component": COMPONENT,
+        PRECOMPILED_LABEL: "true" if pool.kernel is not None else "false",
+        OS_RELEASE_LABEL: safe_name(pool.release),
+    }
+    if pool.kernel is not None:
+        labels[PRECOMPILED_KERNEL_LABEL] = sanitize_kernel(pool.kernel)
+    return daemonset(
+        ctx,
+        name,
+        pod,
+        labels=labels,
+        pod_annotations={"kubectl.kubernetes.io/default-container": DRIVER_CONTAINER},
+        strategy={"type": "OnDelete"},
+    )
