@@ -11,7 +11,7 @@ import yaml
 
 from components.api import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, crd, render_all
 from components.api._crd import cel_rules, render
-from components.api._validate import _SchemaChecker
+from components.api._validate._walk import SchemaChecker
 from components.cli import main
 from tests.unit.components.api.cases import REPO
 
@@ -171,7 +171,7 @@ def test_every_cel_rule_has_a_python_twin(kind: Any) -> None:
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
 def test_defaults_satisfy_their_own_schema(kind: Any) -> None:
-    checker = _SchemaChecker()
+    checker = SchemaChecker()
     for path, node in walk(schema_of(kind)):
         if "default" in node:
             checker.check(node["default"], node, path)

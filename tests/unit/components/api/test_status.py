@@ -19,7 +19,7 @@ from components.api import (
     UpgradeStatus,
     crd,
 )
-from components.api._validate import _SchemaChecker
+from components.api._validate._walk import SchemaChecker
 
 pytestmark = pytest.mark.unit
 
@@ -124,7 +124,7 @@ def test_status_dump_is_what_the_crd_accepts() -> None:
     assert body["components"][0]["notReadyNodes"] == ["b"]
     assert body["upgrade"]["inProgress"] == 1
     assert body["conditions"][0]["lastTransitionTime"] == T0
-    checker = _SchemaChecker()
+    checker = SchemaChecker()
     checker.check(body, status_schema(CLUSTER_POLICY), "status")
     assert checker.problems == []
     # ... and it reads back.
@@ -136,7 +136,7 @@ def test_status_dump_is_what_the_crd_accepts() -> None:
 
 def test_nvidiadriver_status_has_disabled() -> None:
     status = NVIDIADriverStatus(state="disabled")
-    checker = _SchemaChecker()
+    checker = SchemaChecker()
     checker.check(status.to_dict(defaults=True), status_schema(NVIDIA_DRIVER), "status")
     assert checker.problems == []
 
