@@ -9,7 +9,8 @@ defaults, write back without losing anything::
 
 Images::
 
-    operand_image(policy.spec, Operand.DEVICE_PLUGIN)     # nvcr.io/nvidia/k8s-device-plugin:v0.20.0
+    operand_image(policy.spec, OperandImage.DEVICE_PLUGIN)
+    # nvcr.io/nvidia/k8s-device-plugin:v0.20.0
     driver_image(policy.spec.driver, os_id="ubuntu", os_version="22.04")
     # nvcr.io/nvidia/driver:595.91.07-ubuntu22.04
 
@@ -88,7 +89,7 @@ from components.api._images import (
     DEFAULT_IMAGES,
     ImageDefault,
     ImageError,
-    Operand,
+    OperandImage,
     driver_image,
     driver_manager_image,
     join_image,
@@ -212,7 +213,7 @@ __all__ = [
     "NodeStatusExporterSpec",
     "NodeUpgradeStatus",
     "ObjectMeta",
-    "Operand",
+    "OperandImage",
     "OperatorSpec",
     "PSASpec",
     "PodDeletionSpec",

@@ -31,8 +31,12 @@ class ImageError(ValueError):
     """An image reference cannot be made from the spec (said in one sentence)."""
 
 
-class Operand(StrEnum):
-    """Operands that have an image, named as in the reference's state names."""
+class OperandImage(StrEnum):
+    """Which image to resolve: one per operand that runs one (and the driver manager's and
+    the init container's), named as in the reference's state names.
+
+    Not an operand itself: the operands the controller deploys are `components.operands`.
+    """
 
     DRIVER = "driver"
     DRIVER_MANAGER = "driver-manager"
@@ -64,38 +68,38 @@ class ImageDefault:
 #: Operator (and validator) version the defaults below pair with.
 OPERATOR_VERSION = "v25.10.0"
 
-DEFAULT_IMAGES: Mapping[Operand, ImageDefault] = {
-    Operand.DRIVER: ImageDefault("nvcr.io/nvidia", "driver", "595.91.07", "DRIVER_IMAGE"),
-    Operand.DRIVER_MANAGER: ImageDefault(
+DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
+    OperandImage.DRIVER: ImageDefault("nvcr.io/nvidia", "driver", "595.91.07", "DRIVER_IMAGE"),
+    OperandImage.DRIVER_MANAGER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0", "DRIVER_MANAGER_IMAGE"
     ),
-    Operand.CONTAINER_TOOLKIT: ImageDefault(
+    OperandImage.CONTAINER_TOOLKIT: ImageDefault(
         "nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0", "CONTAINER_TOOLKIT_IMAGE"
     ),
-    Operand.DEVICE_PLUGIN: ImageDefault(
+    OperandImage.DEVICE_PLUGIN: ImageDefault(
         "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", "DEVICE_PLUGIN_IMAGE"
     ),
-    Operand.GPU_FEATURE_DISCOVERY: ImageDefault(
+    OperandImage.GPU_FEATURE_DISCOVERY: ImageDefault(
         "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", "GFD_IMAGE"
     ),
-    Operand.DCGM: ImageDefault(
+    OperandImage.DCGM: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "dcgm", "4.6.0-1-ubuntu24.04", "DCGM_IMAGE"
     ),
-    Operand.DCGM_EXPORTER: ImageDefault(
+    OperandImage.DCGM_EXPORTER: ImageDefault(
         "nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless", "DCGM_EXPORTER_IMAGE"
     ),
-    Operand.MIG_MANAGER: ImageDefault(
+    OperandImage.MIG_MANAGER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0", "MIG_MANAGER_IMAGE"
     ),
-    Operand.OPERATOR_VALIDATOR: ImageDefault(
+    OperandImage.OPERATOR_VALIDATOR: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
         "VALIDATOR_IMAGE",
     ),
-    Operand.NODE_STATUS_EXPORTER: ImageDefault(
+    OperandImage.NODE_STATUS_EXPORTER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
         "VALIDATOR_IMAGE",
     ),
-    Operand.INIT_CONTAINER: ImageDefault(
+    OperandImage.INIT_CONTAINER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
         "CUDA_BASE_IMAGE",
     ),
@@ -116,12 +120,12 @@ def _has_tag_or_digest(image: str) -> bool:
 
 def resolve_image(
     spec: ImageSpec,
-    default: Operand | ImageDefault,
+    default: OperandImage | ImageDefault,
     *,
     env: Mapping[str, str] | None = None,
 ) -> str:
     """The image reference for an operand section (see the module docstring)."""
-    fallback = DEFAULT_IMAGES[default] if isinstance(default, Operand) else default
+    fallback = DEFAULT_IMAGES[default] if isinstance(default, OperandImage) else default
     environ = os.environ if env is None else env
     if not (spec.repository or spec.image or spec.version):
         return environ.get(fallback.env) or fallback.reference
@@ -171,7 +175,7 @@ def driver_image(
     `<ref>:<version>-<ostag>`; precompiled: `<ref>:<version>-<kernel>-<ostag>`; a digest
     is used as is (and cannot be combined with precompiled images).
     """
-    base = resolve_image(spec, Operand.DRIVER, env=env)
+    base = resolve_image(spec, OperandImage.DRIVER, env=env)
     digest = "@" in base
     if spec.use_precompiled:
         if digest:
@@ -194,33 +198,33 @@ def driver_manager_image(
     spec: DriverSpec | NVIDIADriverSpec, *, env: Mapping[str, str] | None = None
 ) -> str:
     """The k8s-driver-manager init container's image."""
-    return resolve_image(spec.manager, Operand.DRIVER_MANAGER, env=env)
+    return resolve_image(spec.manager, OperandImage.DRIVER_MANAGER, env=env)
 
 
-_SECTIONS: Mapping[Operand, str] = {
-    Operand.CONTAINER_TOOLKIT: "toolkit",
-    Operand.DEVICE_PLUGIN: "device_plugin",
-    Operand.GPU_FEATURE_DISCOVERY: "gfd",
-    Operand.DCGM: "dcgm",
-    Operand.DCGM_EXPORTER: "dcgm_exporter",
-    Operand.MIG_MANAGER: "mig_manager",
-    Operand.OPERATOR_VALIDATOR: "validator",
-    Operand.NODE_STATUS_EXPORTER: "node_status_exporter",
+_SECTIONS: Mapping[OperandImage, str] = {
+    OperandImage.CONTAINER_TOOLKIT: "toolkit",
+    OperandImage.DEVICE_PLUGIN: "device_plugin",
+    OperandImage.GPU_FEATURE_DISCOVERY: "gfd",
+    OperandImage.DCGM: "dcgm",
+    OperandImage.DCGM_EXPORTER: "dcgm_exporter",
+    OperandImage.MIG_MANAGER: "mig_manager",
+    OperandImage.OPERATOR_VALIDATOR: "validator",
+    OperandImage.NODE_STATUS_EXPORTER: "node_status_exporter",
 }
 
 
 def operand_image(
-    spec: ClusterPolicySpec, operand: Operand, *, env: Mapping[str, str] | None = None
+    spec: ClusterPolicySpec, operand: OperandImage, *, env: Mapping[str, str] | None = None
 ) -> str:
     """The image of a ClusterPolicy operand that does not depend on the node.
 
     For the driver itself (its tag depends on the node's OS) use `driver_image`.
     """
-    if operand is Operand.DRIVER:
+    if operand is OperandImage.DRIVER:
         raise ImageError("the driver's image depends on the node: use driver_image()")
-    if operand is Operand.DRIVER_MANAGER:
+    if operand is OperandImage.DRIVER_MANAGER:
         return driver_manager_image(spec.driver, env=env)
-    if operand is Operand.INIT_CONTAINER:
+    if operand is OperandImage.INIT_CONTAINER:
         return resolve_image(spec.operator.init_container, operand, env=env)
     section: ImageSpec = getattr(spec, _SECTIONS[operand])
     return resolve_image(section, operand, env=env)

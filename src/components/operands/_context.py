@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.api import ClusterPolicy, ClusterPolicySpec, ImageError, operand_image
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, ClusterPolicySpec, ImageError, OperandImage, operand_image
 from components.operands._contract import ClusterView, Rendered
 from components.operands._names import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
@@ -58,12 +57,12 @@ class Ctx:
             meta["ownerReferences"] = [dict(self.view.owner)]
         return meta
 
-    def image(self, operand: ImageOperand) -> str:
+    def image(self, operand: OperandImage) -> str:
         return operand_image(self.spec, operand, env=self.view.image_env)
 
     @property
     def validator_image(self) -> str:
-        return self.image(ImageOperand.OPERATOR_VALIDATOR)
+        return self.image(OperandImage.OPERATOR_VALIDATOR)
 
     @property
     def runtime_class(self) -> str:
@@ -79,7 +78,7 @@ class Ctx:
 
 
 def image_or_condition(
-    ctx: Ctx, operand: ImageOperand, rendered: Rendered, reason: str = "ImageInvalid"
+    ctx: Ctx, operand: OperandImage, rendered: Rendered, reason: str = "ImageInvalid"
 ) -> str | None:
     """The operand's image, or None after adding a condition that says why not."""
     try:

@@ -191,7 +191,7 @@ def pull_secrets(*specs: ImageSpec) -> list[dict[str, str]]:
     return [{"name": n} for n in names]
 
 
-def pod_spec(
+def build_pod_spec(
     ctx: Ctx,
     *,
     account: str,

@@ -5,16 +5,15 @@ Service (port 5555, node-local traffic) that DCGM exporter connects to
 
 from __future__ import annotations
 
-from components.api import ClusterPolicy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     apply_component,
+    build_pod_spec,
     host_path,
     merge_env,
-    pod_spec,
     pull_policy,
     toolkit_validation,
     validations_volume,
@@ -53,7 +52,7 @@ class DCGM(BaseOperand):
                 ),
             ]
         )
-        image = image_or_condition(ctx, ImageOperand.DCGM, rendered)
+        image = image_or_condition(ctx, OperandImage.DCGM, rendered)
         if image is None:
             return rendered
         probe = {"tcpSocket": {"port": PORT}, "initialDelaySeconds": 15}
@@ -71,7 +70,7 @@ class DCGM(BaseOperand):
         )
         if dcgm.env:
             container["env"] = merge_env([], dcgm.env)
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

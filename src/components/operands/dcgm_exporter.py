@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.api import ClusterPolicy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     apply_component,
+    build_pod_spec,
     config_map_volume,
     env,
     env_field,
@@ -29,7 +29,6 @@ from components.operands._pods import (
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     set_env,
     toolkit_validation,
@@ -106,7 +105,7 @@ class DCGMExporter(BaseOperand):
                         "CRD (servicemonitors.monitoring.coreos.com) is not installed",
                     )
                 )
-        image = image_or_condition(ctx, ImageOperand.DCGM_EXPORTER, rendered)
+        image = image_or_condition(ctx, OperandImage.DCGM_EXPORTER, rendered)
         if image is None:
             return rendered
 
@@ -154,7 +153,7 @@ class DCGMExporter(BaseOperand):
             },
             exporter,
         )
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

@@ -12,21 +12,20 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from components.api import ClusterPolicy, MIGStrategy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, MIGStrategy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     VALIDATIONS_DIR,
     apply_component,
+    build_pod_spec,
     config_map_volume,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     set_env,
     toolkit_validation,
@@ -151,7 +150,7 @@ class DevicePlugin(BaseOperand):
                 entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
             ]
         )
-        image = image_or_condition(ctx, ImageOperand.DEVICE_PLUGIN, rendered)
+        image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
         if image is None:
             return rendered
 
@@ -195,7 +194,7 @@ class DevicePlugin(BaseOperand):
             },
             plugin,
         )
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

@@ -20,19 +20,18 @@ plugin (see `device_plugin`).
 
 from __future__ import annotations
 
-from components.api import ClusterPolicy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     apply_component,
+    build_pod_spec,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     toolkit_validation,
     validations_volume,
@@ -78,7 +77,7 @@ class GPUFeatureDiscovery(BaseOperand):
                 ],
             )
         )
-        image = image_or_condition(ctx, ImageOperand.GPU_FEATURE_DISCOVERY, rendered)
+        image = image_or_condition(ctx, OperandImage.GPU_FEATURE_DISCOVERY, rendered)
         if image is None:
             return rendered
         envs = [
@@ -103,7 +102,7 @@ class GPUFeatureDiscovery(BaseOperand):
             },
             gfd,
         )
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
@@ -119,7 +118,7 @@ class GPUFeatureDiscovery(BaseOperand):
         )
         if spec.device_plugin.config.name:
             # The config-manager containers come with the device plugin's image.
-            plugin_image = image_or_condition(ctx, ImageOperand.DEVICE_PLUGIN, rendered)
+            plugin_image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
             apply_plugin_config(
                 ctx, pod, main, image=plugin_image or image, process="gpu-feature-discovery"
             )

@@ -23,21 +23,20 @@ from typing import Any
 
 import yaml
 
-from components.api import ClusterPolicy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import GPUNode, Rendered
 from components.operands._names import deploy_label, wants_operand
 from components.operands._pods import (
     VALIDATIONS_DIR,
     apply_component,
+    build_pod_spec,
     config_map_volume,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     toolkit_validation,
     validations_volume,
@@ -218,7 +217,7 @@ class MIGManager(BaseOperand):
                     },
                 )
             )
-        image = image_or_condition(ctx, ImageOperand.MIG_MANAGER, rendered)
+        image = image_or_condition(ctx, OperandImage.MIG_MANAGER, rendered)
         if image is None:
             return rendered
         envs = [
@@ -251,7 +250,7 @@ class MIGManager(BaseOperand):
             },
             manager,
         )
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

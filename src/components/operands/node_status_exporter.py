@@ -6,20 +6,19 @@ CRD is installed.
 
 from __future__ import annotations
 
-from components.api import ClusterPolicy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     VALIDATIONS_DIR,
     apply_component,
+    build_pod_spec,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     validations_volume,
 )
@@ -68,7 +67,7 @@ class NodeStatusExporter(BaseOperand):
             rendered.objects.append(
                 service_monitor(ctx, APP, {"port": PORT_NAME, "path": "/metrics"})
             )
-        image = image_or_condition(ctx, ImageOperand.NODE_STATUS_EXPORTER, rendered)
+        image = image_or_condition(ctx, OperandImage.NODE_STATUS_EXPORTER, rendered)
         if image is None:
             return rendered
         envs = [
@@ -94,7 +93,7 @@ class NodeStatusExporter(BaseOperand):
             },
             exporter,
         )
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

@@ -31,14 +31,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.api import ClusterPolicy
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import GPUNode, Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
     VALIDATIONS_DIR,
     apply_component,
+    build_pod_spec,
     driver_location_env,
     env,
     env_field,
@@ -46,7 +46,6 @@ from components.operands._pods import (
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     set_env,
     validations_volume,
@@ -208,7 +207,7 @@ class Toolkit(BaseOperand):
                 entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
             ]
         )
-        image = image_or_condition(ctx, ImageOperand.CONTAINER_TOOLKIT, rendered)
+        image = image_or_condition(ctx, OperandImage.CONTAINER_TOOLKIT, rendered)
         if image is None:
             return rendered
 
@@ -301,7 +300,7 @@ class Toolkit(BaseOperand):
             host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
             *runtime_volumes,
         ]
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

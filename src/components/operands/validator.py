@@ -16,21 +16,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from components.api import ClusterPolicy, EnvVar
-from components.api import Operand as ImageOperand
+from components.api import ClusterPolicy, EnvVar, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     VALIDATIONS_DIR,
     apply_component,
+    build_pod_spec,
     driver_location_env,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    pod_spec,
     pull_policy,
     validations_volume,
 )
@@ -112,7 +111,7 @@ class Validator(BaseOperand):
                 cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])],
             )
         )
-        image = image_or_condition(ctx, ImageOperand.OPERATOR_VALIDATOR, rendered)
+        image = image_or_condition(ctx, OperandImage.OPERATOR_VALIDATOR, rendered)
         if image is None:
             return rendered
 
@@ -169,7 +168,7 @@ class Validator(BaseOperand):
         )
         if validator.env:
             main["env"] = merge_env([], validator.env)
-        pod = pod_spec(
+        pod = build_pod_spec(
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,

@@ -9,7 +9,7 @@ from components.api import DRIVER_KERNEL_PIN_LABEL, DriverSpec
 from components.operands._context import Ctx
 from components.operands._contract import Rendered
 from components.operands._names import safe_name
-from components.operands._pods import VALIDATIONS_DIR, config_map_volume, host_path, pod_spec
+from components.operands._pods import VALIDATIONS_DIR, build_pod_spec, config_map_volume, host_path
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import config_map, daemonset
 from components.operands.driver._containers import (
@@ -96,7 +96,7 @@ def driver_daemonset(
     node, and are replaced only when the upgrade controller deletes them."""
     driver = ctx.spec.driver
     containers, extra_volumes = driver_containers(ctx, driver, image, pool, rendered)
-    pod = pod_spec(
+    pod = build_pod_spec(
         ctx,
         account=ACCOUNT,
         deploy=DEPLOY_LABEL,

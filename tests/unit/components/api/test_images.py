@@ -11,7 +11,7 @@ from components.api import (
     ImageError,
     ImageSpec,
     NVIDIADriverSpec,
-    Operand,
+    OperandImage,
     driver_image,
     driver_manager_image,
     operand_image,
@@ -26,64 +26,64 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 @pytest.mark.parametrize(
     ("operand", "image"),
     [
-        (Operand.DRIVER_MANAGER, "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0"),
-        (Operand.CONTAINER_TOOLKIT, "nvcr.io/nvidia/k8s/container-toolkit:v1.20.0"),
-        (Operand.DEVICE_PLUGIN, "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"),
-        (Operand.GPU_FEATURE_DISCOVERY, "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"),
-        (Operand.DCGM, "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"),
-        (Operand.DCGM_EXPORTER, "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"),
-        (Operand.MIG_MANAGER, "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"),
+        (OperandImage.DRIVER_MANAGER, "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0"),
+        (OperandImage.CONTAINER_TOOLKIT, "nvcr.io/nvidia/k8s/container-toolkit:v1.20.0"),
+        (OperandImage.DEVICE_PLUGIN, "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"),
+        (OperandImage.GPU_FEATURE_DISCOVERY, "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"),
+        (OperandImage.DCGM, "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"),
+        (OperandImage.DCGM_EXPORTER, "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless"),
+        (OperandImage.MIG_MANAGER, "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"),
     ],
 )
-def test_defaults_from_design(operand: Operand, image: str) -> None:
+def test_defaults_from_design(operand: OperandImage, image: str) -> None:
     assert operand_image(ClusterPolicySpec(), operand, env={}) == image
 
 
 def test_default_driver_image() -> None:
-    assert DEFAULT_IMAGES[Operand.DRIVER].reference == "nvcr.io/nvidia/driver:595.91.07"
+    assert DEFAULT_IMAGES[OperandImage.DRIVER].reference == "nvcr.io/nvidia/driver:595.91.07"
     image = driver_image(DriverSpec(), os_id="ubuntu", os_version="22.04", env={})
     assert image == "nvcr.io/nvidia/driver:595.91.07-ubuntu22.04"
 
 
 def test_spec_sets_every_part() -> None:
     spec = ImageSpec(repository="registry.local/mirror", image="k8s-device-plugin", version="v1")
-    assert resolve_image(spec, Operand.DEVICE_PLUGIN, env={}) == (
+    assert resolve_image(spec, OperandImage.DEVICE_PLUGIN, env={}) == (
         "registry.local/mirror/k8s-device-plugin:v1"
     )
 
 
 def test_parts_left_empty_come_from_the_default() -> None:
     spec = ClusterPolicySpec.from_dict({"devicePlugin": {"version": "v0.19.1"}})
-    assert operand_image(spec, Operand.DEVICE_PLUGIN, env={}) == (
+    assert operand_image(spec, OperandImage.DEVICE_PLUGIN, env={}) == (
         "nvcr.io/nvidia/k8s-device-plugin:v0.19.1"
     )
     spec = ClusterPolicySpec.from_dict({"toolkit": {"repository": "mirror.example.com/nv"}})
-    assert operand_image(spec, Operand.CONTAINER_TOOLKIT, env={}) == (
+    assert operand_image(spec, OperandImage.CONTAINER_TOOLKIT, env={}) == (
         "mirror.example.com/nv/container-toolkit:v1.20.0"
     )
 
 
 def test_a_digest_uses_at() -> None:
     spec = ImageSpec(repository="nvcr.io/nvidia/k8s", image="container-toolkit", version=DIGEST)
-    assert resolve_image(spec, Operand.CONTAINER_TOOLKIT, env={}) == (
+    assert resolve_image(spec, OperandImage.CONTAINER_TOOLKIT, env={}) == (
         f"nvcr.io/nvidia/k8s/container-toolkit@{DIGEST}"
     )
 
 
 def test_full_path_in_image() -> None:
     spec = ImageSpec(image="nvcr.io/nvidia/driver", version="580.1")
-    assert resolve_image(spec, Operand.DRIVER, env={}) == "nvcr.io/nvidia/driver:580.1"
+    assert resolve_image(spec, OperandImage.DRIVER, env={}) == "nvcr.io/nvidia/driver:580.1"
     tagged = ImageSpec(image=f"my.registry/dp@{DIGEST}")
-    assert resolve_image(tagged, Operand.DEVICE_PLUGIN, env={}) == f"my.registry/dp@{DIGEST}"
+    assert resolve_image(tagged, OperandImage.DEVICE_PLUGIN, env={}) == f"my.registry/dp@{DIGEST}"
 
 
 def test_environment_replaces_the_default_only_when_the_spec_sets_nothing() -> None:
     env = {"DEVICE_PLUGIN_IMAGE": "olm.example.com/device-plugin:pinned"}
-    assert operand_image(ClusterPolicySpec(), Operand.DEVICE_PLUGIN, env=env) == (
+    assert operand_image(ClusterPolicySpec(), OperandImage.DEVICE_PLUGIN, env=env) == (
         "olm.example.com/device-plugin:pinned"
     )
     spec = ClusterPolicySpec.from_dict({"devicePlugin": {"version": "v9"}})
-    assert operand_image(spec, Operand.DEVICE_PLUGIN, env=env) == (
+    assert operand_image(spec, OperandImage.DEVICE_PLUGIN, env=env) == (
         "nvcr.io/nvidia/k8s-device-plugin:v9"
     )
 
@@ -93,10 +93,10 @@ def test_driver_manager_and_init_container() -> None:
     assert driver_manager_image(spec.driver, env={}) == (
         "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.11.0"
     )
-    assert operand_image(spec, Operand.DRIVER_MANAGER, env={}).endswith(":v0.11.0")
-    assert operand_image(spec, Operand.INIT_CONTAINER, env={})
+    assert operand_image(spec, OperandImage.DRIVER_MANAGER, env={}).endswith(":v0.11.0")
+    assert operand_image(spec, OperandImage.INIT_CONTAINER, env={})
     with pytest.raises(ImageError, match="depends on the node"):
-        operand_image(spec, Operand.DRIVER)
+        operand_image(spec, OperandImage.DRIVER)
 
 
 @pytest.mark.parametrize(
