@@ -17,8 +17,8 @@ Every object carries `app.kubernetes.io/managed-by: gpu-operator` and
 it owns) and the ClusterPolicy's owner reference; namespaced ones live in
 `view.namespace`. DaemonSet pods keep the reference's `app` labels.
 
-`daemonset_ready` applies the reference's readiness rules; `detect_runtime` picks the
-container runtime the toolkit configures. NFD is not deployed by the operator (see `gfd`).
+`daemonset_ready` applies the reference's readiness rules. NFD is not deployed by the
+operator (see `gfd`).
 """
 
 from __future__ import annotations
@@ -26,23 +26,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from components.operands._contract import ClusterView, GPUNode, Operand, Rendered
-from components.operands._names import (
-    COMPONENT_LABEL,
-    DEPLOY_LABEL_PREFIX,
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    safe_name,
-)
+from components.operands._names import safe_name
 from components.operands.dcgm import DCGM
 from components.operands.dcgm_exporter import DCGMExporter
 from components.operands.device_plugin import DevicePlugin
-from components.operands.driver import Driver, DriverPool, driver_pools, sanitize_kernel
+from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
-from components.operands.mig_manager import MIG_GPUS, MigGPU, MIGManager, mig_parted_config
+from components.operands.mig_manager import MIGManager
 from components.operands.node_status_exporter import NodeStatusExporter
 from components.operands.prerequisites import Prerequisites
-from components.operands.readiness import daemonset_ready, pod_ready
-from components.operands.toolkit import Toolkit, detect_runtime, node_runtime
+from components.operands.readiness import daemonset_ready
+from components.operands.toolkit import Toolkit
 from components.operands.validator import Validator
 
 #: The operands in the reference's order (DESIGN "Operand order"; `operator-metrics` is the
@@ -60,32 +54,16 @@ OPERANDS: Sequence[Operand] = (
     NodeStatusExporter(),
 )
 
-
-def operand(name: str) -> Operand:
-    """The operand with this state name (e.g. `state-driver`); KeyError if none."""
-    for item in OPERANDS:
-        if item.name == name:
-            return item
-    raise KeyError(name)
-
-
 __all__ = [
-    "COMPONENT_LABEL",
     "DCGM",
-    "DEPLOY_LABEL_PREFIX",
-    "MANAGED_BY_LABEL",
-    "MANAGED_BY_VALUE",
-    "MIG_GPUS",
     "OPERANDS",
     "ClusterView",
     "DCGMExporter",
     "DevicePlugin",
     "Driver",
-    "DriverPool",
     "GPUFeatureDiscovery",
     "GPUNode",
     "MIGManager",
-    "MigGPU",
     "NodeStatusExporter",
     "Operand",
     "Prerequisites",
@@ -93,12 +71,5 @@ __all__ = [
     "Toolkit",
     "Validator",
     "daemonset_ready",
-    "detect_runtime",
-    "driver_pools",
-    "mig_parted_config",
-    "node_runtime",
-    "operand",
-    "pod_ready",
     "safe_name",
-    "sanitize_kernel",
 ]

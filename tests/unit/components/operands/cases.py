@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.api import ClusterPolicy
-from components.operands import ClusterView, GPUNode, Rendered
+from components.operands import OPERANDS, ClusterView, GPUNode, Operand, Rendered
 
 NAMESPACE = "gpu-operator"
 OWNER: Mapping[str, Any] = {
@@ -131,3 +131,8 @@ def volumes(ds: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def mounts(ctr: Mapping[str, Any]) -> dict[str, str]:
     """mountPath -> volume name."""
     return {m["mountPath"]: m["name"] for m in ctr.get("volumeMounts", [])}
+
+
+def operand(name: str) -> Operand:
+    """The operand with this state name (e.g. `state-driver`)."""
+    return next(item for item in OPERANDS if item.name == name)

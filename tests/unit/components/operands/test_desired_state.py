@@ -7,9 +7,19 @@ from typing import Any
 
 import pytest
 
-from components.operands import OPERANDS, Rendered, operand
+from components.operands import OPERANDS, Rendered
 
-from .cases import NAMESPACE, OWNER, container, daemonsets, init_container, pod, policy, view
+from .cases import (
+    NAMESPACE,
+    OWNER,
+    container,
+    daemonsets,
+    init_container,
+    operand,
+    pod,
+    policy,
+    view,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -20,9 +20,8 @@ from components.operands import (
     Prerequisites,
     Rendered,
     Validator,
-    mig_parted_config,
-    operand,
 )
+from components.operands.mig_manager import mig_parted_config
 
 from .cases import (
     CLUSTER,
@@ -36,6 +35,7 @@ from .cases import (
     init_container,
     kinds_and_names,
     mounts,
+    operand,
     pod,
     policy,
     view,
@@ -447,8 +447,3 @@ def test_disabled_operands_are_not_enabled_and_render_nothing(
     op = operand(name)
     assert op.enabled(policy(spec)) is False
     assert op.render(policy(spec), view()) == Rendered()
-
-
-def test_unknown_operand_name() -> None:
-    with pytest.raises(KeyError):
-        operand("state-nope")

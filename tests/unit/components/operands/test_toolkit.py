@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.operands import GPUNode, Rendered, Toolkit, detect_runtime
+from components.operands import GPUNode, Rendered, Toolkit
+from components.operands.toolkit import detect_runtime
 
 from .cases import (
     CLUSTER,
