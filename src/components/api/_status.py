@@ -258,8 +258,9 @@ class _Status(ApiModel):
         self.set_condition(ConditionType.ERROR, False, Reason.READY, now=now)
 
     def mark_error(self, reason: str, message: str = "", *, now: str | None = None) -> None:
-        """Ready=False, Error=True (with `reason`)."""
-        self.set_condition(ConditionType.READY, False, Reason.ERROR, now=now)
+        """Ready=False and Error=True, both with `reason` and `message`: something is wrong
+        that the user must fix (the controllers' status for a problem found)."""
+        self.set_condition(ConditionType.READY, False, reason, message, now=now)
         self.set_condition(ConditionType.ERROR, True, reason, message, now=now)
 
 
