@@ -262,7 +262,7 @@ async def test_crd_defaults_match_the_models(custom: client.CustomObjectsApi) ->
             "maxUnavailable": "25%",
         }
         assert spec["cdi"] == {"enabled": True, "default": False, "nriPluginEnabled": False}
-        assert spec["operator"] == {"defaultRuntime": "docker", "runtimeClass": "nvidia"}
+        assert spec["operator"] == {"runtimeClass": "nvidia"}
         # The model reads the same values whether or not the server filled them in.
         served = ClusterPolicy.from_dict(created).spec
         local = ClusterPolicy.from_dict(document).spec
