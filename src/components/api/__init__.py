@@ -141,6 +141,13 @@ from components.api._status import (
     UpgradeState,
     UpgradeStatus,
 )
+from components.api._unsupported import (
+    UNSUPPORTED_CONDITION,
+    UNSUPPORTED_REASON,
+    unsupported_fields,
+    unsupported_in_text,
+    unsupported_message,
+)
 from components.api._upgrade import (
     DrainSpec,
     DriverUpgradePolicySpec,
@@ -176,6 +183,8 @@ __all__ = [
     "OS_ID_LABEL",
     "OS_VERSION_LABEL",
     "PRECOMPILED_NO_DIGEST",
+    "UNSUPPORTED_CONDITION",
+    "UNSUPPORTED_REASON",
     "ApiModel",
     "CCManagerSpec",
     "CDIConfigSpec",
@@ -274,6 +283,9 @@ __all__ = [
     "render_all",
     "resolve_image",
     "scaled_value",
+    "unsupported_fields",
+    "unsupported_in_text",
+    "unsupported_message",
     "validate_document",
     "validate_files",
     "validate_text",
