@@ -26,7 +26,12 @@ CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)
 
 from __future__ import annotations
 
-from components.api._clusterpolicy import ClusterPolicy, ClusterPolicySpec, DriverSpec, MIGStrategy
+from components.api._clusterpolicy import (
+    DEFAULT_RUNTIME,
+    ClusterPolicy,
+    ClusterPolicySpec,
+    MIGStrategy,
+)
 from components.api._common import (
     ComponentSpec,
     ContainerProbeSpec,
@@ -35,6 +40,7 @@ from components.api._common import (
     ResourceRequirements,
 )
 from components.api._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd, render_all
+from components.api._driver import DriverSpec
 from components.api._images import (
     DEFAULT_IMAGES,
     ImageError,
@@ -66,6 +72,13 @@ from components.api._status import (
     UpgradeState,
     UpgradeStatus,
 )
+from components.api._unsupported import (
+    UNSUPPORTED_CONDITION,
+    UNSUPPORTED_REASON,
+    unsupported_fields,
+    unsupported_in_text,
+    unsupported_message,
+)
 from components.api._upgrade import (
     DrainSpec,
     DriverUpgradePolicySpec,
@@ -78,6 +91,7 @@ from components.api._validate import validate_document, validate_text
 __all__ = [
     "CLUSTER_POLICY",
     "DEFAULT_IMAGES",
+    "DEFAULT_RUNTIME",
     "DRIVER_KERNEL_PIN_LABEL",
     "KERNEL_LABEL",
     "KINDS",
@@ -87,6 +101,8 @@ __all__ = [
     "NVIDIA_DRIVER_OWNER_LABEL",
     "OS_ID_LABEL",
     "OS_VERSION_LABEL",
+    "UNSUPPORTED_CONDITION",
+    "UNSUPPORTED_REASON",
     "ClusterPolicy",
     "ClusterPolicySpec",
     "ClusterPolicyStatus",
@@ -122,6 +138,9 @@ __all__ = [
     "render_all",
     "resolve_image",
     "scaled_value",
+    "unsupported_fields",
+    "unsupported_in_text",
+    "unsupported_message",
     "validate_document",
     "validate_text",
 ]

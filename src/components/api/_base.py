@@ -128,9 +128,19 @@ class ListMap:
 CRD_DEFAULT: dict[str, Any] = {"crdDefault": True}
 
 
-def crd_default(value: Any, **kwargs: Any) -> Any:
-    """A field default that the CRD also declares (the API server fills it in)."""
-    return Field(default=value, json_schema_extra=CRD_DEFAULT, **kwargs)
+#: `json_schema_extra` flag: list the field in the CRD's `required` although Python has a
+#: default for it (the reference requires it, and the API server's default or our writer
+#: always fills it in, so a user never has to).
+CRD_REQUIRED: dict[str, Any] = {"crdRequired": True}
+
+
+def crd_default(value: Any, *, required: bool = False, **kwargs: Any) -> Any:
+    """A field default that the CRD also declares (the API server fills it in).
+
+    `required=True` also lists the field in the CRD's `required` (the default satisfies it).
+    """
+    extra = {**CRD_DEFAULT, **CRD_REQUIRED} if required else CRD_DEFAULT
+    return Field(default=value, json_schema_extra=extra, **kwargs)
 
 
 class ApiModel(BaseModel):

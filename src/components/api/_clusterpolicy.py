@@ -1,10 +1,10 @@
 """`ClusterPolicy` (`nvidia.com/v1`, cluster-scoped): the whole GPU stack in one object.
 
 Field names, enums, limits and CRD defaults follow the reference's
-`api/nvidia/v1/clusterpolicy_types.go`. The container-workload sections are fully typed;
-the sandbox / vGPU / GPUDirect-storage sections are accepted and kept exactly as given.
-Python defaults (when a field is absent) follow the reference's `IsEnabled()` helpers and
-Helm values.
+`api/nvidia/v1/clusterpolicy_types.go`. Every section is typed; the sandbox / vGPU /
+GPUDirect-storage ones live in `_sandbox` (accepted, checked, not acted on yet: see
+`_unsupported`). Python defaults (when a field is absent) follow the reference's
+`IsEnabled()` helpers and Helm values.
 """
 
 from __future__ import annotations
@@ -15,74 +15,51 @@ from pydantic import Field
 
 from components.api._base import ApiModel, Cel, crd_default
 from components.api._common import (
-    ComponentSpec,
-    ContainerProbeSpec,
     EnvVar,
-    GPUDirectRDMASpec,
     ImageSpec,
     Int32,
-    NameRef,
     ObjectMeta,
-    Preserved,
+    OperandSpec,
     StringMap,
     Toleration,
-    preserved,
+)
+from components.api._core import PodSecurityContext
+from components.api._driver import DriverSpec
+from components.api._monitoring import (
+    OperatorMetricsSpec,
+    ServiceMonitorConfig,
+)
+from components.api._sandbox import (
+    CCManagerSpec,
+    DriverSideSpec,
+    KataManagerSpec,
+    PSPSpec,
+    SandboxDevicePluginSpec,
+    SandboxWorkloadsSpec,
+    VFIOManagerSpec,
+    VGPUDeviceManagerSpec,
+    VGPUManagerSpec,
 )
 from components.api._status import ClusterPolicyStatus
-from components.api._upgrade import CountOrPercent, DriverUpgradePolicySpec
+from components.api._upgrade import CountString
 
 GROUP = "nvidia.com"
 CLUSTER_POLICY_VERSION = "v1"
 CLUSTER_POLICY_API_VERSION = f"{GROUP}/{CLUSTER_POLICY_VERSION}"
 
+#: The runtimes the toolkit can configure (`operator.defaultRuntime` is any string).
 Runtime = Literal["docker", "crio", "containerd"]
 MIGStrategy = Literal["none", "single", "mixed"]
-KernelModuleType = Literal["auto", "open", "proprietary"]
 
 #: An absolute path on the host.
 _ABSOLUTE_PATH = r"^/"
-#: prometheus-operator's Duration (`30s`, `1m30s`, `0`).
-_DURATION_PATTERN = (
-    r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
-    r"(([0-9]+)ms)?)$"
-)
-
-RelabelAction = Literal[
-    "replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod",
-    "labelmap", "LabelMap", "labeldrop", "LabelDrop", "labelkeep", "LabelKeep",
-    "lowercase", "Lowercase", "uppercase", "Uppercase", "keepequal", "KeepEqual",
-    "dropequal", "DropEqual",
-]  # fmt: skip
+#: The runtime assumed when no GPU node says which one it runs (the reference's too).
+DEFAULT_RUNTIME = "containerd"
 
 
 def _set(data: dict[str, Any], key: str) -> bool:
     value = data.get(key)
     return value is not None and value != ""
-
-
-def _precompiled_without_digest(data: dict[str, Any]) -> bool:
-    version = data.get("version")
-    return not (
-        data.get("usePrecompiled") is True
-        and isinstance(version, str)
-        and version.startswith("sha256:")
-    )
-
-
-#: Shared by `ClusterPolicy.spec.driver` and `NVIDIADriver.spec`.
-PRECOMPILED_NO_DIGEST = Cel(
-    rule=(
-        "!(has(self.usePrecompiled) && self.usePrecompiled && has(self.version) && "
-        "self.version.startsWith('sha256:'))"
-    ),
-    message=(
-        "a sha256 digest cannot be the version when usePrecompiled is true: precompiled "
-        "images are picked per kernel, so the version must be a driver branch or version"
-    ),
-    check=_precompiled_without_digest,
-    field_path=".version",
-    reason="FieldValueInvalid",
-)
 
 
 # --- operator, daemonsets, host paths -------------------------------------------------
@@ -91,8 +68,11 @@ PRECOMPILED_NO_DIGEST = Cel(
 class OperatorSpec(ApiModel):
     """Settings for the operator itself."""
 
-    default_runtime: Runtime = crd_default(
-        "docker", description="Container runtime used when a node's cannot be detected."
+    default_runtime: str = Field(
+        default=DEFAULT_RUNTIME,
+        description=(
+            "Container runtime assumed when no GPU node reports one (containerd when unset)."
+        ),
     )
     runtime_class: str = crd_default("nvidia", description="RuntimeClass for GPU pods.")
     init_container: ImageSpec = Field(
@@ -107,12 +87,13 @@ class OperatorSpec(ApiModel):
         alias="use_ocp_driver_toolkit",
         description="On OpenShift, build the driver with the Driver Toolkit image.",
     )
+    metrics: OperatorMetricsSpec = Field(default_factory=OperatorMetricsSpec)
 
 
 class RollingUpdateSpec(ApiModel):
     """Rolling update settings for every operand DaemonSet."""
 
-    max_unavailable: CountOrPercent = Field(
+    max_unavailable: CountString = Field(
         default="1", description="Nodes whose operand pods may be updated at once."
     )
 
@@ -132,6 +113,9 @@ class DaemonsetsSpec(ApiModel):
         "RollingUpdate", description="Update strategy of the operand DaemonSets (not the driver)."
     )
     rolling_update: RollingUpdateSpec = Field(default_factory=RollingUpdateSpec)
+    pod_security_context: PodSecurityContext | None = Field(
+        default=None, description="Security context of every operand pod."
+    )
 
 
 class HostPathsSpec(ApiModel):
@@ -148,75 +132,15 @@ class HostPathsSpec(ApiModel):
         pattern=_ABSOLUTE_PATH,
         description="Where the driver's files (libraries, binaries) are on the host.",
     )
-
-
-# --- driver ---------------------------------------------------------------------------
-
-
-class DriverManagerSpec(ImageSpec):
-    """The k8s-driver-manager init container of the driver pods."""
-
-    env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
-
-
-class DriverRepoConfigSpec(ApiModel):
-    """A ConfigMap with package repository configuration for the driver container."""
-
-    config_map_name: str = ""
-
-
-class DriverLicensingConfigSpec(ApiModel):
-    """vGPU guest driver licensing."""
-
-    config_map_name: str = Field(default="", description="Deprecated: use secretName.")
-    secret_name: str = Field(default="", description="Secret with the licensing token.")
-    nls_enabled: bool = Field(default=False, description="Use NVIDIA License System.")
-
-
-class VirtualTopologyConfigSpec(ApiModel):
-    """vGPU topology daemon configuration."""
-
-    config: str = ""
-
-
-class DriverSpec(ComponentSpec):
-    """The NVIDIA driver DaemonSet(s)."""
-
-    cel_rules: ClassVar[tuple[Cel, ...]] = (PRECOMPILED_NO_DIGEST,)
-
-    enabled: bool = Field(default=True, description="Deploy the driver.")
-    use_nvidia_driver_crd: bool = Field(
-        default=False,
-        alias="useNvidiaDriverCRD",
-        description="Drivers are deployed per node pool by NVIDIADriver resources instead.",
+    kubelet_root_dir: str = crd_default(
+        "/var/lib/kubelet", description="The kubelet's root directory on the host."
     )
-    use_precompiled: bool = Field(
-        default=False, description="Use precompiled driver images (one DaemonSet per kernel)."
-    )
-    use_open_kernel_modules: bool = Field(
-        default=False, description="Deprecated: use kernelModuleType."
-    )
-    kernel_module_type: KernelModuleType = crd_default(
-        "auto", description="Kernel modules: auto (recommended for the GPU), open, proprietary."
-    )
-    startup_probe: ContainerProbeSpec | None = None
-    liveness_probe: ContainerProbeSpec | None = None
-    readiness_probe: ContainerProbeSpec | None = None
-    rdma: GPUDirectRDMASpec = Field(default_factory=GPUDirectRDMASpec)
-    upgrade_policy: DriverUpgradePolicySpec = Field(default_factory=DriverUpgradePolicySpec)
-    manager: DriverManagerSpec = Field(default_factory=DriverManagerSpec)
-    repo_config: DriverRepoConfigSpec = Field(default_factory=DriverRepoConfigSpec)
-    cert_config: NameRef = Field(default_factory=NameRef)
-    licensing_config: DriverLicensingConfigSpec = Field(default_factory=DriverLicensingConfigSpec)
-    virtual_topology: VirtualTopologyConfigSpec = Field(default_factory=VirtualTopologyConfigSpec)
-    kernel_module_config: NameRef = Field(default_factory=NameRef)
-    secret_env: str = Field(default="", description="Secret with extra environment variables.")
 
 
 # --- toolkit, device plugin, DCGM, GFD, MIG --------------------------------------------
 
 
-class ToolkitSpec(ComponentSpec):
+class ToolkitSpec(OperandSpec):
     """The NVIDIA Container Toolkit DaemonSet."""
 
     enabled: bool = Field(default=True, description="Deploy the container toolkit.")
@@ -254,7 +178,7 @@ class MPSConfig(ApiModel):
     )
 
 
-class DevicePluginSpec(ComponentSpec):
+class DevicePluginSpec(OperandSpec):
     """The NVIDIA device plugin DaemonSet."""
 
     enabled: bool = Field(default=True, description="Deploy the device plugin.")
@@ -262,7 +186,7 @@ class DevicePluginSpec(ComponentSpec):
     mps: MPSConfig = Field(default_factory=MPSConfig)
 
 
-class DCGMSpec(ComponentSpec):
+class DCGMSpec(OperandSpec):
     """The standalone DCGM host engine DaemonSet."""
 
     enabled: bool = Field(default=True, description="Deploy DCGM as its own pod.")
@@ -275,30 +199,8 @@ class DCGMExporterMetricsConfig(ApiModel):
     name: str = ""
 
 
-class RelabelConfig(ApiModel):
-    """A Prometheus relabeling rule."""
-
-    source_labels: list[str] = Field(default_factory=list)
-    separator: str = ""
-    target_label: str = ""
-    regex: str = ""
-    modulus: int | None = Field(default=None, ge=0)
-    replacement: str = ""
-    action: RelabelAction = crd_default("replace")
-
-
-class DCGMExporterServiceMonitorConfig(ApiModel):
+class DCGMExporterServiceMonitorConfig(ServiceMonitorConfig):
     """A prometheus-operator ServiceMonitor for DCGM exporter."""
-
-    enabled: bool = Field(default=False, description="Create the ServiceMonitor.")
-    interval: str = Field(
-        default="",
-        pattern=_DURATION_PATTERN,
-        description="Scrape interval (e.g. 15s); empty uses Prometheus' global one.",
-    )
-    honor_labels: bool = False
-    additional_labels: StringMap = Field(default_factory=dict)
-    relabelings: list[RelabelConfig] = Field(default_factory=list)
 
 
 class DCGMExporterServiceConfig(ApiModel):
@@ -315,25 +217,32 @@ class DCGMExporterHPCJobMappingConfig(ApiModel):
     directory: str = "/var/lib/dcgm-exporter/job-mapping"
 
 
-class DCGMExporterSpec(ComponentSpec):
+class DCGMExporterSpec(OperandSpec):
     """The DCGM exporter DaemonSet (GPU metrics for Prometheus)."""
 
     enabled: bool = Field(default=True, description="Deploy DCGM exporter.")
     pod_annotations: StringMap = Field(default_factory=dict)
     pod_labels: StringMap = Field(default_factory=dict)
+    annotations: StringMap = Field(default_factory=dict)
+    enable_pod_labels: bool = Field(default=False, description="Label metrics with pod labels.")
+    enable_pod_uid: bool = Field(
+        default=False, alias="enablePodUID", description="Label metrics with the pod's UID."
+    )
+    pod_label_allowlist_regex: list[str] = Field(
+        default_factory=list, description="Pod labels (regexes) that may become metric labels."
+    )
     config: DCGMExporterMetricsConfig = Field(default_factory=DCGMExporterMetricsConfig)
     service_monitor: DCGMExporterServiceMonitorConfig = Field(
         default_factory=DCGMExporterServiceMonitorConfig
     )
     service: DCGMExporterServiceConfig = Field(default_factory=DCGMExporterServiceConfig)
     host_pid: bool = Field(default=False, alias="hostPID")
-    host_network: bool = False
     hpc_job_mapping: DCGMExporterHPCJobMappingConfig = Field(
         default_factory=DCGMExporterHPCJobMappingConfig
     )
 
 
-class GPUFeatureDiscoverySpec(ComponentSpec):
+class GPUFeatureDiscoverySpec(OperandSpec):
     """The GPU feature discovery DaemonSet (GPU node labels)."""
 
     enabled: bool = Field(default=True, description="Deploy GPU feature discovery.")
@@ -351,7 +260,7 @@ class MIGSpec(ApiModel):
 class MIGPartedConfigSpec(ApiModel):
     """The mig-parted configuration ConfigMap of the MIG manager."""
 
-    name: str = crd_default("default-mig-parted-config", description="The ConfigMap's name.")
+    name: str = Field(default="", description="The ConfigMap's name; empty: the built-in one.")
     default: Literal["all-disabled", ""] = crd_default(
         "all-disabled", description="MIG config for nodes without nvidia.com/mig.config."
     )
@@ -368,7 +277,7 @@ class MIGGPUClientsConfigSpec(ApiModel):
     name: str = ""
 
 
-class MIGManagerSpec(ComponentSpec):
+class MIGManagerSpec(OperandSpec):
     """The MIG manager DaemonSet (MIG-capable nodes only)."""
 
     enabled: bool = Field(default=True, description="Deploy the MIG manager.")
@@ -376,7 +285,7 @@ class MIGManagerSpec(ComponentSpec):
     gpu_clients_config: MIGGPUClientsConfigSpec = Field(default_factory=MIGGPUClientsConfigSpec)
 
 
-class NodeStatusExporterSpec(ComponentSpec):
+class NodeStatusExporterSpec(OperandSpec):
     """The node status exporter DaemonSet."""
 
     enabled: bool = Field(default=False, description="Deploy the node status exporter.")
@@ -391,7 +300,7 @@ class EnvOnly(ApiModel):
     env: list[EnvVar] = Field(default_factory=list)
 
 
-class ValidatorSpec(ComponentSpec):
+class ValidatorSpec(OperandSpec):
     """The operator validator DaemonSet (checks each layer on each node)."""
 
     plugin: EnvOnly = Field(default_factory=EnvOnly)
@@ -440,22 +349,25 @@ class ClusterPolicySpec(ApiModel):
     psa: PSASpec = Field(default_factory=PSASpec)
     cdi: CDIConfigSpec = Field(default_factory=CDIConfigSpec)
     host_paths: HostPathsSpec = Field(default_factory=HostPathsSpec)
-    # Kept as given (accepted, stored, round-tripped; not acted on yet).
-    psp: Preserved = preserved()
-    sandbox_workloads: Preserved = preserved()
-    vgpu_manager: Preserved = preserved()
-    vgpu_device_manager: Preserved = preserved()
-    vfio_manager: Preserved = preserved()
-    sandbox_device_plugin: Preserved = preserved()
-    kata_manager: Preserved = preserved()
-    cc_manager: Preserved = preserved()
-    gds: Preserved = preserved()
-    gdrcopy: Preserved = preserved()
+    # Typed and checked, not acted on yet (see `_unsupported`).
+    psp: PSPSpec = Field(default_factory=PSPSpec)
+    sandbox_workloads: SandboxWorkloadsSpec = Field(default_factory=SandboxWorkloadsSpec)
+    vgpu_manager: VGPUManagerSpec = Field(default_factory=VGPUManagerSpec)
+    vgpu_device_manager: VGPUDeviceManagerSpec = Field(default_factory=VGPUDeviceManagerSpec)
+    vfio_manager: VFIOManagerSpec = Field(default_factory=VFIOManagerSpec)
+    sandbox_device_plugin: SandboxDevicePluginSpec = Field(default_factory=SandboxDevicePluginSpec)
+    kata_sandbox_device_plugin: SandboxDevicePluginSpec = Field(
+        default_factory=SandboxDevicePluginSpec
+    )
+    kata_manager: KataManagerSpec = Field(default_factory=KataManagerSpec)
+    cc_manager: CCManagerSpec = Field(default_factory=CCManagerSpec)
+    gds: DriverSideSpec = Field(default_factory=DriverSideSpec)
+    gdrcopy: DriverSideSpec = Field(default_factory=DriverSideSpec)
 
     @property
     def sandbox_workloads_enabled(self) -> bool:
         """Whether sandbox (VM) workloads are on; off unless `sandboxWorkloads.enabled`."""
-        return self.sandbox_workloads.get("enabled") is True
+        return self.sandbox_workloads.enabled
 
 
 class ClusterPolicy(ApiModel):

@@ -87,6 +87,20 @@ class ComponentSpec(ImageSpec):
     env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
 
 
+class OperandSpec(ComponentSpec):
+    """An operand section of the ClusterPolicy: the shared fields and `hostNetwork`."""
+
+    host_network: bool = Field(
+        default=False, description="Run the operand's pods in the host's network namespace."
+    )
+
+
+class DriverManagerSpec(ImageSpec):
+    """The k8s-driver-manager init container of the driver pods."""
+
+    env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
+
+
 class ContainerProbeSpec(ApiModel):
     """Probe settings for the driver container; unset fields keep the operator's defaults."""
 
@@ -120,6 +134,7 @@ __all__ = [
     "QUANTITY_PATTERN",
     "ComponentSpec",
     "ContainerProbeSpec",
+    "DriverManagerSpec",
     "EnvVar",
     "GPUDirectRDMASpec",
     "ImageSpec",
@@ -127,6 +142,7 @@ __all__ = [
     "Int64",
     "NameRef",
     "ObjectMeta",
+    "OperandSpec",
     "Preserved",
     "Quantity",
     "ResourceRequirements",

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from components.api._clusterpolicy import ClusterPolicySpec, DriverSpec
+from components.api._clusterpolicy import ClusterPolicySpec
 from components.api._common import ImageSpec
+from components.api._driver import DriverSpec
 from components.api._nvidiadriver import NVIDIADriverSpec
 
 

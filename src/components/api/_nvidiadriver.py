@@ -12,17 +12,19 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from components.api._base import ApiModel, Cel, Preserved, crd_default
-from components.api._clusterpolicy import PRECOMPILED_NO_DIGEST, DriverManagerSpec, KernelModuleType
+from components.api._base import ApiModel, Cel, crd_default
 from components.api._common import (
     ComponentSpec,
     ContainerProbeSpec,
+    DriverManagerSpec,
     GPUDirectRDMASpec,
     NameRef,
     ObjectMeta,
     StringMap,
     Toleration,
 )
+from components.api._core import NodeAffinity, PodSecurityContext
+from components.api._driver import PRECOMPILED_NO_DIGEST, KernelModuleType
 from components.api._status import NVIDIADriverStatus
 from components.api._upgrade import NVIDIADriverUpgradePolicySpec
 
@@ -87,10 +89,11 @@ class NVIDIADriverSpec(ComponentSpec):
 
     default: bool = crd_default(
         False,
+        required=True,
         description="The fallback for GPU nodes no other NVIDIADriver selects (no nodeSelector).",
     )
     driver_type: Annotated[DriverType, _immutable("driverType")] = crd_default(
-        "gpu", description="gpu, vgpu (guest), or vgpu-host-manager."
+        "gpu", required=True, description="gpu, vgpu (guest), or vgpu-host-manager."
     )
     use_precompiled: Annotated[bool, _immutable("usePrecompiled")] = Field(
         default=False, description="Use precompiled driver images (one DaemonSet per kernel)."
@@ -99,7 +102,9 @@ class NVIDIADriverSpec(ComponentSpec):
         default=False, description="Deprecated: use kernelModuleType."
     )
     kernel_module_type: KernelModuleType = crd_default("auto")
-    image: str = crd_default("nvcr.io/nvidia/driver", description="Driver image name or path.")
+    image: str = crd_default(
+        "nvcr.io/nvidia/driver", required=True, description="Driver image name or path."
+    )
     version: str = Field(
         default="", description="Driver version (a branch, like 595, when precompiled)."
     )
@@ -123,13 +128,15 @@ class NVIDIADriverSpec(ComponentSpec):
         default_factory=dict,
         description="Nodes this driver is for; empty means every GPU node (when default).",
     )
-    node_affinity: Preserved = Field(default_factory=dict, description="A core NodeAffinity.")
+    node_affinity: NodeAffinity | None = Field(
+        default=None, description="Node affinity of the driver pods."
+    )
     labels: StringMap = Field(default_factory=dict)
     annotations: StringMap = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     priority_class_name: str = ""
-    pod_security_context: Preserved = Field(
-        default_factory=dict, description="A core PodSecurityContext for the driver pod."
+    pod_security_context: PodSecurityContext | None = Field(
+        default=None, description="Security context of the driver pods."
     )
     host_network: bool = False
 

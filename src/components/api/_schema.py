@@ -110,9 +110,13 @@ def schema_for_type(annotation: Any, metadata: list[Any] | None = None) -> Schem
     return schema
 
 
-def _crd_default(info: FieldInfo) -> bool:
+def _flag(info: FieldInfo, name: str) -> bool:
     extra = info.json_schema_extra
-    return isinstance(extra, dict) and bool(extra.get("crdDefault"))
+    return isinstance(extra, dict) and bool(extra.get(name))
+
+
+def _crd_default(info: FieldInfo) -> bool:
+    return _flag(info, "crdDefault")
 
 
 def _default_value(info: FieldInfo) -> Any:
@@ -149,7 +153,7 @@ def schema_for_model(model: type[ApiModel]) -> Schema:
     for name, info in model.model_fields.items():
         key = info.alias or name
         properties[key] = schema_for_field(name, info)
-        if info.is_required():
+        if info.is_required() or _flag(info, "crdRequired"):
             required.append(key)
     schema: Schema = {"type": "object"}
     description = _description(model.__doc__)

@@ -18,7 +18,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field
 
-from components.api._base import ApiModel, Format, ListMap
+from components.api._base import CRD_REQUIRED, ApiModel, Format, ListMap
+from components.api._common import Int64
 
 #: Lists of node names in status stop here; the counts stay exact.
 MAX_LISTED_NODES = 50
@@ -90,12 +91,12 @@ class Condition(ApiModel):
         ),
     )
     status: ConditionStatus
-    observed_generation: int | None = Field(default=None, ge=0)
+    observed_generation: Int64 | None = Field(default=None, ge=0)
     last_transition_time: DateTime
     reason: str = Field(
         min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
     )
-    message: str = Field(default="", max_length=32768)
+    message: str = Field(default="", max_length=32768, json_schema_extra=CRD_REQUIRED)
 
 
 class ComponentStatus(ApiModel):

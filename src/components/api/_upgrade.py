@@ -30,8 +30,6 @@ def _int_or_percent(value: Any) -> bool:
 
 
 def _count_or_percent(value: Any) -> bool:
-    if _is_int(value):
-        return bool(value >= 0)
     return isinstance(value, str) and bool(_COUNT_OR_PERCENT.match(value))
 
 
@@ -49,17 +47,13 @@ IntOrPercent = Annotated[
     ),
 ]
 
-#: Like `IntOrPercent`, but a string of digits is a count too (`"1"`), as the reference's
-#: `daemonsets.rollingUpdate.maxUnavailable` (a string field) has always accepted.
-CountOrPercent = Annotated[
-    int | str,
-    IntOrString(),
+#: A node count or a percentage, as a string (`"1"`, `"25%"`): the reference's
+#: `daemonsets.rollingUpdate.maxUnavailable` is a string field, so an integer is refused.
+CountString = Annotated[
+    str,
     Cel(
-        rule=(
-            "type(self) == int ? self >= 0 : "
-            "type(self) == string && self.matches('^(([0-9]+)|(100|[1-9]?[0-9])%)$')"
-        ),
-        message="must be a non-negative integer (or a string of digits) or a percentage, like 25%",
+        rule="self.matches('^(([0-9]+)|(100|[1-9]?[0-9])%)$')",
+        message='must be a count (a string of digits, like "1") or a percentage, like 25%',
         check=_count_or_percent,
     ),
 ]

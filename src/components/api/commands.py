@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from components.api._crd import KINDS, render, render_all, write_all
+from components.api._unsupported import unsupported_in_text
 from components.api._validate import Report, validate_files, validate_text
 from components.cli import CommandError
 
@@ -40,18 +41,30 @@ def run_crds(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    reports: list[Report] = []
+    """Problems make the exit status 1; fields accepted but not acted on are warnings (also
+    printed with --quiet), as the operator's `Unsupported` condition would name them."""
+    reports: list[tuple[Report, list[str]]] = []
     files: list[str] = args.files
     for name in files:
         if name == "-":
-            reports.append(validate_text(sys.stdin.read(), "<stdin>"))
-        else:
-            reports.extend(validate_files([name]))
-    for report in reports:
-        if report.ok:
-            if not args.quiet:
-                print(f"{report.source}: ok")
+            text = sys.stdin.read()
+            reports.append(
+                (validate_text(text, "<stdin>"), list(unsupported_in_text(text, "<stdin>")))
+            )
             continue
-        for line in report.lines():
+        for report in validate_files([name]):
+            reports.append((report, _warnings(Path(name), report.source)))
+    for report, warnings in reports:
+        if report.ok and not args.quiet:
+            print(f"{report.source}: ok")
+        for line in [*report.lines(), *warnings]:
             print(line)
-    return 0 if all(r.ok for r in reports) else 1
+    return 0 if all(r.ok for r, _ in reports) else 1
+
+
+def _warnings(path: Path, source: str) -> list[str]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []  # the report says why it cannot be read
+    return list(unsupported_in_text(text, source))

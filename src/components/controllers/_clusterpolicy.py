@@ -26,7 +26,7 @@ from typing import Any
 
 import pydantic
 
-from components.api import ClusterPolicy, ConditionType
+from components.api import ClusterPolicy, ConditionType, unsupported_fields
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
@@ -243,6 +243,7 @@ class ClusterPolicyController:
             problems=sync.problems,
             has_nfd_labels=any_nfd_labels(nodes),
             gpu_nodes=count_gpu_nodes(nodes),
+            unsupported=unsupported_fields(policy.spec),
         )
         status = policy_status(obj.get("status"), findings)
         await self._report(obj, sync.changes)

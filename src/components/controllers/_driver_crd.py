@@ -136,8 +136,8 @@ def for_nvidia_driver(
         pod["tolerations"] = [*pod.get("tolerations", []), *(t.to_dict() for t in spec.tolerations)]
     if spec.priority_class_name:
         pod["priorityClassName"] = spec.priority_class_name
-    if spec.pod_security_context:
-        pod["securityContext"] = dict(spec.pod_security_context)
+    if spec.pod_security_context and (security := spec.pod_security_context.to_dict()):
+        pod["securityContext"] = security
     if spec.host_network:
         pod["hostNetwork"] = True
     return out

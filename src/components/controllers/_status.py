@@ -23,12 +23,15 @@ from typing import Any
 import pydantic
 
 from components.api import (
+    UNSUPPORTED_CONDITION,
+    UNSUPPORTED_REASON,
     ClusterPolicyStatus,
     ComponentState,
     ComponentStatus,
     ConditionType,
     NVIDIADriverStatus,
     Reason,
+    unsupported_message,
 )
 
 OWNED_STATUS_KEYS = ("state", "namespace", "observedGeneration", "conditions", "components")
@@ -73,6 +76,8 @@ class Findings:
     """Renderers' conditions: (reason, message)."""
     has_nfd_labels: bool = True
     gpu_nodes: int = 0
+    unsupported: Sequence[str] = ()
+    """Fields set that nothing acts on yet (`spec.gds.enabled=true`)."""
 
 
 def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
@@ -108,6 +113,26 @@ def policy_status(
     previous: Mapping[str, Any] | None, findings: Findings, *, now: str | None = None
 ) -> ClusterPolicyStatus:
     """The status the active policy should have (conditions keep their transition times)."""
+    status = _policy_status(previous, findings, now=now)
+    set_unsupported(status, findings.unsupported, now=now)
+    return status
+
+
+def set_unsupported(
+    status: ClusterPolicyStatus, fields: Sequence[str], *, now: str | None = None
+) -> None:
+    """`Unsupported=True` naming every accepted field nothing acts on; no condition when none
+    (it never changes the state: the rest of the policy is still carried out)."""
+    if fields:
+        message = unsupported_message(fields)
+        status.set_condition(UNSUPPORTED_CONDITION, True, UNSUPPORTED_REASON, message, now=now)
+    else:
+        status.conditions = [c for c in status.conditions if c.type != UNSUPPORTED_CONDITION]
+
+
+def _policy_status(
+    previous: Mapping[str, Any] | None, findings: Findings, *, now: str | None
+) -> ClusterPolicyStatus:
     status = parse_status(previous)
     status.namespace = findings.namespace
     status.observed_generation = findings.generation

@@ -55,6 +55,8 @@ def _service_monitor(ctx: Ctx) -> dict[str, Any]:
     endpoint: dict[str, Any] = {"port": PORT_NAME, "path": "/metrics"}
     if monitor.interval:
         endpoint["interval"] = monitor.interval
+    if monitor.scrape_timeout:
+        endpoint["scrapeTimeout"] = monitor.scrape_timeout
     if monitor.honor_labels:
         endpoint["honorLabels"] = True
     if monitor.relabelings:

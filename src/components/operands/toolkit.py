@@ -211,7 +211,10 @@ class Toolkit(BaseOperand):
         if image is None:
             return rendered
 
-        detected = detect_runtime(ctx.view.gpu_nodes, default=spec.operator.default_runtime)
+        # defaultRuntime only when no node says; a runtime we do not know is containerd.
+        reported = any(n.container_runtime for n in ctx.view.gpu_nodes)
+        default = "containerd" if reported else spec.operator.default_runtime
+        detected = detect_runtime(ctx.view.gpu_nodes, default=default)
         others = [
             n.name
             for n in ctx.view.gpu_nodes

@@ -29,6 +29,7 @@ from components.api import (
 from tests.unit.components.api.cases import (
     COMPAT_FILES,
     INVALID,
+    REFERENCE_CRDS,
     SAMPLE_FILES,
     VALID,
     Invalid,
@@ -262,7 +263,7 @@ async def test_crd_defaults_match_the_models(custom: client.CustomObjectsApi) ->
             "maxUnavailable": "25%",
         }
         assert spec["cdi"] == {"enabled": True, "default": False, "nriPluginEnabled": False}
-        assert spec["operator"] == {"defaultRuntime": "docker", "runtimeClass": "nvidia"}
+        assert spec["operator"] == {"runtimeClass": "nvidia"}
         # The model reads the same values whether or not the server filled them in.
         served = ClusterPolicy.from_dict(created).spec
         local = ClusterPolicy.from_dict(document).spec
@@ -337,7 +338,8 @@ async def test_int_or_percent_rules_agree_with_their_python_twins(
     document = policy(
         {
             "driver": {"upgradePolicy": {"maxUnavailable": value}},
-            "daemonsets": {"rollingUpdate": {"maxUnavailable": value}},
+            # A string field (as the reference's): an integer is written as its digits.
+            "daemonsets": {"rollingUpdate": {"maxUnavailable": str(value)}},
         },
         name="int-or-percent",
     )
@@ -360,3 +362,68 @@ async def test_int_or_percent_rules_agree_with_their_python_twins(
     finally:
         await delete(custom, document)
     assert online == offline
+
+
+# --- round trip of what a migrating admin already has ---------------------------------
+
+HELM_RENDERED = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "helm-rendered-clusterpolicy.yaml"
+)
+APPLY = {"_content_type": "application/apply-patch+yaml", "field_manager": "admin", "force": True}
+
+
+def with_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """`value` with the defaults of `schema` filled in, as a structural CRD's API server does
+    (absent fields only; an explicit null stays null)."""
+    if isinstance(value, dict) and "properties" in schema:
+        out = dict(value)
+        for name, child in schema["properties"].items():
+            if name not in out and "default" in child:
+                out[name] = copy.deepcopy(child["default"])
+            if out.get(name) is not None:
+                out[name] = with_defaults(out[name], child)
+        return out
+    if isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
+        return {k: with_defaults(v, schema["additionalProperties"]) for k, v in value.items()}
+    if isinstance(value, list) and "items" in schema:
+        return [with_defaults(item, schema["items"]) for item in value]
+    return value
+
+
+def reference_spec_schema(kind: Kind) -> dict[str, Any]:
+    (document,) = load_all(REFERENCE_CRDS[kind.kind])
+    schema: dict[str, Any] = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return dict(schema["properties"]["spec"])
+
+
+@pytest.mark.parametrize("path", [*COMPAT_FILES, HELM_RENDERED], ids=lambda p: Path(p).name)
+async def test_what_the_reference_accepts_round_trips_unchanged_through_server_side_apply(
+    custom: client.CustomObjectsApi, path: Path
+) -> None:
+    """The reference's samples and a policy as its Helm chart renders it (every section
+    filled): applied server-side, read back, the spec is what was sent plus exactly the
+    defaults the reference's own CRD would add; applying it again changes nothing."""
+    (document,) = load_all(path)
+    kind = kind_of(document)
+    name = document["metadata"]["name"]
+    await delete(custom, document)
+    try:
+        await custom.patch_cluster_custom_object(
+            "nvidia.com", kind.version, kind.plural, name, copy.deepcopy(document), **APPLY
+        )
+        stored = await custom.get_cluster_custom_object(
+            "nvidia.com", kind.version, kind.plural, name
+        )
+        expected = with_defaults(document["spec"], reference_spec_schema(kind))
+        assert stored["spec"] == expected
+        await custom.patch_cluster_custom_object(
+            "nvidia.com", kind.version, kind.plural, name, copy.deepcopy(document), **APPLY
+        )
+        again = await custom.get_cluster_custom_object(
+            "nvidia.com", kind.version, kind.plural, name
+        )
+        assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+        model = ClusterPolicy if kind is CLUSTER_POLICY else NVIDIADriver
+        assert model.from_dict(stored).to_dict()["spec"] == stored["spec"]
+    finally:
+        await delete(custom, document)

@@ -7,7 +7,6 @@ A case is a document and, for invalid ones, the field the rejection must name.
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,22 +16,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[4]
 
 
-def _compat_folder() -> Path:
-    """The reference's samples live in the workplace's read-only `shared/compat/`, beside
-    the checkout; a clone elsewhere finds it through GPU_OPERATOR_SHARED or /work/shared."""
-    candidates = [Path(p) / "compat" for p in [os.environ.get("GPU_OPERATOR_SHARED", "")] if p] + [
-        REPO.parent / "shared" / "compat",
-        Path("/work/shared/compat"),
-    ]
-    for candidate in candidates:
-        if any(candidate.glob("*.yaml")):
-            return candidate
-    return candidates[-1]
-
-
-COMPAT = _compat_folder()
+#: The reference's samples and CRDs, copied unchanged from the workplace's
+#: `../shared/compat/` (see its README) so a fresh clone has them too: data to test against.
+COMPAT = REPO / "tests" / "fixtures" / "compat"
 SAMPLES = REPO / "config" / "samples"
-COMPAT_FILES = sorted(COMPAT.glob("*.yaml"))
+COMPAT_FILES = sorted(COMPAT.glob("nvidia-*-sample.yaml"))
+REFERENCE_CRDS = {
+    "ClusterPolicy": COMPAT / "reference-crd-clusterpolicies.yaml",
+    "NVIDIADriver": COMPAT / "reference-crd-nvidiadrivers.yaml",
+}
 SAMPLE_FILES = sorted(SAMPLES.glob("*.yaml"))
 
 
@@ -186,6 +178,25 @@ INVALID: list[Invalid] = [
         "does not match",
     ),
     Invalid(
+        "unknown-field-in-a-sandbox-section",
+        policy({"gdrcopy": {"enabled": False, "future": {"anything": [1, "two"]}}}),
+        "spec.gdrcopy.future",
+        'unknown field "future"',
+        strict_only=True,
+    ),
+    Invalid(
+        "sandbox-mode-outside-the-enum",
+        policy({"sandboxWorkloads": {"enabled": True, "mode": "firecracker"}}),
+        "spec.sandboxWorkloads.mode",
+        "firecracker",
+    ),
+    Invalid(
+        "rolling-update-max-unavailable-is-a-string",
+        policy({"daemonsets": {"rollingUpdate": {"maxUnavailable": 1}}}),
+        "spec.daemonsets.rollingUpdate.maxUnavailable",
+        "string",
+    ),
+    Invalid(
         "unknown-field",
         policy({"driver": {"upgradePolicy": {"maxParalelUpgrades": 2}}}),
         "spec.driver.upgradePolicy.maxParalelUpgrades",
@@ -242,14 +253,21 @@ VALID: list[Valid] = [
     ),
     Valid("digest-version", policy({"driver": {"version": "sha256:" + "b" * 64}})),
     Valid(
-        "kept-as-given-sections",
+        "sandbox-sections",
         policy(
             {
                 "sandboxWorkloads": {"enabled": True, "defaultWorkload": "vm-passthrough"},
                 "vgpuManager": {"enabled": True, "driverManager": {"env": [{"name": "A"}]}},
-                "kataManager": {"config": {"artifactsDir": "/opt/nvidia-gpu-operator/x"}},
+                "kataManager": {
+                    "config": {
+                        "artifactsDir": "/opt/nvidia-gpu-operator/x",
+                        "runtimeClasses": [
+                            {"name": "kata-nvidia-gpu", "artifacts": {"url": "nvcr.io/x:1"}}
+                        ],
+                    }
+                },
                 "ccManager": {"enabled": False, "defaultMode": "off"},
-                "gdrcopy": {"enabled": False, "future": {"anything": [1, "two"]}},
+                "gdrcopy": {"enabled": False, "args": ["--verbose"]},
             }
         ),
     ),

@@ -66,11 +66,16 @@ def test_reference_sample_reads_typed() -> None:
     # `plugin:` with no value is null: it reads as an empty section, and is written back null.
     assert spec.validator.plugin.env == []
     assert policy.to_dict()["spec"]["validator"]["plugin"] is None
-    # Sections kept as given.
-    assert spec.sandbox_workloads == {"enabled": False, "defaultWorkload": "container"}
-    assert spec.psp == {"enabled": False}
-    assert spec.kata_manager == {"enabled": False, "config": {}}
+    # The sandbox sections are typed too, and written back exactly as given.
+    assert spec.sandbox_workloads.default_workload == "container"
+    assert spec.sandbox_workloads.mode == "kubevirt"  # the default
+    assert spec.psp.enabled is False
+    assert spec.kata_manager.enabled is False
+    assert spec.kata_manager.config.runtime_classes == []
     assert spec.sandbox_workloads_enabled is False
+    written = policy.to_dict()["spec"]
+    assert written["sandboxWorkloads"] == {"enabled": False, "defaultWorkload": "container"}
+    assert written["kataManager"] == {"enabled": False, "config": {}}
 
 
 def test_nvidiadriver_sample_reads_typed() -> None:
@@ -114,7 +119,10 @@ def test_defaults_are_the_references_when_sections_are_absent() -> None:
         "serviceMonitor": False,
         "rdma": False,
     }
-    assert spec.operator.default_runtime == "docker"
+    assert spec.operator.default_runtime == "containerd"  # no CRD default, as the reference
+    assert spec.mig_manager.config.name == ""  # the built-in config
+    assert spec.mig_manager.config.config_map_name == "default-mig-parted-config"
+    assert spec.host_paths.kubelet_root_dir == "/var/lib/kubelet"
     assert spec.operator.runtime_class == "nvidia"
     assert spec.daemonsets.update_strategy == "RollingUpdate"
     assert spec.daemonsets.rolling_update.max_unavailable == "1"
@@ -124,7 +132,7 @@ def test_defaults_are_the_references_when_sections_are_absent() -> None:
     assert spec.toolkit.install_dir == "/usr/local/nvidia"
     assert spec.device_plugin.mps.root == "/run/nvidia/mps"
     assert spec.mig.strategy == "none"
-    assert spec.mig_manager.config.name == "default-mig-parted-config"
+    assert spec.mig_manager.config.config_map_name == "default-mig-parted-config"
     assert spec.mig_manager.config.default == "all-disabled"
     assert spec.host_paths.root_fs == "/"
     assert spec.host_paths.driver_install_dir == "/run/nvidia/driver"

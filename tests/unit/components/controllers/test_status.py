@@ -145,3 +145,29 @@ def test_driver_status_states() -> None:
     assert status.state == "notReady" and error is not None and error.status == "True"
     status = driver_status(None, namespace="ns", generation=1, ignored="not used", now=T0)
     assert status.state == "ignored"
+
+
+def test_fields_accepted_but_not_acted_on_are_named_in_a_condition() -> None:
+    unsupported = ["spec.gds.enabled=true", "spec.driver.hostNetwork=true"]
+    status = policy_status(None, findings(unsupported=unsupported), now=T0)
+    assert status.state == "ready"  # the rest of the policy is carried out
+    cond = status.condition("Unsupported")
+    assert cond is not None
+    assert (cond.status, cond.reason) == ("True", "AcceptedNotActedOn")
+    assert cond.message == (
+        "spec.gds.enabled=true is accepted but not acted on; "
+        "spec.driver.hostNetwork=true is accepted but not acted on"
+    )
+    # Also next to a renderer's error, and gone once the fields are unset again.
+    failing = policy_status(
+        None, findings(unsupported=unsupported, problems=[("Bad", "bad")]), now=T0
+    )
+    assert failing.condition("Unsupported") is not None
+    cleared = policy_status(status.to_dict(defaults=True), findings(), now=T1)
+    assert cleared.condition("Unsupported") is None
+    assert status_patch(status.to_dict(defaults=True), cleared) is not None
+
+
+def test_no_unsupported_condition_when_every_field_is_acted_on() -> None:
+    status = policy_status(None, findings(), now=T0)
+    assert [c.type for c in status.conditions] == ["Ready", "Error"]

@@ -254,6 +254,7 @@ def test_service_monitor_only_with_the_crd_and_when_enabled() -> None:
             "serviceMonitor": {
                 "enabled": True,
                 "interval": "15s",
+                "scrapeTimeout": "10s",
                 "additionalLabels": {"release": "prom"},
             }
         }
@@ -263,7 +264,7 @@ def test_service_monitor_only_with_the_crd_and_when_enabled() -> None:
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["endpoints"] == [
-        {"port": "gpu-metrics", "path": "/metrics", "interval": "15s"}
+        {"port": "gpu-metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
     ]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     assert with_crd.conditions == []

@@ -60,6 +60,15 @@ def test_detect_runtime_falls_back_to_the_given_default() -> None:
     assert detect_runtime(on("containerd://2.0.0"), default="docker") == "containerd"
 
 
+def test_an_unknown_node_runtime_is_containerd_never_the_default_runtime() -> None:
+    nodes = on("remote://1.0")
+    assert env_of(container(toolkit_ds(render({}, nodes))))["RUNTIME"] == "containerd"
+    explicit = {"operator": {"defaultRuntime": "docker"}}
+    assert env_of(container(toolkit_ds(render(explicit, nodes))))["RUNTIME"] == "containerd"
+    # defaultRuntime is for nodes that report no runtime at all.
+    assert env_of(container(toolkit_ds(render(explicit, on("")))))["RUNTIME"] == "docker"
+
+
 def test_containerd_defaults() -> None:
     ds = toolkit_ds(render())
     ctr = container(ds)

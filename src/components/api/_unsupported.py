@@ -1,0 +1,140 @@
+"""Fields the API accepts (as the reference's does) that no operand acts on yet.
+
+The one list of them: the ClusterPolicy controller puts an `Unsupported` condition on the
+policy naming each one that is set, and `gpu-operator validate` warns about the same ones
+offline. A field leaves this list in the commit that makes an operand act on it.
+
+A field is named only when it asks for something (`enabled: true`, a non-default path, a
+non-empty list); `enabled: false` or the default value needs no action, so it is silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from components.api._base import ApiModel
+from components.api._clusterpolicy import ClusterPolicy, ClusterPolicySpec
+from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
+from components.api._validate import YAMLProblem, is_ours, load_documents
+
+#: The condition type on the ClusterPolicy, and its reason.
+UNSUPPORTED_CONDITION = "Unsupported"
+UNSUPPORTED_REASON = "AcceptedNotActedOn"
+
+_KUBELET_ROOT = "/var/lib/kubelet"
+
+
+@dataclass(frozen=True)
+class _Rule:
+    path: str
+    #: What the value asks for, as written after the path (`=true`, `=/x`, or `` for a
+    #: section); None when it asks for nothing.
+    asks: Callable[[Any], str | None]
+
+
+def _true(get: Callable[[Any], bool]) -> Callable[[Any], str | None]:
+    return lambda spec: "=true" if get(spec) else None
+
+
+def _given(get: Callable[[Any], Any]) -> Callable[[Any], str | None]:
+    """Set to something non-empty (a list, a map, a section)."""
+
+    def asks(spec: Any) -> str | None:
+        value = get(spec)
+        if isinstance(value, ApiModel):
+            value = value.to_dict()
+        return "" if value else None
+
+    return asks
+
+
+def _host_network(section: str) -> _Rule:
+    attribute = "".join(f"_{c.lower()}" if c.isupper() else c for c in section)
+    return _Rule(f"spec.{section}.hostNetwork", _true(lambda s: getattr(s, attribute).host_network))
+
+
+#: Operands whose pods do not honour `hostNetwork` yet (DCGM exporter's do).
+_OPERANDS_WITH_HOST_NETWORK = (
+    "driver", "toolkit", "devicePlugin", "dcgm", "gfd", "migManager", "nodeStatusExporter",
+    "validator",
+)  # fmt: skip
+
+CLUSTER_POLICY_RULES: tuple[_Rule, ...] = (
+    _Rule("spec.sandboxWorkloads.enabled", _true(lambda s: s.sandbox_workloads.enabled)),
+    _Rule("spec.vgpuManager.enabled", _true(lambda s: s.vgpu_manager.enabled)),
+    _Rule("spec.kataManager.enabled", _true(lambda s: s.kata_manager.enabled)),
+    _Rule("spec.ccManager.enabled", _true(lambda s: s.cc_manager.enabled)),
+    _Rule("spec.gds.enabled", _true(lambda s: s.gds.enabled)),
+    _Rule("spec.gdrcopy.enabled", _true(lambda s: s.gdrcopy.enabled)),
+    _Rule("spec.psp.enabled", _true(lambda s: s.psp.enabled)),
+    *(_host_network(section) for section in _OPERANDS_WITH_HOST_NETWORK),
+    _Rule(
+        "spec.hostPaths.kubeletRootDir",
+        lambda s: f"={r}" if (r := s.host_paths.kubelet_root_dir) != _KUBELET_ROOT else None,
+    ),
+    _Rule(
+        "spec.daemonsets.podSecurityContext", _given(lambda s: s.daemonsets.pod_security_context)
+    ),
+    _Rule(
+        "spec.operator.metrics.serviceMonitor.enabled",
+        _true(lambda s: s.operator.metrics.service_monitor.enabled),
+    ),
+    _Rule("spec.dcgmExporter.annotations", _given(lambda s: s.dcgm_exporter.annotations)),
+    _Rule("spec.dcgmExporter.enablePodLabels", _true(lambda s: s.dcgm_exporter.enable_pod_labels)),
+    _Rule("spec.dcgmExporter.enablePodUID", _true(lambda s: s.dcgm_exporter.enable_pod_uid)),
+    _Rule(
+        "spec.dcgmExporter.podLabelAllowlistRegex",
+        _given(lambda s: s.dcgm_exporter.pod_label_allowlist_regex),
+    ),
+)
+
+NVIDIA_DRIVER_RULES: tuple[_Rule, ...] = (
+    _Rule("spec.nodeAffinity", _given(lambda s: s.node_affinity)),
+    _Rule("spec.gds.enabled", _true(lambda s: s.gds.enabled)),
+    _Rule("spec.gdrcopy.enabled", _true(lambda s: s.gdrcopy.enabled)),
+)
+
+
+def _named(rules: Sequence[_Rule], spec: Any) -> list[str]:
+    return [rule.path + asked for rule in rules if (asked := rule.asks(spec)) is not None]
+
+
+def unsupported_fields(spec: ClusterPolicySpec | NVIDIADriverSpec) -> list[str]:
+    """`spec.gds.enabled=true`, ...: the fields set in `spec` that nothing acts on yet."""
+    if isinstance(spec, NVIDIADriverSpec):
+        return _named(NVIDIA_DRIVER_RULES, spec)
+    return _named(CLUSTER_POLICY_RULES, spec)
+
+
+def not_acted_on(field: str) -> str:
+    return f"{field} is accepted but not acted on"
+
+
+def unsupported_message(fields: Sequence[str]) -> str:
+    """The condition's message: every field, in the list's order."""
+    return "; ".join(not_acted_on(f) for f in fields)
+
+
+def unsupported_in_text(text: str, source: str) -> Iterator[str]:
+    """`validate`'s warning lines for a YAML stream (documents that do not parse are the
+    schema checks' business, so they are passed over here)."""
+    try:
+        documents = load_documents(text)
+    except YAMLProblem:
+        return
+    numbered = len(documents) > 1
+    for index, document in enumerate(documents, start=1):
+        if not is_ours(document):
+            continue
+        model = ClusterPolicy if document.get("kind") == "ClusterPolicy" else NVIDIADriver
+        try:
+            spec = model.from_dict(document).spec
+        except pydantic.ValidationError:
+            continue
+        where = f"{source} (document {index})" if numbered else source
+        for field in unsupported_fields(spec):
+            yield f"{where}: warning: {not_acted_on(field)}"
