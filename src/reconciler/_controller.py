@@ -5,8 +5,9 @@ computes everything from the cache. That is what makes collapsing bursts, droppi
 unneeded events and retrying after errors all safe.
 
 Result semantics follow controller-runtime: an exception requeues with backoff (the key's
-failures grow), `requeue_after` forgets the failures and comes back after that delay,
-`requeue` backs off like an error without being one, and success forgets. A reconcile that
+failures grow), `requeue_after` forgets the failures and comes back after that delay, and
+success forgets. There is no bare "requeue": a reconcile that wants to come back says when
+(controller-runtime deprecated its `Requeue` flag for the same reason). A reconcile that
 raises or times out never takes its worker down with it.
 """
 
@@ -41,9 +42,11 @@ _TIME_SLICE = 0.002
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What a reconcile asks for next; `None` (or `Result()`) means "done until a change"."""
+    """What a reconcile asks for next; `None` (or `Result()`) means "done until a change".
 
-    requeue: bool = False
+    `requeue_after` > 0: reconcile again after that many seconds, unless an event does first.
+    """
+
     requeue_after: float = 0.0
 
 
@@ -81,7 +84,7 @@ class Controller:
         m = self._metrics
         self._total = {
             r: m.reconcile_total.labels(controller=name, result=r)
-            for r in ("success", "error", "requeue", "requeue_after")
+            for r in ("success", "error", "requeue_after")
         }
         self._errors = m.reconcile_errors_total.labels(controller=name)
         self._terminal = m.terminal_reconcile_errors_total.labels(controller=name)
@@ -187,9 +190,6 @@ class Controller:
                 queue.forget(request)
                 queue.add_after(request, result.requeue_after)
                 self._total["requeue_after"].inc()
-            elif result is not None and result.requeue:
-                queue.add_rate_limited(request)
-                self._total["requeue"].inc()
             else:
                 queue.forget(request)
                 self._total["success"].inc()
