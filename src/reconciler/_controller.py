@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler._clock import Clock
 from reconciler._exceptions import ApiError, Conflict, ShutDown, TerminalError
-from reconciler._handlers import Mapping, WatchHandler, enqueue_object
+from reconciler._handlers import MapFunc, WatchHandler, enqueue_object
 from reconciler._informer import Informer
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import Request
@@ -100,7 +100,7 @@ class Controller:
     def watch(
         self,
         informer: Informer,
-        mapping: Mapping = enqueue_object,
+        mapping: MapFunc = enqueue_object,
         *predicates: Predicate,
     ) -> None:
         """Reconcile `mapping(obj)` when an object of `informer`'s kind changes."""

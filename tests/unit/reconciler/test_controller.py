@@ -9,15 +9,8 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reconciler import (
-    Controller,
-    FakeClock,
-    ItemExponentialFailureRateLimiter,
-    Request,
-    Result,
-    TerminalError,
-    metrics_for,
-)
+from reconciler import Controller, Request, Result, TerminalError, metrics_for
+from reconciler.lowlevel import FakeClock, ItemExponentialFailureRateLimiter
 
 from ._util import wait_until
 
