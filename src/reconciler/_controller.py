@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import anyio
 from prometheus_client import CollectorRegistry
 
 from reconciler._clock import Clock
@@ -79,7 +80,10 @@ class Controller:
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
             name, rate_limiter, PrometheusQueueMetrics(self._metrics, name), clock
         )
-        self._workers: list[asyncio.Task[None]] = []
+        self._runner: asyncio.Task[None] | None = None
+        self._cancel = anyio.CancelScope()
+        self._finished = anyio.Event()
+        self._in_flight = 0
         self._watches: list[tuple[Informer, WatchHandler]] = []
         m = self._metrics
         self._total = {
@@ -95,7 +99,7 @@ class Controller:
 
     @property
     def started(self) -> bool:
-        return bool(self._workers)
+        return self._runner is not None
 
     def watch(
         self,
@@ -112,13 +116,22 @@ class Controller:
         self.queue.add(request)
 
     def start(self) -> None:
-        if self._workers:
+        """Start the workers: one task group, so they are cancelled and awaited together."""
+        if self._runner is not None:
             return
-        self._workers = [
-            asyncio.create_task(self._worker(), name=f"{self.name} worker {i}")
-            for i in range(self.max_concurrent_reconciles)
-        ]
-        log.debug("controller %s: started %d workers", self.name, len(self._workers))
+        self._cancel = anyio.CancelScope()
+        self._finished = anyio.Event()
+        self._runner = asyncio.create_task(self._run_workers(), name=f"{self.name} workers")
+        log.debug("controller %s: started %d workers", self.name, self.max_concurrent_reconciles)
+
+    async def _run_workers(self) -> None:
+        try:
+            with self._cancel:
+                async with anyio.create_task_group() as workers:
+                    for i in range(self.max_concurrent_reconciles):
+                        workers.start_soon(self._worker, name=f"{self.name} worker {i}")
+        finally:
+            self._finished.set()
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking requests; let in-flight reconciles finish for up to `grace` seconds.
@@ -131,15 +144,18 @@ class Controller:
             with contextlib.suppress(ValueError):
                 informer.remove_handler(handler)
         self._watches.clear()
-        workers, self._workers = self._workers, []
-        if not workers:
+        runner, self._runner = self._runner, None
+        if runner is None:
             return
-        _, pending = await asyncio.wait(workers, timeout=grace) if grace != 0 else (set(), workers)
-        for task in pending:
-            task.cancel()
-        if pending:
-            log.info("controller %s: cancelled %d unfinished reconciles", self.name, len(pending))
-            await asyncio.gather(*pending, return_exceptions=True)
+        if grace != 0:
+            with anyio.move_on_after(grace):
+                await self._finished.wait()
+        if not self._finished.is_set():
+            unfinished = self._in_flight
+            self._cancel.cancel()
+            if unfinished:
+                log.info("controller %s: cancelled %d unfinished reconciles", self.name, unfinished)
+        await runner
 
     async def _worker(self) -> None:
         queue = self.queue
@@ -170,6 +186,7 @@ class Controller:
     async def _process(self, request: Request) -> None:
         queue = self.queue
         self._active.inc()
+        self._in_flight += 1
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.reconcile_timeout):
@@ -196,6 +213,7 @@ class Controller:
         finally:
             self._time.observe(time.perf_counter() - started)
             self._active.dec()
+            self._in_flight -= 1
 
     def _log_error(self, request: Request, exc: Exception) -> None:
         retries = self.queue.num_requeues(request)

@@ -15,12 +15,12 @@ exits. Cancelling `run()` is the same as the process dying: nothing is drained o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from collections.abc import Awaitable
 from typing import Any
 
+import anyio
 from prometheus_client import CollectorRegistry
 
 from reconciler._address import split_address
@@ -237,22 +237,33 @@ class Manager:
         log.debug("caches synced: %d informers", len(self.cache.informers))
 
     async def _until_stopped(self, work: Awaitable[None]) -> bool:
-        """Run `work` unless `stop()` comes first; True if it finished."""
+        """Run `work` unless `stop()` comes first; True if it finished.
+
+        A task group scopes the two: whichever ends first cancels the other, and an error
+        from `work` (e.g. CacheSyncTimeout) is raised as itself."""
         assert self._stop is not None
-        task = asyncio.ensure_future(work)
-        stop_wait = asyncio.create_task(self._stop.wait())
-        try:
-            await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop_wait.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.done() and not task.cancelled():
-            task.result()  # re-raise, e.g. CacheSyncTimeout
-            return True
-        return False
+        stop = self._stop
+        finished = False
+        error: Exception | None = None
+        async with anyio.create_task_group() as race:
+
+            async def cancel_on_stop() -> None:
+                await stop.wait()
+                race.cancel_scope.cancel()
+
+            race.start_soon(cancel_on_stop)
+            try:
+                await work
+                finished = True
+            except Exception as exc:
+                error = exc
+            finally:
+                race.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        return finished
 
     async def _stop_controllers(self, grace: float) -> None:
-        await asyncio.gather(*(c.stop(grace) for c in self.controllers))
+        async with anyio.create_task_group() as stopping:
+            for controller in self.controllers:
+                stopping.start_soon(controller.stop, grace)
