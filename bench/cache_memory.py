@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import finish
 from _nodes import NODE_DROP, gpu_node
-from reconciler import DEFAULT_DROP, Store, Trimmer, by_label, by_namespace, by_owner_uid
+from reconciler import by_label, by_owner_uid
 from reconciler._decode import ObjectDecoder
+from reconciler.lowlevel import DEFAULT_DROP, Store, Trimmer, by_namespace
 
 NODES = 5000
 

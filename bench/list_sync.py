@@ -24,8 +24,9 @@ from kubernetes_asyncio import client, config
 
 from _common import finish
 from _nodes import NODE_DROP, gpu_node
-from reconciler import GVK, Cache, RESTMapper, Transport, label_index_name
+from reconciler import GVK, Cache, label_index_name
 from reconciler.envtest import ControlPlane
+from reconciler.lowlevel import RESTMapper, Transport
 
 NODES = 5000
 NODE = GVK("", "v1", "Node")

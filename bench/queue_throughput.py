@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from prometheus_client import CollectorRegistry
 
 from _common import finish
-from reconciler import PrometheusQueueMetrics, Queue, RateLimitingQueue, metrics_for
+from reconciler import metrics_for
+from reconciler.lowlevel import PrometheusQueueMetrics, Queue, RateLimitingQueue
 
 CYCLES = 300_000
 

@@ -35,18 +35,9 @@ from _common import finish, percentile
 from components.kube import apply_crds, load_documents
 from components.sim import ClusterConfig, SimulatedCluster, parse_os_list
 from components.upgrade import IN_PROGRESS, STATE_LABEL
-from reconciler import (
-    GVK,
-    Cache,
-    Client,
-    NotFound,
-    Object,
-    RESTMapper,
-    Transport,
-    labels_of,
-    name_of,
-)
+from reconciler import GVK, Cache, Client, NotFound, Object, labels_of, name_of
 from reconciler.envtest import free_port
+from reconciler.lowlevel import RESTMapper, Transport
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "gpu-operator"

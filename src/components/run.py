@@ -23,7 +23,7 @@ from kubernetes_asyncio import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from components.cli import CommandError
-from components.commands.run import DISABLED, split_address
+from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
 from reconciler import (
     ApiError,
@@ -31,6 +31,7 @@ from reconciler import (
     CacheSyncTimeout,
     LeaderElectionConfig,
     LeaderElectionLost,
+    split_address,
 )
 
 log = logging.getLogger("components.run")

@@ -1,11 +1,16 @@
-"""A controller-runtime style engine on asyncio. Knows nothing about GPUs."""
+"""A controller-runtime style engine on asyncio. Knows nothing about GPUs.
 
-from reconciler._backoff import Backoff
+This face is what an operator author uses: a `Manager` that owns the cache, the client and
+the controllers; `Reconciler`s that take a `Request` and return a `Result`; the predicates
+and mappings that decide what a watch enqueues; the object helpers; and the typed errors.
+The machinery under it (queues, stores, reflectors, the transport, clocks and rate
+limiters) is in `reconciler.lowlevel`, for tests, benchmarks and unusual wiring.
+"""
+
+from reconciler._address import split_address
 from reconciler._cache import Cache
-from reconciler._client import Client, Eviction, EvictionResult, desired_hash
-from reconciler._clock import Clock, FakeClock, MonotonicClock
+from reconciler._client import Applied, Client, Eviction, EvictionResult, Operation
 from reconciler._controller import Controller, ReconcileFunc, Reconciler, Result
-from reconciler._delaying_queue import DelayingQueue
 from reconciler._events import NORMAL, WARNING, EventRecorder
 from reconciler._exceptions import (
     AlreadyExists,
@@ -22,29 +27,14 @@ from reconciler._exceptions import (
     NotFound,
     ReconcilerError,
     ServerError,
-    ShutDown,
     TerminalError,
     TooManyRequests,
     Unauthorized,
     UnknownKind,
 )
-from reconciler._handlers import (
-    Mapping,
-    WatchHandler,
-    enqueue_mapped,
-    enqueue_object,
-    enqueue_owner,
-)
-from reconciler._indexers import (
-    NAMESPACE_INDEX,
-    OWNER_INDEX,
-    IndexFunc,
-    by_label,
-    by_namespace,
-    by_owner_uid,
-    label_index_name,
-)
-from reconciler._informer import EventHandler, Informer
+from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
+from reconciler._indexers import OWNER_INDEX, IndexFunc, by_label, by_owner_uid, label_index_name
+from reconciler._informer import Informer
 from reconciler._kinds import (
     CONFIG_MAP,
     CONTROLLER_REVISION,
@@ -55,7 +45,7 @@ from reconciler._kinds import (
     PDB,
     POD,
 )
-from reconciler._leader_election import LeaderElectionConfig, LeaderElector
+from reconciler._leader_election import LeaderElectionConfig
 from reconciler._manager import Manager
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import (
@@ -83,30 +73,14 @@ from reconciler._predicates import (
     Predicate,
     ResourceVersionChanged,
 )
-from reconciler._queue import Queue
-from reconciler._queue_metrics import NoQueueMetrics, PrometheusQueueMetrics, QueueMetrics
-from reconciler._rate_limiters import (
-    BucketRateLimiter,
-    ItemExponentialFailureRateLimiter,
-    MaxOfRateLimiter,
-    RateLimiter,
-    default_controller_rate_limiter,
-)
-from reconciler._rate_limiting_queue import RateLimitingQueue
-from reconciler._restmapper import Resource, RESTMapper
-from reconciler._store import Store
-from reconciler._transport import Transport
-from reconciler._trim import DEFAULT_DROP, Trimmer
 
 __all__ = [
     "CONFIG_MAP",
     "CONTROLLER_REVISION",
     "CRD",
     "DAEMONSET",
-    "DEFAULT_DROP",
     "EVENT",
     "GVK",
-    "NAMESPACE_INDEX",
     "NODE",
     "NORMAL",
     "OWNER_INDEX",
@@ -118,21 +92,16 @@ __all__ = [
     "AnnotationsChanged",
     "ApiError",
     "ApiUnreachable",
-    "Backoff",
+    "Applied",
     "BadRequest",
-    "BucketRateLimiter",
     "Cache",
     "CacheSyncTimeout",
     "Client",
-    "Clock",
     "Conflict",
     "Controller",
-    "DelayingQueue",
-    "EventHandler",
     "EventRecorder",
     "Eviction",
     "EvictionResult",
-    "FakeClock",
     "Forbidden",
     "Funcs",
     "GenerationChanged",
@@ -140,53 +109,34 @@ __all__ = [
     "IndexFunc",
     "Informer",
     "Invalid",
-    "ItemExponentialFailureRateLimiter",
     "LabelsChanged",
     "LeaderElectionConfig",
     "LeaderElectionLost",
-    "LeaderElector",
     "Manager",
-    "Mapping",
+    "MapFunc",
     "Matching",
-    "MaxOfRateLimiter",
     "Metrics",
-    "MonotonicClock",
-    "NoQueueMetrics",
     "NotCached",
     "NotFound",
     "Object",
     "ObjectKey",
+    "Operation",
     "Or",
     "Predicate",
-    "PrometheusQueueMetrics",
-    "Queue",
-    "QueueMetrics",
-    "RESTMapper",
-    "RateLimiter",
-    "RateLimitingQueue",
     "ReconcileFunc",
     "Reconciler",
     "ReconcilerError",
     "Request",
-    "Resource",
     "ResourceVersionChanged",
     "Result",
     "ServerError",
-    "ShutDown",
-    "Store",
     "TerminalError",
     "TooManyRequests",
-    "Transport",
-    "Trimmer",
     "Unauthorized",
     "UnknownKind",
-    "WatchHandler",
     "annotations_of",
     "by_label",
-    "by_namespace",
     "by_owner_uid",
-    "default_controller_rate_limiter",
-    "desired_hash",
     "enqueue_mapped",
     "enqueue_object",
     "enqueue_owner",
@@ -199,4 +149,5 @@ __all__ = [
     "owner_reference",
     "owner_references_of",
     "resource_version_of",
+    "split_address",
 ]

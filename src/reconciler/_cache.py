@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from reconciler._exceptions import CacheSyncTimeout, NotCached
 from reconciler._indexers import NAMESPACE_INDEX, IndexFunc, by_label, label_index_name
@@ -17,7 +17,7 @@ from reconciler._informer import Informer
 from reconciler._objects import GVK, Object, ObjectKey, labels_of
 from reconciler._restmapper import RESTMapper
 from reconciler._transport import Transport
-from reconciler._trim import Path, Trimmer
+from reconciler._trim import Path, Transform, Trimmer
 
 
 class Cache:
@@ -45,7 +45,7 @@ class Cache:
         indexers: Mapping[str, IndexFunc] | None = None,
         index_labels: Iterable[str] = (),
         drop: Iterable[Path] = (),
-        transform: Callable[[Object], Object] | None = None,
+        transform: Transform | None = None,
         inactivity_timeout: float = 120.0,
     ) -> Informer:
         """The informer for `gvk`, created on first call; later calls may add indexers.
@@ -54,16 +54,17 @@ class Cache:
         controller: they are skipped while decoding and never cached, on top of
         `managedFields`. `transform` runs on each object before it is cached.
         `index_labels` adds an index per label key (used by `list(labels=...)`).
-        One informer per kind: asking again with a different scope is a programming error.
+
+        One informer per kind, so asking again is a programming error (`ValueError`) when
+        the answer would not be what was asked for: a different scope, a different
+        `transform`, or `drop` paths other than the informer's (no `drop` means "any").
         """
         all_indexers = dict(indexers or {})
         for key in index_labels:
             all_indexers[label_index_name(key)] = by_label(key)
         informer = self._informers.get(gvk)
         if informer is not None:
-            scope = (informer.namespace, informer.label_selector, informer.field_selector)
-            if scope != (namespace, label_selector, field_selector):
-                raise ValueError(f"{gvk} is already cached with scope {scope}")
+            _check_same(informer, (namespace, label_selector, field_selector), drop, transform)
             informer.add_indexers(all_indexers)
             return informer
         informer = Informer(
@@ -90,6 +91,11 @@ class Cache:
 
     def is_cached(self, gvk: GVK) -> bool:
         return gvk in self._informers
+
+    def has_synced(self, gvk: GVK) -> bool:
+        """Whether the cache's view of `gvk` is complete: an absent object is truly absent."""
+        informer = self._informers.get(gvk)
+        return informer is not None and informer.has_synced
 
     async def start(self) -> None:
         self._started = True
@@ -147,3 +153,20 @@ class Cache:
             items = labels.items()
             out = [o for o in out if all(labels_of(o).get(k) == v for k, v in items)]
         return out
+
+
+def _check_same(
+    informer: Informer,
+    scope: tuple[str | None, str | None, str | None],
+    drop: Iterable[Path],
+    transform: Transform | None,
+) -> None:
+    gvk = informer.gvk
+    cached_scope = (informer.namespace, informer.label_selector, informer.field_selector)
+    if scope != cached_scope:
+        raise ValueError(f"{gvk} is already cached with scope {cached_scope}")
+    if transform is not informer.trimmer.transform:
+        raise ValueError(f"{gvk} is already cached with transform {informer.trimmer.transform}")
+    paths = Trimmer(drop).paths
+    if paths != Trimmer().paths and paths != informer.trimmer.paths:
+        raise ValueError(f"{gvk} is already cached dropping {informer.trimmer.paths}")

@@ -63,6 +63,27 @@ class EvictionResult:
         return self.outcome is not Eviction.BLOCKED
 
 
+class Operation(enum.Enum):
+    """What an apply did, like controller-runtime's OperationResult."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    """Nothing was sent (the desired hash was already there) or the server changed nothing."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The object after an apply, and what the apply did to it."""
+
+    object: Object
+    operation: Operation
+
+    @property
+    def changed(self) -> bool:
+        return self.operation is not Operation.UNCHANGED
+
+
 def desired_hash(obj: Mapping[str, Any]) -> str:
     """A stable hash of what we ask for (key order does not matter)."""
     canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
@@ -132,38 +153,58 @@ class Client:
         force: bool = True,
         field_manager: str | None = None,
         subresource: str | None = None,
-    ) -> Object:
-        """Server-side apply `obj` (the whole desired state of the fields we manage).
+    ) -> Applied:
+        """Server-side apply `obj` (the whole desired state of the fields we manage), and
+        say what it did.
 
-        With a `hash_annotation`, an apply whose desired hash is already on the cached
-        object is skipped and the cached object returned.
+        The object before the apply comes from the cache when the kind's informer has
+        synced, else from one GET: "unchanged" is then a fact, not a guess. With a
+        `hash_annotation`, an apply whose desired hash is already on that object is not sent.
         """
         gvk = GVK.of(obj)
         res = await self.mapper.resource_for(gvk)
         name, namespace = name_of(obj), namespace_of(obj)
-        cached = self.cache.get(gvk, name, namespace) if self.cache.is_cached(gvk) else None
+        before = await self._current(gvk, res, name, namespace)
         if self.hash_annotation and subresource is None:
             digest = desired_hash(obj)
-            if cached is not None and annotations_of(cached).get(self.hash_annotation) == digest:
+            if before is not None and annotations_of(before).get(self.hash_annotation) == digest:
                 log.debug("apply %s %s skipped: unchanged", gvk.kind, _ref(obj))
-                return cached
+                return Applied(before, Operation.UNCHANGED)
             obj = _with_annotation(obj, self.hash_annotation, digest)
         params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
-        out = await self.request(
-            "PATCH",
-            res.path(namespace, name, subresource),
-            params=params,
-            body=obj,
-            content_type=APPLY_PATCH,
+        status, out = await with_retries(
+            lambda: self.transport.request_with_status(
+                "PATCH",
+                res.path(namespace, name, subresource),
+                params=params,
+                body=obj,
+                content_type=APPLY_PATCH,
+            ),
+            attempts=self.attempts,
         )
         what = f"{gvk.kind}{'/' + subresource if subresource else ''} {_ref(obj)}"
-        if cached is not None and resource_version_of(cached) == resource_version_of(out):
+        if status == 201:
+            operation = Operation.CREATED
+        elif before is not None and resource_version_of(before) == resource_version_of(out):
+            operation = Operation.UNCHANGED
+        else:
+            operation = Operation.UPDATED
+        if operation is Operation.UNCHANGED:
             log.debug("applied %s: no change", what)
         else:
             log.info("applied %s", what)
-        return out
+        return Applied(out, operation)
 
-    async def apply_status(self, obj: Object, *, field_manager: str | None = None) -> Object:
+    async def _current(self, gvk: GVK, res: Resource, name: str, namespace: str) -> Object | None:
+        """The object as it is now: the cache's copy once it can be trusted, else the server's."""
+        if self.cache.has_synced(gvk):
+            return self.cache.get(gvk, name, namespace)
+        try:
+            return await self.request("GET", res.path(namespace, name))
+        except NotFound:
+            return None
+
+    async def apply_status(self, obj: Object, *, field_manager: str | None = None) -> Applied:
         """Server-side apply to the status subresource (only `status` is taken)."""
         return await self.apply(obj, field_manager=field_manager, subresource="status")
 

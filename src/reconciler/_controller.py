@@ -5,8 +5,9 @@ computes everything from the cache. That is what makes collapsing bursts, droppi
 unneeded events and retrying after errors all safe.
 
 Result semantics follow controller-runtime: an exception requeues with backoff (the key's
-failures grow), `requeue_after` forgets the failures and comes back after that delay,
-`requeue` backs off like an error without being one, and success forgets. A reconcile that
+failures grow), `requeue_after` forgets the failures and comes back after that delay, and
+success forgets. There is no bare "requeue": a reconcile that wants to come back says when
+(controller-runtime deprecated its `Requeue` flag for the same reason). A reconcile that
 raises or times out never takes its worker down with it.
 """
 
@@ -20,11 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import anyio
 from prometheus_client import CollectorRegistry
 
 from reconciler._clock import Clock
 from reconciler._exceptions import ApiError, Conflict, ShutDown, TerminalError
-from reconciler._handlers import Mapping, WatchHandler, enqueue_object
+from reconciler._handlers import MapFunc, WatchHandler, enqueue_object
 from reconciler._informer import Informer
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import Request
@@ -41,9 +43,11 @@ _TIME_SLICE = 0.002
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What a reconcile asks for next; `None` (or `Result()`) means "done until a change"."""
+    """What a reconcile asks for next; `None` (or `Result()`) means "done until a change".
 
-    requeue: bool = False
+    `requeue_after` > 0: reconcile again after that many seconds, unless an event does first.
+    """
+
     requeue_after: float = 0.0
 
 
@@ -76,12 +80,15 @@ class Controller:
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
             name, rate_limiter, PrometheusQueueMetrics(self._metrics, name), clock
         )
-        self._workers: list[asyncio.Task[None]] = []
+        self._runner: asyncio.Task[None] | None = None
+        self._cancel = anyio.CancelScope()
+        self._finished = anyio.Event()
+        self._in_flight = 0
         self._watches: list[tuple[Informer, WatchHandler]] = []
         m = self._metrics
         self._total = {
             r: m.reconcile_total.labels(controller=name, result=r)
-            for r in ("success", "error", "requeue", "requeue_after")
+            for r in ("success", "error", "requeue_after")
         }
         self._errors = m.reconcile_errors_total.labels(controller=name)
         self._terminal = m.terminal_reconcile_errors_total.labels(controller=name)
@@ -92,12 +99,12 @@ class Controller:
 
     @property
     def started(self) -> bool:
-        return bool(self._workers)
+        return self._runner is not None
 
     def watch(
         self,
         informer: Informer,
-        mapping: Mapping = enqueue_object,
+        mapping: MapFunc = enqueue_object,
         *predicates: Predicate,
     ) -> None:
         """Reconcile `mapping(obj)` when an object of `informer`'s kind changes."""
@@ -109,13 +116,22 @@ class Controller:
         self.queue.add(request)
 
     def start(self) -> None:
-        if self._workers:
+        """Start the workers: one task group, so they are cancelled and awaited together."""
+        if self._runner is not None:
             return
-        self._workers = [
-            asyncio.create_task(self._worker(), name=f"{self.name} worker {i}")
-            for i in range(self.max_concurrent_reconciles)
-        ]
-        log.debug("controller %s: started %d workers", self.name, len(self._workers))
+        self._cancel = anyio.CancelScope()
+        self._finished = anyio.Event()
+        self._runner = asyncio.create_task(self._run_workers(), name=f"{self.name} workers")
+        log.debug("controller %s: started %d workers", self.name, self.max_concurrent_reconciles)
+
+    async def _run_workers(self) -> None:
+        try:
+            with self._cancel:
+                async with anyio.create_task_group() as workers:
+                    for i in range(self.max_concurrent_reconciles):
+                        workers.start_soon(self._worker, name=f"{self.name} worker {i}")
+        finally:
+            self._finished.set()
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking requests; let in-flight reconciles finish for up to `grace` seconds.
@@ -128,15 +144,18 @@ class Controller:
             with contextlib.suppress(ValueError):
                 informer.remove_handler(handler)
         self._watches.clear()
-        workers, self._workers = self._workers, []
-        if not workers:
+        runner, self._runner = self._runner, None
+        if runner is None:
             return
-        _, pending = await asyncio.wait(workers, timeout=grace) if grace != 0 else (set(), workers)
-        for task in pending:
-            task.cancel()
-        if pending:
-            log.info("controller %s: cancelled %d unfinished reconciles", self.name, len(pending))
-            await asyncio.gather(*pending, return_exceptions=True)
+        if grace != 0:
+            with anyio.move_on_after(grace):
+                await self._finished.wait()
+        if not self._finished.is_set():
+            unfinished = self._in_flight
+            self._cancel.cancel()
+            if unfinished:
+                log.info("controller %s: cancelled %d unfinished reconciles", self.name, unfinished)
+        await runner
 
     async def _worker(self) -> None:
         queue = self.queue
@@ -167,6 +186,7 @@ class Controller:
     async def _process(self, request: Request) -> None:
         queue = self.queue
         self._active.inc()
+        self._in_flight += 1
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.reconcile_timeout):
@@ -187,15 +207,13 @@ class Controller:
                 queue.forget(request)
                 queue.add_after(request, result.requeue_after)
                 self._total["requeue_after"].inc()
-            elif result is not None and result.requeue:
-                queue.add_rate_limited(request)
-                self._total["requeue"].inc()
             else:
                 queue.forget(request)
                 self._total["success"].inc()
         finally:
             self._time.observe(time.perf_counter() - started)
             self._active.dec()
+            self._in_flight -= 1
 
     def _log_error(self, request: Request, exc: Exception) -> None:
         retries = self.queue.num_requeues(request)

@@ -14,7 +14,7 @@ from reconciler._objects import GVK, Object, Request, namespace_of, owner_refere
 from reconciler._predicates import Predicate
 from reconciler._queue import Queue
 
-Mapping = Callable[[Object], Iterable[Request]]
+MapFunc = Callable[[Object], Iterable[Request]]
 """Which requests an object stands for."""
 
 
@@ -23,7 +23,7 @@ def enqueue_object(obj: Object) -> Iterable[Request]:
     return (Request.of(obj),)
 
 
-def enqueue_owner(owner: GVK, *, namespaced: bool, only_controller: bool = True) -> Mapping:
+def enqueue_owner(owner: GVK, *, namespaced: bool, only_controller: bool = True) -> MapFunc:
     """The owners of the object of kind `owner` (matched on group and kind, any version).
 
     `namespaced` says whether the owner kind is namespaced (then it lives in the object's
@@ -45,7 +45,7 @@ def enqueue_owner(owner: GVK, *, namespaced: bool, only_controller: bool = True)
     return mapping
 
 
-def enqueue_mapped(func: Callable[[Object], Iterable[Request]]) -> Mapping:
+def enqueue_mapped(func: Callable[[Object], Iterable[Request]]) -> MapFunc:
     """Any function of the object: e.g. a Node change reconciles the one ClusterPolicy."""
     return func
 
@@ -54,7 +54,7 @@ class WatchHandler:
     """Informer event handler that feeds one controller's queue."""
 
     def __init__(
-        self, queue: Queue[Request], mapping: Mapping, predicates: Sequence[Predicate] = ()
+        self, queue: Queue[Request], mapping: MapFunc, predicates: Sequence[Predicate] = ()
     ) -> None:
         self._queue = queue
         self._mapping = mapping

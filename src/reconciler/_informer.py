@@ -140,7 +140,7 @@ class Informer:
         )
         self._synced.set()
 
-    def apply(self, event_type: str, obj: Object) -> None:
+    def on_watch_event(self, event_type: str, obj: Object) -> None:
         obj = self.trimmer(obj)
         if event_type == "DELETED":
             # The event carries the final state, fresher than the cached copy.

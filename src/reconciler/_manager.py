@@ -15,14 +15,15 @@ exits. Cancelling `run()` is the same as the process dying: nothing is drained o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable
 from typing import Any
 
+import anyio
 from prometheus_client import CollectorRegistry
 
+from reconciler._address import split_address
 from reconciler._cache import Cache
 from reconciler._client import Client
 from reconciler._controller import Controller, ReconcileFunc, Reconciler
@@ -38,13 +39,6 @@ from reconciler._restmapper import RESTMapper
 from reconciler._transport import Transport
 
 log = logging.getLogger("reconciler.manager")
-
-Runnable = Callable[[], Coroutine[Any, Any, None]]
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return (host or "0.0.0.0"), int(port)
 
 
 class Manager:
@@ -94,9 +88,8 @@ class Manager:
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals
         self.controllers: list[Controller] = []
-        self._runnables: list[tuple[Runnable, bool]] = []
         self._server = (
-            ProbeServer(*_split_address(bind_address), self.registry, ready=self._is_ready)
+            ProbeServer(*split_address(bind_address), self.registry, ready=self._is_ready)
             if bind_address is not None
             else None
         )
@@ -132,10 +125,6 @@ class Manager:
         )
         self.controllers.append(controller)
         return controller
-
-    def add_runnable(self, runnable: Runnable, *, leader_only: bool = True) -> None:
-        """A background coroutine run beside the controllers, cancelled on stop."""
-        self._runnables.append((runnable, leader_only))
 
     def event_recorder(self, component: str) -> EventRecorder:
         return EventRecorder(self.client, component)
@@ -184,7 +173,6 @@ class Manager:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.getsignal(sig)
                 loop.add_signal_handler(sig, self.stop)
-        background: list[asyncio.Task[Any]] = []
         hold: asyncio.Task[None] | None = None
         lost = False
         graceful = False
@@ -203,8 +191,6 @@ class Manager:
             self._leading.set()
             for controller in self.controllers:
                 controller.start()
-            for runnable, _ in self._runnables:
-                background.append(asyncio.create_task(runnable()))
             log.info(
                 "manager started %d controllers%s",
                 len(self.controllers),
@@ -224,9 +210,7 @@ class Manager:
             self._leading.clear()
             if hold is not None:
                 hold.cancel()
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, *([hold] if hold else []), return_exceptions=True)
+            await asyncio.gather(*([hold] if hold else []), return_exceptions=True)
             if not graceful:
                 # Cancelled or lost: nothing may keep running, but drain nothing either.
                 await self._stop_controllers(grace=0)
@@ -253,22 +237,33 @@ class Manager:
         log.debug("caches synced: %d informers", len(self.cache.informers))
 
     async def _until_stopped(self, work: Awaitable[None]) -> bool:
-        """Run `work` unless `stop()` comes first; True if it finished."""
+        """Run `work` unless `stop()` comes first; True if it finished.
+
+        A task group scopes the two: whichever ends first cancels the other, and an error
+        from `work` (e.g. CacheSyncTimeout) is raised as itself."""
         assert self._stop is not None
-        task = asyncio.ensure_future(work)
-        stop_wait = asyncio.create_task(self._stop.wait())
-        try:
-            await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop_wait.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.done() and not task.cancelled():
-            task.result()  # re-raise, e.g. CacheSyncTimeout
-            return True
-        return False
+        stop = self._stop
+        finished = False
+        error: Exception | None = None
+        async with anyio.create_task_group() as race:
+
+            async def cancel_on_stop() -> None:
+                await stop.wait()
+                race.cancel_scope.cancel()
+
+            race.start_soon(cancel_on_stop)
+            try:
+                await work
+                finished = True
+            except Exception as exc:
+                error = exc
+            finally:
+                race.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        return finished
 
     async def _stop_controllers(self, grace: float) -> None:
-        await asyncio.gather(*(c.stop(grace) for c in self.controllers))
+        async with anyio.create_task_group() as stopping:
+            for controller in self.controllers:
+                stopping.start_soon(controller.stop, grace)

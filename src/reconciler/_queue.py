@@ -121,9 +121,6 @@ class Queue(Generic[T]):
     def is_processing(self, item: T) -> bool:
         return item in self._processing
 
-    def is_dirty(self, item: T) -> bool:
-        return item in self._dirty
-
     def _wake_one(self) -> None:
         while self._getters:
             waiter = self._getters.popleft()

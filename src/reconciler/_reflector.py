@@ -42,7 +42,7 @@ class Sink(Protocol):
         """The full state as of `resource_version`."""
         ...
 
-    def apply(self, event_type: str, obj: Object) -> None:
+    def on_watch_event(self, event_type: str, obj: Object) -> None:
         """One watch event: ADDED, MODIFIED or DELETED."""
         ...
 
@@ -194,7 +194,7 @@ class Reflector:
                 count += 1
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
                 if event_type != "BOOKMARK":
-                    self._sink.apply(event_type, obj)
+                    self._sink.on_watch_event(event_type, obj)
                 if rv:
                     self.last_sync_resource_version = rv
                 self._backoff.reset()

@@ -99,7 +99,7 @@ class Transport:
         request_timeout: float | None = None,
     ) -> Object:
         """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`."""
-        raw = await self.request_bytes(
+        _, doc = await self.request_with_status(
             method,
             path,
             params=params,
@@ -107,10 +107,24 @@ class Transport:
             content_type=content_type,
             request_timeout=request_timeout,
         )
+        return doc
+
+    async def request_with_status(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Object | bytes | None = None,
+        content_type: str = JSON,
+        request_timeout: float | None = None,
+    ) -> tuple[int, Object]:
+        """Like `request`, with the success status: 201 tells a create from an update."""
+        status, raw = await self._send(method, path, params, body, content_type, request_timeout)
         if not raw:
-            return {}
+            return status, {}
         doc = decode(raw)
-        return doc if isinstance(doc, dict) else {"items": doc}
+        return status, doc if isinstance(doc, dict) else {"items": doc}
 
     async def request_bytes(
         self,
@@ -123,6 +137,18 @@ class Transport:
         request_timeout: float | None = None,
     ) -> bytes:
         """Like `request`, but the answer's body undecoded (for decoders that skip fields)."""
+        _, raw = await self._send(method, path, params, body, content_type, request_timeout)
+        return raw
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Params | None,
+        body: Object | bytes | None,
+        content_type: str,
+        request_timeout: float | None,
+    ) -> tuple[int, bytes]:
         data = body if isinstance(body, bytes) or body is None else encode(body)
         headers = await self._headers(content_type if data is not None else None)
         client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.request_timeout)
@@ -141,7 +167,7 @@ class Transport:
                 raw = await resp.read()
                 if resp.status >= 400:
                     raise error_from_status(resp.status, raw, _retry_after(resp.headers))
-                return raw
+                return resp.status, raw
         except (TimeoutError, aiohttp.ClientConnectionError) as exc:
             self._observe(method, "<error>")
             raise ApiUnreachable(f"{method} {path}: {exc!r}") from exc

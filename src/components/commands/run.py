@@ -15,16 +15,13 @@ DISABLED = "0"
 DEFAULT_NAMESPACE = "gpu-operator"
 
 
-def split_address(address: str) -> tuple[str, int]:
-    """`host:port` or `:port` as (host, port); no host means every interface."""
-    host, _, port = address.rpartition(":")
-    return host or "0.0.0.0", int(port)
-
-
 def check_address(address: str) -> str:
     """argparse type: `host:port`, `:port`, or `0` (off)."""
     if address == DISABLED:
         return address
+    # Imported here: building the parser must stay light, and only `run` parses addresses.
+    from reconciler import split_address
+
     try:
         _, port = split_address(address)
     except ValueError:

@@ -3,12 +3,12 @@ pruning what we own but no longer want.
 
 Every write goes through `Client.apply` with the one field manager and the hash
 annotation, so an object whose cached copy already carries the desired hash costs nothing.
-Each real change is returned as a `Change` for the caller to report (an Event, a line).
+Each real change (the apply says whether it created or updated) is returned as a `Change`
+for the caller to report (an Event, a line).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,12 +25,9 @@ from reconciler import (
     name_of,
     namespace_of,
     owner_references_of,
-    resource_version_of,
 )
 
 log = logging.getLogger("components.controllers.apply")
-
-SYNC_TIMEOUT = 60.0
 
 ObjectRef = tuple[str, str, str, str]
 """(group, kind, namespace, name): which object, whatever its API version."""
@@ -83,7 +80,6 @@ class Applier:
         self.manager = manager
         self.client: Client = manager.client
         self.namespace = namespace
-        self._lock = asyncio.Lock()
         self._listeners: list[Callable[[Informer], None]] = []
 
     def on_new_informer(self, listener: Callable[[Informer], None]) -> None:
@@ -95,38 +91,32 @@ class Applier:
     def owned_informers(self) -> list[Informer]:
         return [i for i in self.manager.cache.informers if _informers.is_owned_kind(i)]
 
-    async def ensure_informer(self, obj: Object) -> None:
-        """Cache the kind of `obj` (first time it is rendered), so applies can be skipped
-        and it can be pruned. Waits for the new informer's first list."""
+    def ensure_informer(self, obj: Object) -> None:
+        """Cache the kind of `obj` (first time it is rendered), so it can be pruned and its
+        applies skipped.
+
+        Does not wait for the new informer's first list: a worker must not sit in a
+        reconcile for a cache. Until the list lands `Client.apply` reads the object from
+        the server, and the list's adds bring the owners back to prune what it finds.
+        """
         gvk = GVK.of(obj)
         if self.manager.cache.is_cached(gvk):
             return
-        async with self._lock:
-            if self.manager.cache.is_cached(gvk):
-                return
-            informer = _informers.owned(
-                self.manager, gvk, self.namespace if namespace_of(obj) else None
-            )
-            log.debug("caching %s, first rendered now", gvk)
-            for listener in self._listeners:
-                listener(informer)
-        async with asyncio.timeout(SYNC_TIMEOUT):
-            await informer.wait_for_sync()
+        informer = _informers.owned(
+            self.manager, gvk, self.namespace if namespace_of(obj) else None
+        )
+        log.debug("caching %s, first rendered now", gvk)
+        for listener in self._listeners:
+            listener(informer)
 
-    async def apply(self, obj: Object, component: str) -> Change | None:
-        """Server-side apply; a Change when the object was created or changed."""
+    async def write(self, obj: Object, component: str) -> Change | None:
+        """Label `obj` as ours and server-side apply it; a Change when the cluster changed."""
         obj = with_ownership_labels(obj, component)
-        await self.ensure_informer(obj)
-        gvk = GVK.of(obj)
-        cached = self.client.get(gvk, name_of(obj), namespace_of(obj))
-        out = await self.client.apply(obj)
-        if out is cached:
-            return None  # the cached copy carries the desired hash: nothing sent
-        if cached is None:
-            return Change("created", describe(obj), component)
-        if resource_version_of(out) != resource_version_of(cached):
-            return Change("updated", describe(obj), component)
-        return None
+        self.ensure_informer(obj)
+        applied = await self.client.apply(obj)
+        if not applied.changed:
+            return None
+        return Change(applied.operation.value, describe(obj), component)
 
     def owned_objects(self, owned_by: Callable[[Object], bool]) -> list[Object]:
         """Cached objects we rendered whose controlling owner passes `owned_by`."""

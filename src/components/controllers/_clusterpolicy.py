@@ -303,7 +303,7 @@ class ClusterPolicyController:
 
     async def _apply(self, obj: Object, component: str, sync: Sync) -> None:
         try:
-            change = await self.applier.apply(obj, component)
+            change = await self.applier.write(obj, component)
         except (Invalid, BadRequest, Forbidden) as exc:
             # The object as rendered cannot be written; say so and go on with the rest.
             what = f"{obj.get('kind')} {name_of(obj)}"

@@ -157,7 +157,7 @@ class NVIDIADriverController:
         changes: list[Change] = []
         for ds in daemonsets:
             try:
-                change = await self.applier.apply(ds, self.driver.name)
+                change = await self.applier.write(ds, self.driver.name)
             except (Invalid, BadRequest, Forbidden) as exc:
                 problems.append(("ApplyFailed", f"DaemonSet {name_of(ds)}: {exc}"))
                 continue

@@ -112,6 +112,9 @@ POOL_REQUEST = Request("", "driver-upgrade")
 POD_NODE_INDEX = "upgrade:node"
 DRIVER_POD_INDEX = "upgrade:driver"
 _MAX_HOPS = 12
+_REREAD_AFTER = 0.1
+"""Seconds before a reconcile whose write was refused (the node moved) reads it again: the
+watch brings the newer node well within that."""
 """Transitions taken back to back in one reconcile when nothing else needs to happen
 between them (cordon -> no jobs to wait for -> no GPU pods -> restart the driver)."""
 
@@ -493,7 +496,7 @@ class UpgradeController:
         )
         if change is not None:
             if await self._write_pin(obj, node, change) is None:
-                return Result(requeue=True)
+                return Result(requeue_after=_REREAD_AFTER)
             return None  # the node's update brings us back, pinned
         if pool is None or not pool.enabled:
             step = cleanup(node)
@@ -573,7 +576,8 @@ class UpgradeController:
                 break
             written = await self._transition(obj, ctx.node, step.transition, pool)
             if written is None:
-                return Result(requeue=True)  # refused: the node moved; read it again
+                # Refused: the node moved; read it again.
+                return Result(requeue_after=_REREAD_AFTER)
             if written is obj:
                 break  # nothing to write
             obj = written
@@ -588,7 +592,7 @@ class UpgradeController:
         ):
             # Pods went in the same step as a transition (a driver restart served a
             # request) and the transition was refused: read the node again.
-            return Result(requeue=True)
+            return Result(requeue_after=_REREAD_AFTER)
         self._set_wait(ctx.node.name, self._blocked.get(ctx.node.name) or step.wait)
         if step.requeue_after is not None:
             # A timeout that fires unless an event moves the node first.

@@ -20,7 +20,8 @@ from components.api import UpgradeState
 from components.kube import apply_crds, load_documents
 from components.sim import ClusterConfig, SimulatedCluster, parse_os_list
 from components.upgrade import IN_PROGRESS, STATE_LABEL
-from reconciler import GVK, Cache, Client, Object, RESTMapper, Transport, labels_of, name_of
+from reconciler import GVK, Cache, Client, Object, labels_of, name_of
+from reconciler.lowlevel import RESTMapper, Transport
 from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess
 
 NODE = GVK("", "v1", "Node")

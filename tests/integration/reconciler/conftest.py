@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import GVK, Cache, Client, ReconcilerError, RESTMapper, Transport
+from reconciler import GVK, Cache, Client, ReconcilerError
+from reconciler.lowlevel import RESTMapper, Transport
 
 NAMESPACE = GVK("", "v1", "Namespace")
 CONFIGMAP = GVK("", "v1", "ConfigMap")
@@ -58,7 +59,7 @@ WIDGET = GVK("test.reconciler.dev", "v1", "Widget")
 
 async def ensure_widget_crd(kit: Kit) -> dict[str, Any]:
     """A namespaced CRD with a status subresource, established and served."""
-    crd = await kit.client.apply(WIDGET_CRD)
+    crd = (await kit.client.apply(WIDGET_CRD)).object
     crd_gvk = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 
     async def established() -> bool:

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import (
-    GVK,
-    Client,
-    Conflict,
-    EventRecorder,
-    Eviction,
-    Invalid,
-    NotFound,
-    desired_hash,
-)
+from reconciler import GVK, Client, Conflict, EventRecorder, Eviction, Invalid, NotFound, Operation
+from reconciler.lowlevel import desired_hash
 from tests.polling import eventually
 
 from .conftest import CONFIGMAP, Kit, configmap
@@ -38,14 +30,14 @@ def pod(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict
 async def test_apply_takes_fields_by_force_and_uses_one_field_manager(
     kit: Kit, namespace: str
 ) -> None:
-    out = await kit.client.apply(configmap("cm", namespace, a="1"))
+    out = (await kit.client.apply(configmap("cm", namespace, a="1"))).object
     assert out["data"] == {"a": "1"}
     # Another manager takes the field; our forced apply takes it back, without a conflict.
     other = Client(kit.transport, kit.mapper, kit.cache, field_manager="someone-else")
     await other.apply(configmap("cm", namespace, a="2"))
     with pytest.raises(Conflict, match="conflict"):
         await kit.client.apply(configmap("cm", namespace, a="3"), force=False)
-    out = await kit.client.apply(configmap("cm", namespace, a="3"))
+    out = (await kit.client.apply(configmap("cm", namespace, a="3"))).object
     assert out["data"] == {"a": "3"}
     managers = {f["manager"] for f in out["metadata"]["managedFields"]}
     assert "tests" in managers
@@ -62,14 +54,32 @@ async def test_apply_is_skipped_when_the_cache_shows_the_same_desired_hash(
     await kit.cache.wait_for_sync(60)
     desired = configmap("cm", namespace, a="1")
     first = await client.apply(desired)
-    assert first["metadata"]["annotations"][HASH] == desired_hash(desired)
+    assert first.operation is Operation.CREATED
+    assert first.object["metadata"]["annotations"][HASH] == desired_hash(desired)
     await eventually(
         lambda: kit.cache.get(CONFIGMAP, "cm", namespace) is not None, "the ConfigMap in the cache"
     )
     again = await client.apply(configmap("cm", namespace, a="1"))
-    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert again.operation is Operation.UNCHANGED
+    assert (
+        again.object["metadata"]["resourceVersion"] == first.object["metadata"]["resourceVersion"]
+    )
     changed = await client.apply(configmap("cm", namespace, a="2"))
-    assert changed["data"] == {"a": "2"}
+    assert changed.operation is Operation.UPDATED
+    assert changed.object["data"] == {"a": "2"}
+
+
+async def test_apply_says_what_it_did_without_a_cache(kit: Kit, namespace: str) -> None:
+    # No informer for the kind: the object before the apply is read from the server.
+    assert not kit.cache.is_cached(CONFIGMAP)
+    assert (await kit.client.apply(configmap("cm", namespace, a="1"))).operation is (
+        Operation.CREATED
+    )
+    same = await kit.client.apply(configmap("cm", namespace, a="1"))
+    assert same.operation is Operation.UNCHANGED
+    assert not same.changed
+    other = await kit.client.apply(configmap("cm", namespace, a="2"))
+    assert other.operation is Operation.UPDATED
 
 
 async def test_invalid_object_surfaces_the_servers_message(kit: Kit, namespace: str) -> None:
@@ -151,7 +161,7 @@ async def test_eviction_blocked_by_a_pdb_is_an_outcome_not_an_error(
 
 
 async def test_events_are_recorded_and_repeats_aggregated(kit: Kit, namespace: str) -> None:
-    target = await kit.client.apply(configmap("cm", namespace))
+    target = (await kit.client.apply(configmap("cm", namespace))).object
     recorder = EventRecorder(kit.client, "reconciler-tests")
     await recorder.event(target, "Normal", "Synced", "all good")
     await recorder.event(target, "Normal", "Synced", "all good")

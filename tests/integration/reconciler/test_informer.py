@@ -105,7 +105,7 @@ async def test_custom_resource_informer_with_indices(kit: Kit, namespace: str) -
     widget = GVK("test.reconciler.dev", "v1", "Widget")
     informer = kit.cache.informer(widget, namespace=namespace, index_labels=["tier"])
     await kit.cache.start()
-    owner = await kit.client.apply(configmap("owner", namespace))
+    owner = (await kit.client.apply(configmap("owner", namespace))).object
     for i, tier in enumerate(["gpu", "gpu", "cpu"]):
         await kit.client.apply(
             {

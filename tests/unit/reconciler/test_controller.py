@@ -9,15 +9,8 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reconciler import (
-    Controller,
-    FakeClock,
-    ItemExponentialFailureRateLimiter,
-    Request,
-    Result,
-    TerminalError,
-    metrics_for,
-)
+from reconciler import Controller, Request, Result, TerminalError, metrics_for
+from reconciler.lowlevel import FakeClock, ItemExponentialFailureRateLimiter
 
 from ._util import wait_until
 
@@ -102,14 +95,14 @@ async def test_requeue_after_forgets_then_comes_back_after_the_delay() -> None:
     await c.stop(5)
 
 
-async def test_requeue_backs_off_and_terminal_error_is_not_retried() -> None:
+async def test_requeue_after_comes_back_and_terminal_error_is_not_retried() -> None:
     clock = FakeClock()
     outcomes: list[str] = []
 
     async def reconcile(req: Request) -> Result | None:
         if req.name == "a":
             outcomes.append("a")
-            return Result(requeue=True)
+            return Result(requeue_after=1)
         outcomes.append("b")
         raise TerminalError("bad spec")
 
@@ -120,7 +113,7 @@ async def test_requeue_backs_off_and_terminal_error_is_not_retried() -> None:
     c.enqueue(A)
     c.enqueue(Request("ns", "b"))
     await settle(c)
-    assert c.queue.num_requeues(A) == 1
+    assert c.queue.num_requeues(A) == 0
     assert c.queue.num_requeues(Request("ns", "b")) == 0
     clock.advance(1)
     await settle(c)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler import DelayingQueue, FakeClock
+from reconciler.lowlevel import DelayingQueue, FakeClock
 
 pytestmark = pytest.mark.unit
 

@@ -17,7 +17,7 @@ from reconciler import (
     ServerError,
     TooManyRequests,
 )
-from reconciler._exceptions import error_from_status
+from reconciler.lowlevel import error_from_status
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler._http_server import ProbeServer
+from reconciler.lowlevel import ProbeServer
 
 pytestmark = pytest.mark.unit
 

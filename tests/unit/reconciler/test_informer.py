@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import GVK, Informer, ObjectKey, Transport
-from reconciler._restmapper import RESTMapper
+from reconciler import GVK, Informer, ObjectKey
+from reconciler.lowlevel import RESTMapper, Transport
 
 pytestmark = pytest.mark.unit
 
@@ -74,10 +74,10 @@ def test_watch_events_map_to_handler_calls() -> None:
     rec = Recorder()
     informer.add_handler(rec)
     informer.replace([], "1")
-    informer.apply("ADDED", cm("a", "2"))
-    informer.apply("MODIFIED", cm("a", "3"))
-    informer.apply("MODIFIED", cm("b", "4"))  # never seen: an add for us
-    informer.apply("DELETED", cm("a", "5"))
+    informer.on_watch_event("ADDED", cm("a", "2"))
+    informer.on_watch_event("MODIFIED", cm("a", "3"))
+    informer.on_watch_event("MODIFIED", cm("b", "4"))  # never seen: an add for us
+    informer.on_watch_event("DELETED", cm("a", "5"))
     assert rec.events == [("add", "a"), ("update", "a"), ("add", "b"), ("delete", "a")]
 
 
@@ -86,8 +86,8 @@ def test_a_failing_handler_does_not_stop_the_others() -> None:
     rec = Recorder()
     informer.add_handler(Broken())
     informer.add_handler(rec)
-    informer.apply("ADDED", cm("a", "1"))
-    informer.apply("MODIFIED", cm("a", "2"))
+    informer.on_watch_event("ADDED", cm("a", "1"))
+    informer.on_watch_event("MODIFIED", cm("a", "2"))
     assert rec.events == [("add", "a"), ("update", "a")]
 
 
@@ -101,7 +101,7 @@ def test_late_handler_hears_about_cached_objects() -> None:
 
 def test_cached_objects_are_trimmed() -> None:
     informer = make_informer()
-    informer.apply("ADDED", cm("a", "1", managedFields=[{"manager": "x"}]))
+    informer.on_watch_event("ADDED", cm("a", "1", managedFields=[{"manager": "x"}]))
     cached = informer.store.get(ObjectKey("ns", "a"))
     assert cached is not None
     assert "managedFields" not in cached["metadata"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import GVK, Request, Resource, owner_reference
+from reconciler import GVK, Request, owner_reference
+from reconciler.lowlevel import Resource
 
 pytestmark = pytest.mark.unit
 

@@ -14,13 +14,12 @@ from reconciler import (
     LabelsChanged,
     Matching,
     Or,
-    Queue,
     Request,
-    WatchHandler,
     enqueue_mapped,
     enqueue_object,
     enqueue_owner,
 )
+from reconciler.lowlevel import Queue, WatchHandler
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from reconciler import Queue, ShutDown
+from reconciler.lowlevel import Queue, ShutDown
 
 pytestmark = pytest.mark.unit
 

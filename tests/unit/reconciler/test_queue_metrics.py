@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reconciler import FakeClock, PrometheusQueueMetrics, RateLimitingQueue, metrics_for
+from reconciler import metrics_for
+from reconciler.lowlevel import FakeClock, PrometheusQueueMetrics, RateLimitingQueue
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import (
+from reconciler.lowlevel import (
     BucketRateLimiter,
     FakeClock,
     ItemExponentialFailureRateLimiter,

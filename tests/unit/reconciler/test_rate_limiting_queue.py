@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from reconciler import FakeClock, ItemExponentialFailureRateLimiter, RateLimitingQueue
+from reconciler.lowlevel import FakeClock, ItemExponentialFailureRateLimiter, RateLimitingQueue
 
 pytestmark = pytest.mark.unit
 

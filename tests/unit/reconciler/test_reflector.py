@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import GVK, Backoff, Informer, ObjectKey, Resource, TooManyRequests, Transport
-from reconciler._exceptions import Gone
-from reconciler._reflector import Reflector
-from reconciler._restmapper import RESTMapper
+from reconciler import GVK, Gone, Informer, ObjectKey, TooManyRequests
+from reconciler.lowlevel import Backoff, Reflector, Resource, RESTMapper, Transport
 
 pytestmark = pytest.mark.unit
 

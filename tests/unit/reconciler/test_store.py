@@ -6,16 +6,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import (
-    NAMESPACE_INDEX,
-    OWNER_INDEX,
-    ObjectKey,
-    Store,
-    by_label,
-    by_namespace,
-    by_owner_uid,
-    label_index_name,
-)
+from reconciler import OWNER_INDEX, ObjectKey, by_label, by_owner_uid, label_index_name
+from reconciler.lowlevel import NAMESPACE_INDEX, Store, by_namespace
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from reconciler import ApiUnreachable, NotFound, Transport
+from reconciler import ApiUnreachable, NotFound
+from reconciler.lowlevel import Transport
 
 pytestmark = pytest.mark.unit
 

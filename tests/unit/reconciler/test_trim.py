@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from reconciler import Trimmer
+from reconciler.lowlevel import Trimmer
 
 pytestmark = pytest.mark.unit
 

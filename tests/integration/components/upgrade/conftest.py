@@ -33,18 +33,8 @@ from components.upgrade import (
     UpgradeController,
     max_unavailable,
 )
-from reconciler import (
-    GVK,
-    Cache,
-    Client,
-    Manager,
-    NotFound,
-    Object,
-    RESTMapper,
-    Transport,
-    labels_of,
-    name_of,
-)
+from reconciler import GVK, Cache, Client, Manager, NotFound, Object, labels_of, name_of
+from reconciler.lowlevel import RESTMapper, Transport
 from tests import polling
 
 REPO = Path(__file__).resolve().parents[4]

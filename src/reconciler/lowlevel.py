@@ -1,0 +1,73 @@
+"""The engine's machinery, for tests, benchmarks and wiring the `Manager` does not do.
+
+An operator author should not need anything here: queues, the store and the reflector
+that fills it, the HTTP transport and the REST mapper, clocks, backoff and rate limiters,
+the trimming of cached objects, leader election's elector and the hash `Client.apply`
+writes.
+"""
+
+from reconciler._backoff import Backoff
+from reconciler._client import desired_hash
+from reconciler._clock import Clock, FakeClock, MonotonicClock
+from reconciler._decode import ObjectDecoder
+from reconciler._delaying_queue import DelayingQueue
+from reconciler._exceptions import ShutDown, error_from_status
+from reconciler._handlers import WatchHandler
+from reconciler._http_server import ProbeServer
+from reconciler._indexers import NAMESPACE_INDEX, by_namespace
+from reconciler._informer import EventHandler
+from reconciler._leader_election import LeaderElector
+from reconciler._queue import Queue
+from reconciler._queue_metrics import NoQueueMetrics, PrometheusQueueMetrics, QueueMetrics
+from reconciler._rate_limiters import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    RateLimiter,
+    default_controller_rate_limiter,
+)
+from reconciler._rate_limiting_queue import RateLimitingQueue
+from reconciler._reflector import Reflector, Sink
+from reconciler._restmapper import Resource, RESTMapper
+from reconciler._store import Store
+from reconciler._transport import Transport
+from reconciler._trim import DEFAULT_DROP, Path, Transform, Trimmer, drop_paths
+
+__all__ = [
+    "DEFAULT_DROP",
+    "NAMESPACE_INDEX",
+    "Backoff",
+    "BucketRateLimiter",
+    "Clock",
+    "DelayingQueue",
+    "EventHandler",
+    "FakeClock",
+    "ItemExponentialFailureRateLimiter",
+    "LeaderElector",
+    "MaxOfRateLimiter",
+    "MonotonicClock",
+    "NoQueueMetrics",
+    "ObjectDecoder",
+    "Path",
+    "ProbeServer",
+    "PrometheusQueueMetrics",
+    "Queue",
+    "QueueMetrics",
+    "RESTMapper",
+    "RateLimiter",
+    "RateLimitingQueue",
+    "Reflector",
+    "Resource",
+    "ShutDown",
+    "Sink",
+    "Store",
+    "Transform",
+    "Transport",
+    "Trimmer",
+    "WatchHandler",
+    "by_namespace",
+    "default_controller_rate_limiter",
+    "desired_hash",
+    "drop_paths",
+    "error_from_status",
+]
