@@ -36,7 +36,7 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView, PdbView, PodView, format_time, format_time_ms
+from components.upgrade._model import NodeView, PdbView, PodView, format_time_ms
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
     CORDONED_AT,
@@ -497,8 +497,3 @@ def cleanup(node: NodeView) -> Step:
             annotations=dict.fromkeys(ours),
         )
     )
-
-
-def describe_since(node: NodeView) -> str | None:
-    since = node.since
-    return format_time(since) if since is not None else None
