@@ -125,6 +125,7 @@ from components.api._status import (
     UpgradeState,
     UpgradeStatus,
 )
+from components.api._text import names_and_more
 from components.api._upgrade import (
     DrainSpec,
     DriverUpgradePolicySpec,
@@ -247,4 +248,9 @@ __all__ = [
     "validate_files",
     "validate_text",
     "write_all",
+]
+
+# -- one home for rules the controllers and the upgrade share (issue 11, item 4) ----------
+__all__ += [
+    "names_and_more",
 ]
