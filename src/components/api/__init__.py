@@ -23,6 +23,7 @@ Status (the body of a status-subresource write)::
 CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)`.
 """
 
+from components.api._active import active_cluster_policy, by_age
 from components.api._base import ApiModel, Cel, crd_default
 from components.api._clusterpolicy import (
     CLUSTER_POLICY_API_VERSION,
@@ -252,5 +253,7 @@ __all__ = [
 
 # -- one home for rules the controllers and the upgrade share (issue 11, item 4) ----------
 __all__ += [
+    "active_cluster_policy",
+    "by_age",
     "names_and_more",
 ]

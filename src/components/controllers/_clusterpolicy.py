@@ -26,7 +26,7 @@ from typing import Any
 
 import pydantic
 
-from components.api import ClusterPolicy, ConditionType
+from components.api import ClusterPolicy, ConditionType, active_cluster_policy
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
@@ -47,7 +47,6 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
-from components.controllers._policies import oldest
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import (
@@ -181,7 +180,7 @@ class ClusterPolicyController:
         return [Request("", n) for n in sorted(names)]
 
     def _active_policy(self, _: Object) -> list[Request]:
-        active = oldest(self.client.list(CLUSTER_POLICY))
+        active = active_cluster_policy(self.client.list(CLUSTER_POLICY))
         return [Request("", name_of(active))] if active is not None else []
 
     def _owner_policy(self, obj: Object) -> list[Request]:
@@ -216,7 +215,7 @@ class ClusterPolicyController:
 
     async def _reconcile(self, request: Request) -> Result | None:
         policies = self.client.list(CLUSTER_POLICY)
-        active = oldest(policies)
+        active = active_cluster_policy(policies)
         obj = self.client.get(CLUSTER_POLICY, request.name)
         if active is None:
             self.metrics.set_status(ReconciliationStatus.NO_POLICY)

@@ -37,6 +37,7 @@ from components.api import (
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     UpgradeState,
+    active_cluster_policy,
 )
 from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
@@ -353,17 +354,7 @@ class UpgradeController:
         return self.cache.list(POD, index=(DRIVER_POD_INDEX, "driver"))
 
     def _cluster_policy(self) -> Object | None:
-        live = [
-            o
-            for o in self.cache.list(CLUSTER_POLICY)
-            if not (o.get("metadata") or {}).get("deletionTimestamp")
-        ]
-        if not live:
-            return None
-        return min(
-            live,
-            key=lambda o: (str(o["metadata"].get("creationTimestamp") or ""), name_of(o)),
-        )
+        return active_cluster_policy(self.cache.list(CLUSTER_POLICY))
 
     def _parse(
         self, kind: str, obj: Object, raw: Any, model: type[DriverUpgradePolicySpec]
