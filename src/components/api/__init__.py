@@ -24,6 +24,11 @@ CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)
 """
 
 from components.api._active import active_cluster_policy, by_age
+from components.api._affinity import (
+    node_selector_terms_match,
+    pod_spec_targets,
+    template_pod_spec,
+)
 from components.api._base import ApiModel, Cel, crd_default
 from components.api._clusterpolicy import (
     CLUSTER_POLICY_API_VERSION,
@@ -256,4 +261,7 @@ __all__ += [
     "active_cluster_policy",
     "by_age",
     "names_and_more",
+    "node_selector_terms_match",
+    "pod_spec_targets",
+    "template_pod_spec",
 ]

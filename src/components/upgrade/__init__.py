@@ -87,9 +87,7 @@ from components.upgrade._selectors import (
     Selector,
     SelectorError,
     label_selector_matches,
-    node_selector_terms_match,
     parse_selector,
-    pod_spec_targets,
 )
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._tracker import WriteTracker
@@ -151,7 +149,6 @@ __all__ = [
     "label_selector_matches",
     "max_unavailable",
     "newest_revision",
-    "node_selector_terms_match",
     "node_view",
     "parse_selector",
     "parse_state",
@@ -160,7 +157,6 @@ __all__ = [
     "pick_driver_pod",
     "pin_change",
     "plan_node",
-    "pod_spec_targets",
     "pod_view",
     "status_body",
     "transition_patch",

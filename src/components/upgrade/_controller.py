@@ -38,6 +38,8 @@ from components.api import (
     NVIDIADriverUpgradePolicySpec,
     UpgradeState,
     active_cluster_policy,
+    pod_spec_targets,
+    template_pod_spec,
 )
 from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
@@ -78,7 +80,6 @@ from components.upgrade._planner import (
     cleanup,
     plan_node,
 )
-from components.upgrade._selectors import pod_spec_targets
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._tracker import WriteTracker
 from reconciler import (
@@ -441,8 +442,7 @@ class UpgradeController:
         ]
         for candidate in candidates:
             for ds in daemonsets:
-                spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-                if pod_spec_targets(spec, candidate):
+                if pod_spec_targets(template_pod_spec(ds), candidate):
                     return ds
         return None
 
@@ -843,8 +843,7 @@ class _StatusWriter:
 
 def _pinned_kernel_of(ds: Object) -> str | None:
     """The kernel a precompiled driver DaemonSet serves (what it selects the pin on)."""
-    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    kernel = (spec.get("nodeSelector") or {}).get(DRIVER_KERNEL_PIN_LABEL)
+    kernel = (template_pod_spec(ds).get("nodeSelector") or {}).get(DRIVER_KERNEL_PIN_LABEL)
     return str(kernel) if kernel is not None else None
 
 

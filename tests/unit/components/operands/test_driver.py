@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from components.api import DRIVER_KERNEL_PIN_LABEL
+from components.api import DRIVER_KERNEL_PIN_LABEL, pod_spec_targets
 from components.operands import Driver, GPUNode, safe_name, sanitize_kernel
-from components.upgrade import pod_spec_targets
 
 from .cases import (
     CLUSTER,
