@@ -103,12 +103,23 @@ from components.api._images import (
     resolve_image,
 )
 from components.api._labels import (
+    COMPONENT_LABEL,
+    DEPLOY_LABEL_PREFIX,
+    DRIVER_DEPLOY_LABEL,
     DRIVER_KERNEL_PIN_LABEL,
+    GPU_PRESENT_LABEL,
     KERNEL_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     MIG_CAPABLE_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+    NFD_GPU_LABELS,
+    NFD_PREFIX,
     NVIDIA_DRIVER_OWNER_LABEL,
+    OPERANDS_OPT_OUT_LABEL,
     OS_ID_LABEL,
     OS_VERSION_LABEL,
+    opted_out,
 )
 from components.api._nvidiadriver import (
     NVIDIA_DRIVER_API_VERSION,
@@ -258,10 +269,21 @@ __all__ = [
 
 # -- one home for rules the controllers and the upgrade share (issue 11, item 4) ----------
 __all__ += [
+    "COMPONENT_LABEL",
+    "DEPLOY_LABEL_PREFIX",
+    "DRIVER_DEPLOY_LABEL",
+    "GPU_PRESENT_LABEL",
+    "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
+    "MIG_MANAGER_DEPLOY_LABEL",
+    "NFD_GPU_LABELS",
+    "NFD_PREFIX",
+    "OPERANDS_OPT_OUT_LABEL",
     "active_cluster_policy",
     "by_age",
     "names_and_more",
     "node_selector_terms_match",
+    "opted_out",
     "pod_spec_targets",
     "template_pod_spec",
 ]

@@ -26,7 +26,12 @@ from typing import Any
 
 import pydantic
 
-from components.api import ClusterPolicy, ConditionType, active_cluster_policy
+from components.api import (
+    DRIVER_DEPLOY_LABEL,
+    ClusterPolicy,
+    ConditionType,
+    active_cluster_policy,
+)
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
@@ -41,7 +46,6 @@ from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
     DAEMONSET,
-    DRIVER_DEPLOY_LABEL,
     NODE,
     NVIDIA_DRIVER,
     SERVICE_MONITOR_CRD,

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from components.api import ClusterPolicy
+from components.api import (
+    DEPLOY_LABEL_PREFIX,
+    DRIVER_DEPLOY_LABEL,
+    GPU_PRESENT_LABEL,
+    ClusterPolicy,
+)
 from components.controllers import _informers
 from components.controllers._constants import (
     CLUSTER_POLICY,
-    DEPLOY_PREFIX,
-    DRIVER_DEPLOY_LABEL,
-    GPU_PRESENT_LABEL,
     NODE,
 )
 from components.controllers._labels import has_gpu, node_label_patch
@@ -59,7 +61,7 @@ def concerns_us(node: Object) -> bool:
     return (
         has_gpu(labels)
         or GPU_PRESENT_LABEL in labels
-        or any(k.startswith(DEPLOY_PREFIX) for k in labels)
+        or any(k.startswith(DEPLOY_LABEL_PREFIX) for k in labels)
     )
 
 

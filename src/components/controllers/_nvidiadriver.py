@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 import pydantic
 
-from components.api import ClusterPolicy, ConditionType, NVIDIADriver, NVIDIADriverStatus, by_age
+from components.api import (
+    DRIVER_DEPLOY_LABEL,
+    ClusterPolicy,
+    ConditionType,
+    NVIDIADriver,
+    NVIDIADriverStatus,
+    by_age,
+)
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
@@ -33,7 +40,6 @@ from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
     DAEMONSET,
-    DRIVER_DEPLOY_LABEL,
     NODE,
     NVIDIA_DRIVER,
     SERVICE_MONITOR_CRD,

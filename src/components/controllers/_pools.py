@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.api import names_and_more
-from components.controllers._constants import GPU_PRESENT_LABEL
+from components.api import (
+    GPU_PRESENT_LABEL,
+    names_and_more,
+)
 from reconciler import Object, labels_of, name_of
 
 CONFLICTING_NODE_SELECTOR = "ConflictingNodeSelector"

@@ -34,6 +34,7 @@ import pydantic
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
     KERNEL_LABEL,
+    NVIDIA_DRIVER_OWNER_LABEL,
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     UpgradeState,
@@ -64,7 +65,6 @@ from components.upgrade._names import (
     NODE,
     NODE_ANNOTATIONS,
     NVIDIA_DRIVER,
-    NVIDIA_DRIVER_OWNER_LABEL,
     PDB,
     POD,
     STATE_LABEL,

@@ -81,7 +81,6 @@ def test_nvidiadriver_sample_reads_typed() -> None:
     assert spec.upgrade_policy.max_unavailable == "25%"
     assert spec.upgrade_policy.wait_for_completion.pod_selector == ""
     assert spec.licensing_config.secret_name == ""
-    assert spec.effective_node_selector == {"nvidia.com/gpu.present": "true"}
 
 
 def test_defaults_are_the_references_when_sections_are_absent() -> None:
