@@ -52,9 +52,10 @@ from components.upgrade._names import (
 )
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
-from components.upgrade._planner import NodeContext, Step, Transition, cleanup, plan_node
+from components.upgrade._planner import cleanup, plan_node
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
 from components.upgrade._status import status_body, upgrade_status
+from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._tracker import WriteTracker
 
 __all__ = [

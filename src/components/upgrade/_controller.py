@@ -24,10 +24,10 @@ from typing import Any
 
 from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
 from components.upgrade._node import NodeReconciler
-from components.upgrade._planner import DEFAULT_VALIDATION_TIMEOUT
 from components.upgrade._pool import PoolReconciler
 from components.upgrade._reader import ClusterReader
 from components.upgrade._status import Waits
+from components.upgrade._step import DEFAULT_VALIDATION_TIMEOUT
 from components.upgrade._tracker import WriteTracker
 from components.upgrade._watches import POOL_REQUEST, UpgradeInformers, Watches
 from components.upgrade._writer import NodeWriter

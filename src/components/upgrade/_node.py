@@ -26,9 +26,10 @@ from components.upgrade._names import (
     STATE_LABEL,
 )
 from components.upgrade._pin import pin_change
-from components.upgrade._planner import NodeContext, Step, cleanup, plan_node
+from components.upgrade._planner import cleanup, plan_node
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
 from components.upgrade._status import Waits
+from components.upgrade._step import NodeContext, Step
 from components.upgrade._tracker import WriteTracker
 from components.upgrade._writer import NodeWriter
 from reconciler import WARNING, Client, Eviction, NotFound, Object, Request, Result, labels_of

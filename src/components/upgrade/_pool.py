@@ -18,9 +18,9 @@ from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics
 from components.upgrade._model import NodeView
 from components.upgrade._names import NODE, STATUS_FIELD_MANAGER
-from components.upgrade._planner import Transition
 from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Waits, status_body, upgrade_status
+from components.upgrade._step import Transition
 from components.upgrade._writer import NodeWriter
 from reconciler import Client, Invalid, NotFound, Object, Request, Result
 from reconciler import Conflict as ApiConflict

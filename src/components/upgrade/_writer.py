@@ -17,8 +17,8 @@ from components.upgrade._model import NodeView
 from components.upgrade._names import EVENT_REASON, NODE
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange
-from components.upgrade._planner import Transition
 from components.upgrade._reader import Pool
+from components.upgrade._step import Transition
 from components.upgrade._tracker import WriteTracker
 from reconciler import NORMAL, WARNING, Client, EventRecorder, Invalid, NotFound, Object
 from reconciler import Conflict as ApiConflict
