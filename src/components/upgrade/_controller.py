@@ -85,9 +85,7 @@ class UpgradeController:
             expectation_timeout=expectation_timeout,
             clock=clock,
         )
-        self.pools = PoolReconciler(
-            manager.client, self.reader, self.writer, self.waits, self.metrics
-        )
+        self.pools = PoolReconciler(self.reader, self.writer, self.waits, self.metrics)
 
         informers = UpgradeInformers.register(manager, namespace)
         self.node_controller = manager.controller(

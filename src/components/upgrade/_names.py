@@ -58,18 +58,6 @@ VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
 """The reference's start-time annotations (Unix seconds). We time from `STATE_SINCE` and
 only remove these, so a node taken over from the reference operator ends up clean."""
 
-NODE_ANNOTATIONS: Final = (
-    INITIALLY_UNSCHEDULABLE,
-    UPGRADE_REQUESTED,
-    STATE_SINCE,
-    CORDONED_AT,
-    FAILED_STATE,
-    MESSAGE,
-    WAIT_FOR_JOBS_START,
-    VALIDATION_START,
-)
-"""Every node annotation the upgrade reads or writes."""
-
 WALK_ANNOTATIONS: Final = (
     STATE_SINCE,
     CORDONED_AT,
@@ -79,6 +67,10 @@ WALK_ANNOTATIONS: Final = (
     VALIDATION_START,
 )
 """Annotations that only mean something during a walk; cleared when it ends."""
+
+NODE_ANNOTATIONS: Final = (INITIALLY_UNSCHEDULABLE, UPGRADE_REQUESTED, *WALK_ANNOTATIONS)
+"""Every node annotation the upgrade reads or writes."""
+
 
 # -- pod labels and annotations ----------------------------------------------------------
 

@@ -22,8 +22,8 @@ from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._writer import NodeWriter
-from reconciler import Client, Invalid, NotFound, Object, Request, Result
 from reconciler import Conflict as ApiConflict
+from reconciler import Invalid, NotFound, Object, Request, Result
 
 log = logging.getLogger("components.upgrade")
 
@@ -32,19 +32,10 @@ S = UpgradeState
 
 class PoolReconciler:
     def __init__(
-        self,
-        client: Client,
-        reader: ClusterReader,
-        writer: NodeWriter,
-        waits: Waits,
-        metrics: UpgradeMetrics,
+        self, reader: ClusterReader, writer: NodeWriter, waits: Waits, metrics: UpgradeMetrics
     ) -> None:
-        self.client = client
         self.cache = reader.cache
-        self.reader = reader
-        self.writer = writer
-        self.waits = waits
-        self.metrics = metrics
+        self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -99,7 +90,7 @@ class PoolReconciler:
             return
         writer = self._status_writers.get(pool.key)
         if writer is None:
-            writer = self._status_writers[pool.key] = _StatusWriter(self.client, pool)
+            writer = self._status_writers[pool.key] = _StatusWriter(self.writer.client, pool)
         writer.submit(body)
 
 
