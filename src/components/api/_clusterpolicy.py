@@ -452,11 +452,6 @@ class ClusterPolicySpec(ApiModel):
     gds: Preserved = preserved()
     gdrcopy: Preserved = preserved()
 
-    @property
-    def sandbox_workloads_enabled(self) -> bool:
-        """Whether sandbox (VM) workloads are on; off unless `sandboxWorkloads.enabled`."""
-        return self.sandbox_workloads.get("enabled") is True
-
 
 class ClusterPolicy(ApiModel):
     """A ClusterPolicy: the GPU stack the operator keeps on every GPU node."""

@@ -70,7 +70,6 @@ def test_reference_sample_reads_typed() -> None:
     assert spec.sandbox_workloads == {"enabled": False, "defaultWorkload": "container"}
     assert spec.psp == {"enabled": False}
     assert spec.kata_manager == {"enabled": False, "config": {}}
-    assert spec.sandbox_workloads_enabled is False
 
 
 def test_nvidiadriver_sample_reads_typed() -> None:
@@ -127,7 +126,6 @@ def test_defaults_are_the_references_when_sections_are_absent() -> None:
     assert spec.mig_manager.config.default == "all-disabled"
     assert spec.host_paths.root_fs == "/"
     assert spec.host_paths.driver_install_dir == "/run/nvidia/driver"
-    assert spec.sandbox_workloads_enabled is False
     assert spec.driver.licensing_config.nls_enabled is False
 
 
