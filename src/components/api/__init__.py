@@ -26,6 +26,12 @@ CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)
 
 from __future__ import annotations
 
+from components.api._active import active_cluster_policy, by_age
+from components.api._affinity import (
+    node_selector_terms_match,
+    pod_spec_targets,
+    template_pod_spec,
+)
 from components.api._clusterpolicy import (
     DEFAULT_RUNTIME,
     ClusterPolicy,
@@ -52,12 +58,23 @@ from components.api._images import (
     resolve_image,
 )
 from components.api._labels import (
+    COMPONENT_LABEL,
+    DEPLOY_LABEL_PREFIX,
+    DRIVER_DEPLOY_LABEL,
     DRIVER_KERNEL_PIN_LABEL,
+    GPU_PRESENT_LABEL,
     KERNEL_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     MIG_CAPABLE_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+    NFD_GPU_LABELS,
+    NFD_PREFIX,
     NVIDIA_DRIVER_OWNER_LABEL,
+    OPERANDS_OPT_OUT_LABEL,
     OS_ID_LABEL,
     OS_VERSION_LABEL,
+    opted_out,
 )
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
 from components.api._status import (
@@ -72,6 +89,7 @@ from components.api._status import (
     UpgradeState,
     UpgradeStatus,
 )
+from components.api._text import names_and_more
 from components.api._unsupported import (
     UNSUPPORTED_CONDITION,
     UNSUPPORTED_REASON,
@@ -143,4 +161,25 @@ __all__ = [
     "unsupported_message",
     "validate_document",
     "validate_text",
+]
+
+# -- one home for rules the controllers and the upgrade share (issue 11, item 4) ----------
+__all__ += [
+    "COMPONENT_LABEL",
+    "DEPLOY_LABEL_PREFIX",
+    "DRIVER_DEPLOY_LABEL",
+    "GPU_PRESENT_LABEL",
+    "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
+    "MIG_MANAGER_DEPLOY_LABEL",
+    "NFD_GPU_LABELS",
+    "NFD_PREFIX",
+    "OPERANDS_OPT_OUT_LABEL",
+    "active_cluster_policy",
+    "by_age",
+    "names_and_more",
+    "node_selector_terms_match",
+    "opted_out",
+    "pod_spec_targets",
+    "template_pod_spec",
 ]

@@ -364,11 +364,6 @@ class ClusterPolicySpec(ApiModel):
     gds: DriverSideSpec = Field(default_factory=DriverSideSpec)
     gdrcopy: DriverSideSpec = Field(default_factory=DriverSideSpec)
 
-    @property
-    def sandbox_workloads_enabled(self) -> bool:
-        """Whether sandbox (VM) workloads are on; off unless `sandboxWorkloads.enabled`."""
-        return self.sandbox_workloads.enabled
-
 
 class ClusterPolicy(ApiModel):
     """A ClusterPolicy: the GPU stack the operator keeps on every GPU node."""

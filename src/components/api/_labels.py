@@ -1,23 +1,42 @@
-"""Node labels that more than one part of the operator reads or writes."""
+"""Label keys that more than one part of the operator reads or writes, and their rules.
+
+Keys and values are the reference operator's, so manifests, node selectors and dashboards
+written for it keep working. A key only one package uses lives with it (the upgrade's
+`nvidia.com/gpu-driver-upgrade*` keys in `components.upgrade`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 # -- written by Node Feature Discovery -----------------------------------------------------
 
+NFD_PREFIX: Final = "feature.node.kubernetes.io/"
+NFD_GPU_LABELS: Final = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+)
+"""`true` on a node with an NVIDIA PCI device (any, display or 3D controller)."""
 KERNEL_LABEL: Final = "feature.node.kubernetes.io/kernel-version.full"
 """The kernel a node runs."""
 OS_ID_LABEL: Final = "feature.node.kubernetes.io/system-os_release.ID"
 OS_VERSION_LABEL: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 
-# -- written by the operator and its operands ----------------------------------------------
+# -- node labels written by the operator and its operands ---------------------------------
+
+GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
+"""`true` on a GPU node (the node labeller); what NVIDIADrivers select by default."""
+DEPLOY_LABEL_PREFIX: Final = "nvidia.com/gpu.deploy."
+"""`nvidia.com/gpu.deploy.<operand>`: whether the operand runs on the node."""
+OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"
+"""`false` opts a node out of every operand (see `opted_out`)."""
+DRIVER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.driver"
+MIG_MANAGER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"
 
 MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
 """`true` on a node whose GPUs support MIG (GPU feature discovery)."""
-
-NVIDIA_DRIVER_OWNER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
-"""On DaemonSets rendered for an NVIDIADriver: the NVIDIADriver's name."""
 
 DRIVER_KERNEL_PIN_LABEL: Final = "nvidia.com/precompiled-driver.kernel-version.full"
 """With precompiled drivers: the kernel whose driver DaemonSet the node belongs to.
@@ -28,3 +47,19 @@ once, and the DaemonSet controller would swap the driver under running GPU pods.
 upgrade controller writes it: right away where no driver runs yet (or auto upgrade is
 off), and, once the node is cordoned and cleared, as the step that restarts its driver.
 """
+
+# -- labels on what the operator renders ---------------------------------------------------
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE: Final = "gpu-operator"
+"""The value of `MANAGED_BY_LABEL` on everything we render (our informers select on it)."""
+COMPONENT_LABEL: Final = "nvidia.com/gpu-operator.component"
+"""The operand (state name) an object belongs to; the controller prunes by it."""
+NVIDIA_DRIVER_OWNER_LABEL: Final = "nvidia.com/gpu-operator.nvidiadriver"
+"""On DaemonSets rendered for an NVIDIADriver: the NVIDIADriver's name."""
+
+
+def opted_out(labels: Mapping[str, str]) -> bool:
+    """`nvidia.com/gpu.deploy.operands=false`: no operand runs on the node, whatever its
+    other deploy labels say (the node labeller removes them)."""
+    return labels.get(OPERANDS_OPT_OUT_LABEL) == "false"

@@ -140,11 +140,6 @@ class NVIDIADriverSpec(ComponentSpec):
     )
     host_network: bool = False
 
-    @property
-    def effective_node_selector(self) -> dict[str, str]:
-        """The selector to deploy with: every GPU node when none is given."""
-        return dict(self.node_selector) or {"nvidia.com/gpu.present": "true"}
-
 
 class NVIDIADriver(ApiModel):
     """An NVIDIADriver: the driver for one pool of GPU nodes."""

@@ -26,7 +26,6 @@ from components.controllers._labels import has_gpu, node_label_patch
 from components.controllers._node_labels import NodeLabelController, deploy_labels
 from components.controllers._nvidiadriver import NVIDIADriverController
 from components.controllers._operator import Operator, build_operator, setup_operator
-from components.controllers._policies import oldest
 from components.controllers._pools import Pool, Pools, assign, exclusion_terms
 from components.controllers._status import Findings, OperandReadiness, policy_status
 
@@ -49,7 +48,6 @@ __all__ = [
     "exclusion_terms",
     "has_gpu",
     "node_label_patch",
-    "oldest",
     "policy_status",
     "setup_operator",
 ]

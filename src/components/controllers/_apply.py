@@ -13,8 +13,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from components.api import (
+    COMPONENT_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+)
 from components.controllers import _informers
-from components.controllers._constants import COMPONENT, MANAGED_BY, MANAGED_BY_VALUE
 from reconciler import (
     GVK,
     Client,
@@ -60,16 +64,19 @@ def controller_owner(obj: Object) -> dict[str, object] | None:
 
 
 def component_of(obj: Object) -> str:
-    return labels_of(obj).get(COMPONENT, "")
+    return labels_of(obj).get(COMPONENT_LABEL, "")
 
 
 def with_ownership_labels(obj: Object, component: str) -> Object:
     """`obj` with the labels every object we render must carry (added if missing)."""
     labels = labels_of(obj)
-    if labels.get(MANAGED_BY) == MANAGED_BY_VALUE and labels.get(COMPONENT) == component:
+    if (
+        labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+        and labels.get(COMPONENT_LABEL) == component
+    ):
         return obj
     meta = dict(obj.get("metadata") or {})
-    meta["labels"] = {**labels, MANAGED_BY: MANAGED_BY_VALUE, COMPONENT: component}
+    meta["labels"] = {**labels, MANAGED_BY_LABEL: MANAGED_BY_VALUE, COMPONENT_LABEL: component}
     return {**obj, "metadata": meta}
 
 

@@ -26,7 +26,13 @@ from typing import Any
 
 import pydantic
 
-from components.api import ClusterPolicy, ConditionType, unsupported_fields
+from components.api import (
+    DRIVER_DEPLOY_LABEL,
+    ClusterPolicy,
+    ConditionType,
+    active_cluster_policy,
+    unsupported_fields,
+)
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
@@ -41,13 +47,11 @@ from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
     DAEMONSET,
-    DRIVER_DEPLOY_LABEL,
     NODE,
     NVIDIA_DRIVER,
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
-from components.controllers._policies import oldest
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import (
@@ -181,7 +185,7 @@ class ClusterPolicyController:
         return [Request("", n) for n in sorted(names)]
 
     def _active_policy(self, _: Object) -> list[Request]:
-        active = oldest(self.client.list(CLUSTER_POLICY))
+        active = active_cluster_policy(self.client.list(CLUSTER_POLICY))
         return [Request("", name_of(active))] if active is not None else []
 
     def _owner_policy(self, obj: Object) -> list[Request]:
@@ -216,7 +220,7 @@ class ClusterPolicyController:
 
     async def _reconcile(self, request: Request) -> Result | None:
         policies = self.client.list(CLUSTER_POLICY)
-        active = oldest(policies)
+        active = active_cluster_policy(policies)
         obj = self.client.get(CLUSTER_POLICY, request.name)
         if active is None:
             self.metrics.set_status(ReconciliationStatus.NO_POLICY)

@@ -1,14 +1,12 @@
-"""Names shared by the controllers: kinds, label keys, the field manager.
+"""Names shared by the controllers: kinds, the field manager, the lease.
 
-Label keys and values are the reference operator's, so manifests, node selectors and
-dashboards written for it keep working.
+Label keys live in `components.api` (the operands and the upgrade read them too).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from components import api
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
 from reconciler import CONTROLLER_REVISION as CONTROLLER_REVISION
@@ -31,31 +29,3 @@ LEASE_NAME: Final = "53822513.nvidia.com"
 
 
 SERVICE_MONITOR_CRD: Final = "servicemonitors.monitoring.coreos.com"
-
-# -- labels on what we render -----------------------------------------------------------
-
-MANAGED_BY: Final = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE: Final = "gpu-operator"
-COMPONENT: Final = "nvidia.com/gpu-operator.component"
-NVIDIA_DRIVER_LABEL: Final = api.NVIDIA_DRIVER_OWNER_LABEL
-
-# -- node labels read -------------------------------------------------------------------
-
-NFD_PREFIX: Final = "feature.node.kubernetes.io/"
-NFD_GPU_LABELS: Final = (
-    "feature.node.kubernetes.io/pci-10de.present",
-    "feature.node.kubernetes.io/pci-0302_10de.present",
-    "feature.node.kubernetes.io/pci-0300_10de.present",
-)
-KERNEL_LABEL: Final = api.KERNEL_LABEL
-OS_ID_LABEL: Final = api.OS_ID_LABEL
-OS_VERSION_LABEL: Final = api.OS_VERSION_LABEL
-MIG_CAPABLE_LABEL: Final = api.MIG_CAPABLE_LABEL
-
-# -- node labels written ----------------------------------------------------------------
-
-GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
-DEPLOY_PREFIX: Final = "nvidia.com/gpu.deploy."
-OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"
-DRIVER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.driver"
-MIG_MANAGER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"

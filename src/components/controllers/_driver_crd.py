@@ -13,8 +13,12 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.api import ClusterPolicy, DriverSpec, NVIDIADriverSpec
-from components.controllers._constants import NVIDIA_DRIVER_LABEL
+from components.api import (
+    NVIDIA_DRIVER_OWNER_LABEL,
+    ClusterPolicy,
+    DriverSpec,
+    NVIDIADriverSpec,
+)
 from components.operands import safe_name
 
 #: NVIDIADriver fields that mean the same in ClusterPolicy's `driver` section.
@@ -120,7 +124,7 @@ def for_nvidia_driver(
     """A driver DaemonSet rendered from the ClusterPolicy, made the NVIDIADriver's."""
     out = copy.deepcopy(dict(ds))
     _rename(out, daemonset_name(out["metadata"]["name"], nvidia_driver, spec.driver_type))
-    out["metadata"]["labels"][NVIDIA_DRIVER_LABEL] = nvidia_driver
+    out["metadata"]["labels"][NVIDIA_DRIVER_OWNER_LABEL] = nvidia_driver
     template = out["spec"]["template"]
     pod = template["spec"]
     pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **selector}

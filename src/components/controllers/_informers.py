@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from components.api import (
+    COMPONENT_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+)
 from components.controllers._constants import (
     CLUSTER_POLICY,
-    COMPONENT,
     CONTROLLER_REVISION,
     CRD,
     DAEMONSET,
-    MANAGED_BY,
-    MANAGED_BY_VALUE,
     NODE,
     NVIDIA_DRIVER,
     POD,
@@ -37,7 +39,7 @@ from components.controllers._constants import (
 )
 from reconciler import CONFIG_MAP, GVK, Informer, Manager
 
-MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE}"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 
 
 NAMESPACED_OWNED: tuple[GVK, ...] = (
@@ -97,7 +99,7 @@ def owned(manager: Manager, gvk: GVK, namespace: str | None) -> Informer:
     """The informer of a kind we render: `namespace` for namespaced kinds, else None."""
     selector = None if gvk in UNSELECTED else MANAGED_SELECTOR
     return manager.informer(
-        gvk, namespace=namespace, label_selector=selector, index_labels=(COMPONENT,)
+        gvk, namespace=namespace, label_selector=selector, index_labels=(COMPONENT_LABEL,)
     )
 
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from components.controllers._constants import (
-    DEPLOY_PREFIX,
+from components.api import (
+    DEPLOY_LABEL_PREFIX,
     GPU_PRESENT_LABEL,
     MIG_CAPABLE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
     NFD_GPU_LABELS,
     NFD_PREFIX,
     OPERANDS_OPT_OUT_LABEL,
+    opted_out,
 )
 
 LabelPatch = dict[str, str | None]
@@ -40,10 +41,6 @@ def has_gpu(labels: Mapping[str, str]) -> bool:
 
 def has_nfd_labels(labels: Mapping[str, str]) -> bool:
     return any(key.startswith(NFD_PREFIX) for key in labels)
-
-
-def opted_out(labels: Mapping[str, str]) -> bool:
-    return labels.get(OPERANDS_OPT_OUT_LABEL) == "false"
 
 
 def mig_capable(labels: Mapping[str, str]) -> bool:
@@ -84,7 +81,7 @@ def _no_gpu_patch(labels: Mapping[str, str]) -> LabelPatch:
     patch: LabelPatch = {
         key: None
         for key in labels
-        if key.startswith(DEPLOY_PREFIX) and key != OPERANDS_OPT_OUT_LABEL
+        if key.startswith(DEPLOY_LABEL_PREFIX) and key != OPERANDS_OPT_OUT_LABEL
     }
     if labels[GPU_PRESENT_LABEL] != "false":
         patch[GPU_PRESENT_LABEL] = "false"

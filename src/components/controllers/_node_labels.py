@@ -12,19 +12,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import pydantic
-
-from components.api import ClusterPolicy
+from components.api import (
+    DEPLOY_LABEL_PREFIX,
+    DRIVER_DEPLOY_LABEL,
+    GPU_PRESENT_LABEL,
+    ClusterPolicy,
+)
 from components.controllers import _informers
 from components.controllers._constants import (
     CLUSTER_POLICY,
-    DEPLOY_PREFIX,
-    DRIVER_DEPLOY_LABEL,
-    GPU_PRESENT_LABEL,
     NODE,
 )
 from components.controllers._labels import has_gpu, node_label_patch
-from components.controllers._policies import oldest
+from components.controllers._policies import ActivePolicy
 from components.operands import OPERANDS, Operand
 from reconciler import (
     Controller,
@@ -36,7 +36,6 @@ from reconciler import (
     Result,
     labels_of,
     name_of,
-    resource_version_of,
 )
 
 log = logging.getLogger("components.controllers.nodelabels")
@@ -62,7 +61,7 @@ def concerns_us(node: Object) -> bool:
     return (
         has_gpu(labels)
         or GPU_PRESENT_LABEL in labels
-        or any(k.startswith(DEPLOY_PREFIX) for k in labels)
+        or any(k.startswith(DEPLOY_LABEL_PREFIX) for k in labels)
     )
 
 
@@ -71,7 +70,7 @@ class NodeLabelController:
         self.manager = manager
         self.client = manager.client
         self.operands: list[Operand] = list(OPERANDS if operands is None else operands)
-        self._parsed: tuple[str, str, ClusterPolicy | None] | None = None
+        self._active = ActivePolicy(lambda: self.client.list(CLUSTER_POLICY))
 
     def setup(self) -> Controller:
         m = self.manager
@@ -85,18 +84,7 @@ class NodeLabelController:
 
     def _policy(self) -> ClusterPolicy | None:
         """The active policy, parsed once per resourceVersion (one parse for 5,000 nodes)."""
-        obj = oldest(self.client.list(CLUSTER_POLICY))
-        if obj is None:
-            return None
-        key = (name_of(obj), resource_version_of(obj))
-        if self._parsed is not None and self._parsed[:2] == key:
-            return self._parsed[2]
-        try:
-            policy: ClusterPolicy | None = ClusterPolicy.from_dict(obj)
-        except pydantic.ValidationError:
-            policy = None  # the ClusterPolicy controller reports it; leave deploy labels be
-        self._parsed = (*key, policy)
-        return policy
+        return self._active.parsed()
 
     async def reconcile(self, request: Request) -> Result | None:
         node = self.client.get(NODE, request.name)

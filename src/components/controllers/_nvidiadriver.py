@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 import pydantic
 
-from components.api import ClusterPolicy, ConditionType, NVIDIADriver, NVIDIADriverStatus
+from components.api import (
+    DRIVER_DEPLOY_LABEL,
+    ClusterPolicy,
+    ConditionType,
+    NVIDIADriver,
+    NVIDIADriverStatus,
+    by_age,
+)
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
@@ -33,7 +40,6 @@ from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
     DAEMONSET,
-    DRIVER_DEPLOY_LABEL,
     NODE,
     NVIDIA_DRIVER,
     SERVICE_MONITOR_CRD,
@@ -45,7 +51,7 @@ from components.controllers._driver_crd import (
     uses_driver_crd,
 )
 from components.controllers._labels import has_gpu
-from components.controllers._policies import by_age, oldest
+from components.controllers._policies import ActivePolicy
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
@@ -93,6 +99,7 @@ class NVIDIADriverController:
     ) -> None:
         self.manager = manager
         self.client = manager.client
+        self._active = ActivePolicy(lambda: self.client.list(CLUSTER_POLICY))
         self.applier = applier
         self.namespace = namespace
         found = [op for op in (OPERANDS if operands is None else operands)]
@@ -171,13 +178,7 @@ class NVIDIADriverController:
         return None
 
     def _active_policy(self) -> ClusterPolicy | None:
-        obj = oldest(self.client.list(CLUSTER_POLICY))
-        if obj is None:
-            return None
-        try:
-            return ClusterPolicy.from_dict(obj)
-        except pydantic.ValidationError:
-            return None
+        return self._active.parsed()
 
     def _render(
         self,

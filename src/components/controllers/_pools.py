@@ -14,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.controllers._constants import GPU_PRESENT_LABEL
+from components.api import (
+    GPU_PRESENT_LABEL,
+    names_and_more,
+)
 from reconciler import Object, labels_of, name_of
 
 CONFLICTING_NODE_SELECTOR = "ConflictingNodeSelector"
@@ -66,11 +69,6 @@ def matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def _names(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:_NAMED])
-    return f"{shown} and {len(items) - _NAMED} more" if len(items) > _NAMED else shown
-
-
 def assign(drivers: Sequence[Object], gpu_nodes: Sequence[Object]) -> Pools:
     """Pools for `drivers` (oldest first) over `gpu_nodes`."""
     out = Pools()
@@ -96,8 +94,8 @@ def assign(drivers: Sequence[Object], gpu_nodes: Sequence[Object]) -> Pools:
             owners = sorted({taken[n] for n in clashes})
             out.conflicts[name] = (
                 CONFLICTING_NODE_SELECTOR,
-                f"its nodeSelector selects nodes {_names(clashes)}, already served by "
-                f"NVIDIADriver {', '.join(owners)}; this one deploys nothing until the "
+                f"its nodeSelector selects nodes {names_and_more(clashes, _NAMED)}, already "
+                f"served by NVIDIADriver {', '.join(owners)}; this one deploys nothing until the "
                 "selectors no longer overlap",
             )
             continue

@@ -31,6 +31,7 @@ from components.api import (
     ConditionType,
     NVIDIADriverStatus,
     Reason,
+    names_and_more,
     unsupported_message,
 )
 
@@ -90,20 +91,13 @@ def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
     return ClusterPolicyStatus(state="notReady")
 
 
-def names(items: Sequence[str], limit: int = _MAX_NAMED) -> str:
-    """`a, b, c` or `a, b, c and 7 more`."""
-    shown = ", ".join(items[:limit])
-    rest = len(items) - limit
-    return f"{shown} and {rest} more" if rest > 0 else shown
-
-
 def not_ready_message(operands: Sequence[OperandReadiness]) -> str:
     parts = []
     for op in operands:
         if not op.enabled or op.ready:
             continue
         if op.not_ready_nodes:
-            parts.append(f"{op.name} on {names(sorted(op.not_ready_nodes))}")
+            parts.append(f"{op.name} on {names_and_more(sorted(op.not_ready_nodes), _MAX_NAMED)}")
         else:
             parts.append(f"{op.name} ({op.message})" if op.message else op.name)
     return "not ready: " + "; ".join(parts)

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from components.controllers._labels import has_gpu, has_nfd_labels, opted_out
+from components.controllers._labels import has_gpu, has_nfd_labels
 from components.operands import GPUNode
 from reconciler import Object, labels_of, name_of
 
 
 def gpu_node(node: Object) -> GPUNode:
     return GPUNode.from_node(node)
-
-
-def is_operand_node(node: Object) -> bool:
-    """A GPU node that has not opted out: operands run here."""
-    labels = labels_of(node)
-    return has_gpu(labels) and not opted_out(labels)
 
 
 def gpu_nodes(nodes: Iterable[Object]) -> list[GPUNode]:

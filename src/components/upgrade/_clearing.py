@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from components.api import DrainSpec, PodDeletionSpec
+from components.api import DrainSpec, PodDeletionSpec, names_and_more
 from components.upgrade._model import PdbView, PodView
 from components.upgrade._names import DRAIN_SKIP_LABEL
 from components.upgrade._selectors import label_selector_matches, parse_selector
@@ -142,6 +142,4 @@ def disruption_blocker(pod: PodView, pdbs: Sequence[PdbView]) -> PdbView | None:
 
 def describe(pods: Sequence[PodView], limit: int = 3) -> str:
     """`ns/a, ns/b and 3 more`."""
-    names = [p.key for p in pods[:limit]]
-    more = len(pods) - len(names)
-    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+    return names_and_more([p.key for p in pods], limit)

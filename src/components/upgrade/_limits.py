@@ -18,8 +18,8 @@ too; we do not.)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from components.api import DriverUpgradePolicySpec, UpgradeState, scaled_value
 from components.upgrade._model import NodeView
@@ -105,14 +105,3 @@ def admit(nodes: Sequence[NodeView], policy: DriverUpgradePolicySpec) -> list[st
             slots -= 1
             budget -= 1
     return chosen
-
-
-def after_admission(nodes: Iterable[NodeView], admitted: Iterable[str]) -> list[NodeView]:
-    """The nodes as they will be once `admitted` moved to cordon-required (for checks)."""
-    names = set(admitted)
-    out: list[NodeView] = []
-    for n in nodes:
-        if n.name in names:
-            n = replace(n, state=S.CORDON_REQUIRED, state_label=S.CORDON_REQUIRED.value)
-        out.append(n)
-    return out

@@ -2,14 +2,15 @@
 
 The reference's keys (k8s-operator-libs `pkg/upgrade/consts.go`, driver name `gpu`) keep
 their names and meaning, so dashboards, runbooks and `kubectl get nodes -L` keep working.
-Keys the reference does not have are ours and carry the same prefix.
+Keys the reference does not have are ours and carry the same prefix. Only the upgrade uses
+these; keys other parts share (the kernel, its pin, the NVIDIADriver owner) are
+`components.api`'s.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from components import api
 from components.api import UpgradeState
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
@@ -57,18 +58,6 @@ VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
 """The reference's start-time annotations (Unix seconds). We time from `STATE_SINCE` and
 only remove these, so a node taken over from the reference operator ends up clean."""
 
-NODE_ANNOTATIONS: Final = (
-    INITIALLY_UNSCHEDULABLE,
-    UPGRADE_REQUESTED,
-    STATE_SINCE,
-    CORDONED_AT,
-    FAILED_STATE,
-    MESSAGE,
-    WAIT_FOR_JOBS_START,
-    VALIDATION_START,
-)
-"""Every node annotation the upgrade reads or writes."""
-
 WALK_ANNOTATIONS: Final = (
     STATE_SINCE,
     CORDONED_AT,
@@ -78,6 +67,10 @@ WALK_ANNOTATIONS: Final = (
     VALIDATION_START,
 )
 """Annotations that only mean something during a walk; cleared when it ends."""
+
+NODE_ANNOTATIONS: Final = (INITIALLY_UNSCHEDULABLE, UPGRADE_REQUESTED, *WALK_ANNOTATIONS)
+"""Every node annotation the upgrade reads or writes."""
+
 
 # -- pod labels and annotations ----------------------------------------------------------
 
@@ -107,9 +100,6 @@ DRIVER_POD_LABELS: Final = (
 )
 """Labels that make a pod in the operator namespace a driver pod (the reference's:
 `app=nvidia-driver-daemonset` for ClusterPolicy, the component label for NVIDIADriver)."""
-
-NVIDIA_DRIVER_OWNER_LABEL: Final = api.NVIDIA_DRIVER_OWNER_LABEL
-"""On driver DaemonSets rendered for an NVIDIADriver: its name (the components' label)."""
 
 # -- events ------------------------------------------------------------------------------
 

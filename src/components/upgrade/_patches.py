@@ -25,7 +25,7 @@ from components.upgrade._names import (
     WAIT_FOR_JOBS_START,
     WALK_ANNOTATIONS,
 )
-from components.upgrade._planner import Transition
+from components.upgrade._step import Transition
 
 Op = dict[str, Any]
 

@@ -24,9 +24,6 @@ pool against the limits (`_limits.admit`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-
 from components.api import DriverUpgradePolicySpec, UpgradeState
 from components.upgrade._clearing import (
     deletion_plan,
@@ -36,151 +33,34 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView, PdbView, PodView, format_time, format_time_ms
+from components.upgrade._model import NodeView, format_time_ms
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
-    CORDONED_AT,
     CORDONED_BY_US,
-    FAILED_STATE,
-    INITIALLY_UNSCHEDULABLE,
     NODE_ANNOTATIONS,
     UPGRADE_REQUESTED,
 )
 from components.upgrade._selectors import SelectorError
+from components.upgrade._step import (
+    DEFAULT_VALIDATION_TIMEOUT,
+    NodeContext,
+    Step,
+    Transition,
+    fail_in,
+    move_to,
+    timed_out,
+)
 from components.upgrade._validation import validate
 
 S = UpgradeState
-
-DEFAULT_VALIDATION_TIMEOUT = 600.0
-"""Seconds a node may spend in validation-required (the reference's constant)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """A write to the node: a new state (None removes the label) and what goes with it."""
-
-    to: UpgradeState | None
-    reason: str = ""
-    """One sentence for the event, the log, and (for warnings) the node's message."""
-    warning: bool = False
-    unschedulable: bool | None = None
-    annotations: Mapping[str, str | None] = field(default_factory=dict)
-    """Annotations to set (None removes); the patch adds the bookkeeping ones."""
-    pin_kernel: str | None = None
-    """Move the node's kernel pin here ("" removes it): its driver DaemonSet changes."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """The next step for one node."""
-
-    transition: Transition | None = None
-    delete: tuple[PodView, ...] = ()
-    evict: tuple[PodView, ...] = ()
-    record_kernel: str | None = None
-    """Record this kernel on the driver pod (what it serves)."""
-    wait: str = ""
-    """Why nothing more happens now (shown in status)."""
-    requeue_after: float | None = None
-    """A timeout that will fire if no event comes first."""
-
-    @property
-    def empty(self) -> bool:
-        return not (self.transition or self.delete or self.evict or self.record_kernel)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeContext:
-    """One node and what is on it, from the cache."""
-
-    node: NodeView
-    driver: PodView | None = None
-    target_revision: str | None = None
-    """The driver DaemonSet's newest revision hash (None when not known)."""
-    pods: Sequence[PodView] = ()
-    """Every pod bound to the node."""
-    pdbs: Sequence[PdbView] = ()
-    operator_pod: tuple[str, str] | None = None
-    precompiled: bool | None = None
-    """Whether the policy wants precompiled drivers (None: not known, keep the pod's kind)."""
-
-    def outdated(self, *, requested: bool = True) -> str | None:
-        """Why the driver pod must be replaced, or None when it is in sync."""
-        d = self.driver
-        if d is None:
-            return None
-        if self.target_revision is not None and d.revision != self.target_revision:
-            return (
-                f"driver pod {d.key} runs revision {d.revision or '(none)'}, "
-                f"its DaemonSet's newest is {self.target_revision}"
-            )
-        if self.precompiled is not None and d.pinned != self.precompiled:
-            if self.precompiled:
-                return f"the policy now uses precompiled drivers; driver pod {d.key} is not one"
-            return f"the policy no longer uses precompiled drivers; driver pod {d.key} is one"
-        kernel = self.node.kernel
-        if d.kernel is not None and kernel is not None and d.kernel != kernel:
-            return f"driver pod {d.key} serves kernel {d.kernel}, the node runs {kernel}"
-        if requested and self.node.upgrade_requested:
-            return "an upgrade was requested on the node"
-        return None
-
-    @property
-    def driver_ready(self) -> bool:
-        d = self.driver
-        return (
-            d is not None
-            and not d.terminating
-            and d.ready
-            and self.outdated(requested=False) is None
-        )
-
-
-def _to(
-    state: UpgradeState,
-    reason: str = "",
-    *,
-    warning: bool = False,
-    unschedulable: bool | None = None,
-    **annotations: str | None,
-) -> Step:
-    return Step(
-        transition=Transition(
-            state,
-            reason,
-            warning=warning,
-            unschedulable=unschedulable,
-            annotations={_ANNOTATION_ARGS[k]: v for k, v in annotations.items()},
-        )
-    )
-
-
-_ANNOTATION_ARGS = {
-    "initially": INITIALLY_UNSCHEDULABLE,
-    "cordoned": CORDONED_AT,
-    "requested": UPGRADE_REQUESTED,
-    "failed_state": FAILED_STATE,
-}
-
-
-def _fail(step: UpgradeState, reason: str) -> Step:
-    return _to(S.UPGRADE_FAILED, reason, warning=True, failed_state=step.value)
-
-
-def _timed_out(node: NodeView, timeout: float, now: float) -> tuple[bool, float | None]:
-    """(expired, seconds left); a timeout of 0 never expires."""
-    if timeout <= 0:
-        return False, None
-    since = node.since if node.since is not None else now
-    left = since + timeout - now
-    return left <= 0, max(left, 0.0)
 
 
 def _finish(ctx: NodeContext, reason: str) -> Step:
     """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade."""
     if ctx.node.initially_unschedulable:
-        return _to(S.UPGRADE_DONE, f"{reason}; the node stays cordoned as it was", initially=None)
-    return _to(S.UNCORDON_REQUIRED, reason)
+        reason = f"{reason}; the node stays cordoned as it was"
+        return move_to(S.UPGRADE_DONE, reason, initially=None)
+    return move_to(S.UNCORDON_REQUIRED, reason)
 
 
 def plan_node(
@@ -222,14 +102,14 @@ def _plan(
         return _detect(ctx)
     if state is S.UPGRADE_REQUIRED:
         if ctx.driver is not None and not ctx.driver.terminating and ctx.outdated() is None:
-            return _to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
+            return move_to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
         if node.skip:
             return Step(wait="the node is labelled to skip driver upgrades")
         return Step(wait="waiting for an upgrade slot")
     if state is S.CORDON_REQUIRED:
         # Cordoned by someone else before the upgrade began: it stays cordoned after it.
         initially = "true" if node.unschedulable else None
-        return _to(
+        return move_to(
             S.WAIT_FOR_JOBS_REQUIRED,
             "cordoned the node",
             unschedulable=True,
@@ -247,7 +127,7 @@ def _plan(
     if state is S.VALIDATION_REQUIRED:
         return _validation(ctx, now, validation_timeout)
     if state is S.UNCORDON_REQUIRED:
-        return _to(S.UPGRADE_DONE, "uncordoned the node", unschedulable=False, initially=None)
+        return move_to(S.UPGRADE_DONE, "uncordoned the node", unschedulable=False, initially=None)
     return _failed(ctx, policy)
 
 
@@ -259,25 +139,25 @@ def _detect(ctx: NodeContext) -> Step:
     if reason is not None:
         # A node cordoned before its upgrade stays cordoned after it.
         initially = "true" if ctx.node.unschedulable else None
-        return _to(S.UPGRADE_REQUIRED, reason, initially=initially)
+        return move_to(S.UPGRADE_REQUIRED, reason, initially=initially)
     if ctx.node.state is S.UNKNOWN:
-        return _to(S.UPGRADE_DONE, "the driver is in sync")
+        return move_to(S.UPGRADE_DONE, "the driver is in sync")
     return Step()
 
 
 def _wait_for_jobs(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
     spec = policy.wait_for_completion
     if not spec.pod_selector:
-        return _to(S.POD_DELETION_REQUIRED, "no jobs to wait for")
+        return move_to(S.POD_DELETION_REQUIRED, "no jobs to wait for")
     try:
         running = jobs_running(ctx.pods, spec.pod_selector)
     except SelectorError as exc:
         return Step(wait=f"waitForCompletion.podSelector is invalid: {exc}")
     if not running:
-        return _to(S.POD_DELETION_REQUIRED, "the jobs finished")
-    expired, left = _timed_out(ctx.node, spec.timeout_seconds, now)
+        return move_to(S.POD_DELETION_REQUIRED, "the jobs finished")
+    expired, left = timed_out(ctx.node, spec.timeout_seconds, now)
     if expired:
-        return _to(
+        return move_to(
             S.POD_DELETION_REQUIRED,
             f"stopped waiting for {describe(running)} after {spec.timeout_seconds}s",
         )
@@ -291,18 +171,18 @@ def _pod_deletion(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float)
     if plan.blocked:
         reason = "cannot delete " + "; ".join(str(b) for b in plan.blocked[:3])
         if drain:
-            return _to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
-        return _fail(S.POD_DELETION_REQUIRED, reason)
+            return move_to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
+        return fail_in(S.POD_DELETION_REQUIRED, reason)
     if plan.clear:
-        return _to(S.POD_RESTART_REQUIRED, "no GPU pods left on the node")
-    expired, left = _timed_out(ctx.node, spec.timeout_seconds, now)
+        return move_to(S.POD_RESTART_REQUIRED, "no GPU pods left on the node")
+    expired, left = timed_out(ctx.node, spec.timeout_seconds, now)
     if expired:
         reason = (
             f"GPU pods {describe(plan.remaining)} still on the node after {spec.timeout_seconds}s"
         )
         if drain:
-            return _to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
-        return _fail(S.POD_DELETION_REQUIRED, reason)
+            return move_to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
+        return fail_in(S.POD_DELETION_REQUIRED, reason)
     return Step(
         delete=plan.act,
         wait=f"waiting for GPU pods {describe(plan.remaining)} to be deleted",
@@ -315,17 +195,17 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
     gpu = gpu_pods(ctx.pods)
     if not spec.enable:
         if gpu:
-            return _to(S.POD_DELETION_REQUIRED, "drain is disabled; deleting the GPU pods")
-        return _to(S.POD_RESTART_REQUIRED, "drain is disabled and no GPU pods are left")
+            return move_to(S.POD_DELETION_REQUIRED, "drain is disabled; deleting the GPU pods")
+        return move_to(S.POD_RESTART_REQUIRED, "drain is disabled and no GPU pods are left")
     try:
         plan = drain_plan(ctx.pods, spec, operator_pod=ctx.operator_pod)
     except SelectorError as exc:
         return Step(wait=f"drain.podSelector is invalid: {exc}")
     if plan.blocked:
         reason = "cannot drain " + "; ".join(str(b) for b in plan.blocked[:3])
-        return _fail(S.DRAIN_REQUIRED, reason)
+        return fail_in(S.DRAIN_REQUIRED, reason)
     if not plan.clear:
-        expired, left = _timed_out(ctx.node, spec.timeout_seconds, now)
+        expired, left = timed_out(ctx.node, spec.timeout_seconds, now)
         if expired:
             blockers = [
                 f"{p.key} (PodDisruptionBudget {b.namespace}/{b.name})"
@@ -333,7 +213,7 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
                 else p.key
                 for p in plan.remaining[:3]
             ]
-            return _fail(
+            return fail_in(
                 S.DRAIN_REQUIRED,
                 f"drain timed out after {spec.timeout_seconds}s; still on the node: "
                 + ", ".join(blockers),
@@ -344,12 +224,12 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
             requeue_after=left,
         )
     if gpu:
-        return _fail(
+        return fail_in(
             S.DRAIN_REQUIRED,
             f"GPU pods {describe(gpu)} are not drained (drain skips them) and would keep "
             "running on the old driver",
         )
-    return _to(S.POD_RESTART_REQUIRED, "drained the node")
+    return move_to(S.POD_RESTART_REQUIRED, "drained the node")
 
 
 def _settling(node: NodeView, now: float) -> Step | None:
@@ -369,7 +249,7 @@ def _pod_restart(ctx: NodeContext, now: float) -> Step:
     gpu = gpu_pods(ctx.pods)
     live = [p for p in gpu if not p.terminating]
     if live:
-        return _to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
+        return move_to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
     if gpu:
         return Step(wait=f"waiting for GPU pods {describe(gpu)} to terminate")
     d = ctx.driver
@@ -377,7 +257,7 @@ def _pod_restart(ctx: NodeContext, now: float) -> Step:
         return Step(wait="waiting for the driver pod to be recreated")
     if d.terminating:
         return Step(wait=f"waiting for driver pod {d.key} to terminate")
-    pin = wanted_pin(ctx)
+    pin = _wanted_pin(ctx)
     restart = pin != ctx.node.pinned_kernel or ctx.outdated() is not None
     if restart and (settling := _settling(ctx.node, now)) is not None:
         return settling
@@ -411,13 +291,13 @@ def _pod_restart(ctx: NodeContext, now: float) -> Step:
             )
         return Step(delete=(d,), wait=wait)
     if d.ready:
-        return _to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
+        return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
     if d.failing:
-        return _fail(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
+        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
     return Step(wait=f"waiting for driver pod {d.key} to be ready")
 
 
-def wanted_pin(ctx: NodeContext) -> str | None:
+def _wanted_pin(ctx: NodeContext) -> str | None:
     """The kernel the node should be pinned to once cleared (None: unpinned, per-OS)."""
     precompiled = ctx.precompiled
     if precompiled is None:
@@ -430,17 +310,17 @@ def wanted_pin(ctx: NodeContext) -> str | None:
 def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
     d = ctx.driver
     if d is not None and not d.terminating and ctx.outdated(requested=False) is not None:
-        return _to(S.POD_RESTART_REQUIRED, "the driver changed again")
-    expired, left = _timed_out(ctx.node, timeout, now)
+        return move_to(S.POD_RESTART_REQUIRED, "the driver changed again")
+    expired, left = timed_out(ctx.node, timeout, now)
     if d is None or d.terminating or not d.ready:
         if expired:
-            return _fail(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
+            return fail_in(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
         return Step(wait="waiting for the driver pod to be ready", requeue_after=left)
     result = validate(d, ctx.pods)
     if result.passed:
         return _finish(ctx, "the validator passed")
     if expired:
-        return _fail(
+        return fail_in(
             S.VALIDATION_REQUIRED,
             f"validation did not pass within {timeout:.0f}s (waiting for {result.waiting_for})",
         )
@@ -475,7 +355,7 @@ def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
         ):
             retry = "nothing blocks the drain any more"
     if retry is not None:
-        return _to(failed, f"retrying: {retry}")
+        return move_to(failed, f"retrying: {retry}")
     return Step(wait=f"upgrade failed: {node.message or 'see the node events'}")
 
 
@@ -497,8 +377,3 @@ def cleanup(node: NodeView) -> Step:
             annotations=dict.fromkeys(ours),
         )
     )
-
-
-def describe_since(node: NodeView) -> str | None:
-    since = node.since
-    return format_time(since) if since is not None else None

@@ -1,15 +1,15 @@
 """Label selectors, evaluated against cached objects instead of asking the API server.
 
-Three shapes appear in the upgrade: the string form (`waitForCompletion.podSelector`,
-`drain.podSelector`: `app=job,tier!=web,env in (a,b),!legacy`), a `LabelSelector` object
-(a PodDisruptionBudget's `selector`), and a node affinity's `nodeSelectorTerms` (which
-driver DaemonSet targets a node). The semantics are apimachinery's.
+Two shapes appear in the upgrade: the string form (`waitForCompletion.podSelector`,
+`drain.podSelector`: `app=job,tier!=web,env in (a,b),!legacy`) and a `LabelSelector`
+object (a PodDisruptionBudget's `selector`). The semantics are apimachinery's. (Node
+affinity, which the controllers judge too, is `components.api`'s.)
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,48 +144,3 @@ def label_selector_matches(selector: Mapping[str, Any] | None, labels: Labels) -
         if op == "DoesNotExist" and key in labels:
             return False
     return True
-
-
-def _node_requirement(expr: Mapping[str, Any], labels: Labels) -> bool:
-    key = str(expr.get("key", ""))
-    op = expr.get("operator")
-    vals = [str(v) for v in expr.get("values") or []]
-    value = labels.get(key)
-    if op == "In":
-        return value in vals
-    if op == "NotIn":
-        return value not in vals
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(vals) == 1:
-        try:
-            have, bound = int(value), int(vals[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def node_selector_terms_match(terms: Sequence[Mapping[str, Any]], labels: Labels) -> bool:
-    """`nodeSelectorTerms`: any term matches when all its label expressions do (field
-    expressions are not evaluated: they name nodes, which driver DaemonSets never do)."""
-    return any(
-        all(_node_requirement(e, labels) for e in term.get("matchExpressions") or [])
-        for term in terms
-    )
-
-
-def pod_spec_targets(pod_spec: Mapping[str, Any], labels: Labels) -> bool:
-    """Whether a pod template's nodeSelector and required node affinity admit a node."""
-    for key, value in (pod_spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = (
-        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms")
-    return not required or node_selector_terms_match(required, labels)

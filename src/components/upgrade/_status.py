@@ -7,7 +7,7 @@ other. It is written only once the status exists (its `state` is required by the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from components.api import NodeUpgradeStatus, UpgradeStatus
@@ -53,3 +53,24 @@ def status_body(policy: Object, status: UpgradeStatus) -> Object | None:
         "metadata": {"name": meta.get("name")},
         "status": {"upgrade": wanted},
     }
+
+
+class Waits:
+    """Why each node waits, as the node reconciles last said (status shows it instead of
+    the node's message). A change asks for a status write through `on_change`."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, str] = {}
+        self.on_change: Callable[[], None] = lambda: None
+
+    def set(self, name: str, message: str) -> None:
+        if self.by_node.get(name, "") == message:
+            return
+        if message:
+            self.by_node[name] = message
+        else:
+            self.by_node.pop(name, None)
+        self.on_change()
+
+    def forget(self, name: str) -> None:
+        self.by_node.pop(name, None)

@@ -72,7 +72,6 @@ def test_reference_sample_reads_typed() -> None:
     assert spec.psp.enabled is False
     assert spec.kata_manager.enabled is False
     assert spec.kata_manager.config.runtime_classes == []
-    assert spec.sandbox_workloads_enabled is False
     written = policy.to_dict()["spec"]
     assert written["sandboxWorkloads"] == {"enabled": False, "defaultWorkload": "container"}
     assert written["kataManager"] == {"enabled": False, "config": {}}
@@ -86,7 +85,6 @@ def test_nvidiadriver_sample_reads_typed() -> None:
     assert spec.upgrade_policy.max_unavailable == "25%"
     assert spec.upgrade_policy.wait_for_completion.pod_selector == ""
     assert spec.licensing_config.secret_name == ""
-    assert spec.effective_node_selector == {"nvidia.com/gpu.present": "true"}
 
 
 def test_defaults_are_the_references_when_sections_are_absent() -> None:
@@ -136,7 +134,6 @@ def test_defaults_are_the_references_when_sections_are_absent() -> None:
     assert spec.mig_manager.config.default == "all-disabled"
     assert spec.host_paths.root_fs == "/"
     assert spec.host_paths.driver_install_dir == "/run/nvidia/driver"
-    assert spec.sandbox_workloads_enabled is False
     assert spec.driver.licensing_config.nls_enabled is False
 
 

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from components.api import DRIVER_KERNEL_PIN_LABEL
+from components.api import DRIVER_KERNEL_PIN_LABEL, pod_spec_targets
 from components.operands import Driver, GPUNode, safe_name
 from components.operands.driver import sanitize_kernel
-from components.upgrade import pod_spec_targets
 
 from .cases import (
     CLUSTER,

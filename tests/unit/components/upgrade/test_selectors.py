@@ -7,9 +7,7 @@ import pytest
 from components.upgrade import (
     SelectorError,
     label_selector_matches,
-    node_selector_terms_match,
     parse_selector,
-    pod_spec_targets,
 )
 
 
@@ -62,21 +60,3 @@ def test_label_selector_objects() -> None:
     assert not label_selector_matches(sel, {"app": "db", "tier": "a", "legacy": "1"})
     assert label_selector_matches({}, {"anything": "x"})  # empty selects all
     assert not label_selector_matches(None, {"anything": "x"})  # absent selects none
-
-
-def test_node_affinity_and_node_selector() -> None:
-    labels = {"kernel": "6.8", "gpu": "true", "count": "4"}
-    terms = [
-        {"matchExpressions": [{"key": "kernel", "operator": "In", "values": ["5.15"]}]},
-        {"matchExpressions": [{"key": "count", "operator": "Gt", "values": ["2"]}]},
-    ]
-    assert node_selector_terms_match(terms, labels)
-    assert not node_selector_terms_match(terms[:1], labels)
-    spec = {
-        "nodeSelector": {"gpu": "true"},
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": terms[:1]}}},
-    }  # fmt: skip
-    assert not pod_spec_targets(spec, labels)
-    assert pod_spec_targets({"nodeSelector": {"gpu": "true"}}, labels)
-    assert not pod_spec_targets({"nodeSelector": {"gpu": "false"}}, labels)

@@ -1,10 +1,10 @@
-"""The oldest ClusterPolicy is the active one."""
+"""The oldest ClusterPolicy (not being deleted) is the active one."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.controllers import oldest
+from components.api import active_cluster_policy
 
 pytestmark = pytest.mark.unit
 
@@ -20,5 +20,5 @@ def test_oldest_then_name() -> None:
     a = policy("b", "2026-01-01T00:00:00Z")
     b = policy("a", "2026-01-01T00:00:00Z")
     c = policy("c", "2025-01-01T00:00:00Z", deleting=True)
-    assert oldest([a, b, c]) is b
-    assert oldest([]) is None
+    assert active_cluster_policy([a, b, c]) is b
+    assert active_cluster_policy([]) is None

@@ -1,0 +1,236 @@
+"""The per-node reconcile: everything a node does on its own, from noticing its driver is
+outdated to uncordoning it.
+
+It runs when the node, a pod on it, its driver DaemonSet or revision, a
+PodDisruptionBudget (for a node being drained) or the policy changes, and requeues only
+for a timeout. `plan_node` decides; this carries the step out (pod deletions, evictions,
+the kernel record on the driver pod) and, when nothing else has to happen in between,
+takes the next transitions back to back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import replace
+
+from components.api import UpgradeState
+from components.upgrade._model import PodView, is_driver_pod, node_view, pdb_view, pick_driver_pod
+from components.upgrade._names import (
+    DRIVER_KERNEL_ANNOTATION,
+    IN_PROGRESS,
+    NODE,
+    PDB,
+    POD,
+    STATE_LABEL,
+)
+from components.upgrade._pin import pin_change
+from components.upgrade._planner import cleanup, plan_node
+from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
+from components.upgrade._status import Waits
+from components.upgrade._step import NodeContext, Step
+from components.upgrade._tracker import WriteTracker
+from components.upgrade._writer import NodeWriter
+from reconciler import WARNING, Client, Eviction, NotFound, Object, Request, Result, labels_of
+from reconciler import Conflict as ApiConflict
+
+S = UpgradeState
+
+REREAD_AFTER = 0.1
+"""Seconds before a reconcile whose write was refused (the node moved) reads it again: the
+watch brings the newer node well within that."""
+MAX_HOPS = 12
+"""Transitions taken back to back in one reconcile when nothing else needs to happen
+between them (cordon -> no jobs to wait for -> no GPU pods -> restart the driver)."""
+
+CLEARING_STATES = frozenset(
+    s.value for s in IN_PROGRESS - {S.VALIDATION_REQUIRED, S.UNCORDON_REQUIRED}
+)
+"""States from which a reconcile may reach a decision that reads pods' volumes (emptyDir
+data needs consent to be lost), counting the transitions it chains."""
+
+
+class NodeReconciler:
+    def __init__(
+        self,
+        client: Client,
+        reader: ClusterReader,
+        writer: NodeWriter,
+        waits: Waits,
+        *,
+        operator_pod: tuple[str, str] | None,
+        validation_timeout: float,
+        expectation_timeout: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.client = client
+        self.cache = reader.cache
+        self.namespace = reader.namespace
+        self.reader = reader
+        self.writer = writer
+        self.waits = waits
+        self.operator_pod = operator_pod
+        self.validation_timeout = validation_timeout
+        self.clock = clock
+        self.pod_writes = WriteTracker(timeout=expectation_timeout)
+        """Driver pod annotations: written again only once the cache shows the last one."""
+        self._local_storage: dict[str, bool] = {}
+
+    async def reconcile(self, request: Request) -> Result | None:
+        name = request.name
+        obj = self.cache.get(NODE, name)
+        if obj is None:
+            self.waits.forget(name)
+            self.writer.blocked.pop(name, None)
+            return None
+        if self.writer.tracker.behind(name, obj):
+            return None  # our last write is on its way; its event brings us back
+        cached = self.cache.list(POD, index=(POD_NODE_INDEX, name))
+        pods = [self.reader.views.pod(p) for p in cached]
+        if labels_of(obj).get(STATE_LABEL) in CLEARING_STATES:
+            pods = await self._with_volumes(pods)
+        driver = pick_driver_pod(
+            p for p in pods if p.namespace == self.namespace and is_driver_pod(p.labels)
+        )
+        ds = self.reader.owner_daemonset(driver) if driver is not None else None
+        if ds is None:
+            ds = self.reader.targeting_daemonset(obj)
+            if driver is not None and driver.owner_kind != "DaemonSet":
+                driver = None  # an orphaned driver pod is nobody's to upgrade
+        pool = self.reader.pool_for_daemonset(ds)
+        node = self.reader.views.node(obj)
+        change = pin_change(
+            node,
+            driver,
+            precompiled=pool.precompiled if pool is not None else None,
+            walk_moves_it=pool is not None and pool.enabled,
+        )
+        if change is not None:
+            if await self.writer.write_pin(obj, node, change) is None:
+                return Result(requeue_after=REREAD_AFTER)
+            return None  # the node's update brings us back, pinned
+        if pool is None or not pool.enabled:
+            step = cleanup(node)
+            if step.transition is not None:
+                await self.writer.transition(obj, node, step.transition, pool)
+            self.waits.set(name, "")
+            return None
+        ctx = NodeContext(
+            node=node,
+            driver=driver,
+            target_revision=self.reader.target_revision(ds),
+            pods=pods,
+            pdbs=(
+                [pdb_view(p) for p in self.cache.list(PDB)]
+                if node.state in (S.DRAIN_REQUIRED, S.UPGRADE_FAILED)
+                else ()
+            ),
+            operator_pod=self.operator_pod,
+            precompiled=pool.precompiled,
+        )
+        return await self._run(obj, ctx, pool)
+
+    async def _with_volumes(self, pods: list[PodView]) -> list[PodView]:
+        """Pods whose volumes the cache trimmed, with `local_storage` read from the server
+        (once per pod: a pod's volumes never change)."""
+        out = []
+        for pod in pods:
+            if pod.volumes_known or not pod.active or pod.daemonset or pod.terminating:
+                out.append(pod)
+                continue
+            local = self._local_storage.get(pod.uid)
+            if local is None:
+                try:
+                    live = await self.client.get_live(POD, pod.name, pod.namespace)
+                except NotFound:
+                    continue
+                local = any("emptyDir" in v for v in (live.get("spec") or {}).get("volumes") or [])
+                if len(self._local_storage) > 10_000:
+                    self._local_storage.clear()
+                self._local_storage[pod.uid] = local
+            out.append(replace(pod, local_storage=local, volumes_known=True))
+        return out
+
+    def _plan(self, ctx: NodeContext, pool: Pool) -> Step:
+        return plan_node(ctx, pool.policy, self.clock(), validation_timeout=self.validation_timeout)
+
+    async def _run(self, obj: Object, ctx: NodeContext, pool: Pool) -> Result | None:
+        step = self._plan(ctx, pool)
+        for _ in range(MAX_HOPS):
+            acted = await self._side_effects(ctx, step)
+            if step.record_kernel and ctx.driver is not None:
+                recorded = replace(ctx.driver, kernel=step.record_kernel, kernel_recorded=True)
+                ctx = replace(ctx, driver=recorded)
+            if step.transition is None or acted:
+                break
+            written = await self.writer.transition(obj, ctx.node, step.transition, pool)
+            if written is None:
+                # Refused: the node moved; read it again.
+                return Result(requeue_after=REREAD_AFTER)
+            if written is obj:
+                break  # nothing to write
+            obj = written
+            ctx = replace(ctx, node=node_view(written))
+            step = self._plan(ctx, pool)
+        else:
+            return None
+        if (
+            step.transition is not None
+            and acted
+            and await self.writer.transition(obj, ctx.node, step.transition, pool) is None
+        ):
+            # Pods went in the same step as a transition (a driver restart served a
+            # request) and the transition was refused: read the node again.
+            return Result(requeue_after=REREAD_AFTER)
+        self.waits.set(ctx.node.name, self.writer.blocked.get(ctx.node.name) or step.wait)
+        if step.requeue_after is not None:
+            # A timeout that fires unless an event moves the node first.
+            return Result(requeue_after=step.requeue_after + 0.1)
+        return None
+
+    async def _side_effects(self, ctx: NodeContext, step: Step) -> bool:
+        """Deletes, evictions and pod annotations; True when any pod was asked to go."""
+        acted = False
+        if step.delete:
+            await asyncio.gather(*(self._delete(p) for p in step.delete))
+            acted = True
+        if step.evict:
+            results = await asyncio.gather(
+                *(self.client.evict(p.name, p.namespace) for p in step.evict)
+            )
+            blocked = [
+                f"{p.key}: {r.message or 'refused'}"
+                for p, r in zip(step.evict, results, strict=True)
+                if r.outcome is Eviction.BLOCKED
+            ]
+            message = ("eviction refused for " + "; ".join(blocked[:3])) if blocked else ""
+            if message and self.writer.blocked.get(ctx.node.name) != message:
+                self.writer.event_node(ctx.node, WARNING, message)
+            if message:
+                self.writer.blocked[ctx.node.name] = message
+            else:
+                self.writer.blocked.pop(ctx.node.name, None)
+            acted = acted or len(blocked) < len(step.evict)
+        if step.record_kernel and ctx.driver is not None:
+            d = ctx.driver
+            # A reconcile that runs before our last write of the pod reaches the cache would
+            # write the same annotation again.
+            if not self.pod_writes.behind(d.name, self.cache.get(POD, d.name, d.namespace)):
+                annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
+                with contextlib.suppress(NotFound):
+                    written = await self.client.patch(
+                        POD,
+                        d.name,
+                        {"metadata": {"annotations": annotations}},
+                        namespace=d.namespace,
+                    )
+                    self.pod_writes.record(written)
+        return acted
+
+    async def _delete(self, pod: PodView) -> None:
+        # A failed uid precondition (409) means that pod is gone already, replaced.
+        with contextlib.suppress(ApiConflict):
+            await self.client.delete(
+                POD, pod.name, namespace=pod.namespace, uid=pod.uid or None, missing_ok=True
+            )

@@ -1,0 +1,121 @@
+"""The pool reconcile: admission, the one step that weighs nodes against each other
+(maxParallelUpgrades, maxUnavailable), then each policy's `status.upgrade` and the metrics.
+
+Being a single request, two admissions never run at once; and it waits until the cache
+shows every node it admitted before, so it never counts from a view older than its own
+last decision. Every other step keeps or lowers what the limits count, so a view that lags
+behind those can only make admission more careful, never less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from components.api import UpgradeState
+from components.upgrade._limits import Counts, admit, counts
+from components.upgrade._metrics import UpgradeMetrics
+from components.upgrade._model import NodeView
+from components.upgrade._names import NODE, STATUS_FIELD_MANAGER
+from components.upgrade._reader import ClusterReader, Pool, PoolKey
+from components.upgrade._status import Waits, status_body, upgrade_status
+from components.upgrade._step import Transition
+from components.upgrade._writer import NodeWriter
+from reconciler import Conflict as ApiConflict
+from reconciler import Invalid, NotFound, Object, Request, Result
+
+log = logging.getLogger("components.upgrade")
+
+S = UpgradeState
+
+
+class PoolReconciler:
+    def __init__(
+        self, reader: ClusterReader, writer: NodeWriter, waits: Waits, metrics: UpgradeMetrics
+    ) -> None:
+        self.cache = reader.cache
+        self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
+        self._status_writers: dict[PoolKey, _StatusWriter] = {}
+
+    async def reconcile(self, request: Request) -> Result | None:
+        # Admission is the only step that adds to what the limits count (every other step
+        # keeps or lowers in-progress and unavailable), so a cache that shows every earlier
+        # admission can only overcount: decide once it does. The events of those writes
+        # requeue us; the requeue below only fires if an event was lost.
+        if self.writer.admissions.pending(lambda n: self.cache.get(NODE, n)):
+            return Result(requeue_after=self.writer.admissions.seconds_left() + 0.05)
+        pools, members = self.reader.members()
+        totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
+        writes: list[Any] = []
+        for key, pool in pools.items():
+            views = sorted(members.get(key, {}).values(), key=lambda n: n.name)
+            c = counts(views, pool.policy)
+            if pool.enabled:
+                for k in totals:
+                    totals[k] += getattr(c, k)
+                writes.extend(self._admit(pool, views, c))
+            self._write_status(pool, views, c)
+        await asyncio.gather(*writes)
+        self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
+        return None
+
+    def _admit(self, pool: Pool, views: list[NodeView], c: Counts) -> list[Any]:
+        chosen = admit(views, pool.policy)
+        by_name = {v.name: v for v in views}
+        cap = c.max_parallel or "unlimited"
+        writes = []
+        for i, name in enumerate(chosen):
+            reason = (
+                f"upgrade started ({c.in_progress + i + 1} in progress, maxParallelUpgrades "
+                f"{cap}, maxUnavailable {c.max_unavailable})"
+            )
+            node = by_name[name]
+            obj = self.cache.get(NODE, name)
+            if obj is None:
+                continue
+            writes.append(self._start(obj, node, reason, pool))
+        return writes
+
+    async def _start(self, obj: Object, node: NodeView, reason: str, pool: Pool) -> None:
+        """Admit one node (upgrade-required -> cordon-required), remembered as an admission:
+        the next admission waits until the cache shows it."""
+        t = Transition(S.CORDON_REQUIRED, reason)
+        await self.writer.transition(obj, node, t, pool, admission=True)
+
+    def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
+        status = upgrade_status(views, c, auto_upgrade=pool.enabled, waits=self.waits.by_node)
+        body = status_body(pool.obj, status)
+        if body is None:
+            return
+        writer = self._status_writers.get(pool.key)
+        if writer is None:
+            writer = self._status_writers[pool.key] = _StatusWriter(self.writer.client, pool)
+        writer.submit(body)
+
+
+class _StatusWriter:
+    """Writes one policy's `status.upgrade` off the reconcile's path: at most one write in
+    flight, and while one is, only the newest status waits for its turn. Admission never
+    waits behind a status write, and a burst of changes costs a couple of writes."""
+
+    def __init__(self, client: Any, pool: Pool) -> None:
+        self._client = client
+        self._name = f"{pool.kind} {pool.name}"
+        self._pending: Object | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, body: Object) -> None:
+        self._pending = body
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._pending is not None:
+            body, self._pending = self._pending, None
+            try:
+                await self._client.apply_status(body, field_manager=STATUS_FIELD_MANAGER)
+            except (NotFound, Invalid, ApiConflict) as exc:
+                log.debug("%s: status not written: %s", self._name, exc)
+            except Exception as exc:  # a status write must never take anything down
+                log.warning("%s: status not written: %s", self._name, exc)

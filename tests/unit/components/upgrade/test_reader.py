@@ -1,0 +1,47 @@
+"""Which policy governs the ClusterPolicy's drivers, and whether it upgrades them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.upgrade._reader import ClusterReader
+
+pytestmark = pytest.mark.unit
+
+
+class ListedPolicies:
+    """Stands in for the cache: the reader only lists ClusterPolicies here."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = list(objects)
+
+    def list(self, gvk: Any, **_: Any) -> list[dict[str, Any]]:
+        return self.objects if gvk.kind == "ClusterPolicy" else []
+
+
+def policy(name: str, created: str, **spec: Any) -> dict[str, Any]:
+    driver = {"upgradePolicy": {"autoUpgrade": True}}
+    return {
+        "metadata": {"name": name, "uid": name, "generation": 1, "creationTimestamp": created},
+        "spec": {"driver": driver, **spec},
+    }
+
+
+def pool_of(*objects: dict[str, Any]) -> Any:
+    return ClusterReader(ListedPolicies(*objects), "gpu-operator").cluster_policy_pool()  # type: ignore[arg-type]
+
+
+def test_the_active_cluster_policy_governs() -> None:
+    pool = pool_of(policy("young", "2026-02-01T00:00:00Z"), policy("old", "2026-01-01T00:00:00Z"))
+    assert pool is not None and pool.name == "old" and pool.enabled
+
+
+def test_sandbox_workloads_turn_driver_upgrades_off() -> None:
+    sandbox = {"sandboxWorkloads": {"enabled": True, "defaultWorkload": "vm-passthrough"}}
+    pool = pool_of(policy("p", "2026-01-01T00:00:00Z", **sandbox))
+    assert pool is not None and not pool.enabled
+    off = {"sandboxWorkloads": {"enabled": False}}
+    pool = pool_of(policy("p", "2026-01-01T00:00:00Z", **off))
+    assert pool is not None and pool.enabled
