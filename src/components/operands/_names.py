@@ -7,15 +7,28 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+from components.api import (
+    COMPONENT_LABEL,
+    DEPLOY_LABEL_PREFIX,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    names_and_more,
+    opted_out,
+)
 from components.operands._contract import GPUNode
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-#: The value of `MANAGED_BY_LABEL` on everything the operator renders.
-MANAGED_BY_VALUE = "gpu-operator"
-#: The operand (state name) an object belongs to; the controller prunes by it.
-COMPONENT_LABEL = "nvidia.com/gpu-operator.component"
-DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
-DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
+__all__ = [
+    "COMPONENT_LABEL",
+    "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
+    "MAX_NAMED_NODES",
+    "deploy_label",
+    "name_list",
+    "nodes_phrase",
+    "safe_name",
+    "short_hash",
+    "wants_operand",
+]
 
 #: Most nodes a condition message names before it says "and N more".
 MAX_NAMED_NODES = 10
@@ -47,10 +60,7 @@ def safe_name(name: str, *, max_length: int = 63, unique_by: str | None = None) 
 
 def name_list(names: Iterable[str]) -> str:
     """`a, b, c` (sorted), or `a, b, ... and 7 more` beyond `MAX_NAMED_NODES`."""
-    ordered = sorted(names)
-    shown = ", ".join(ordered[:MAX_NAMED_NODES])
-    rest = len(ordered) - MAX_NAMED_NODES
-    return f"{shown} and {rest} more" if rest > 0 else shown
+    return names_and_more(sorted(names), MAX_NAMED_NODES)
 
 
 def nodes_phrase(names: Iterable[str], verb: tuple[str, str] = ("has", "have")) -> str:
@@ -70,6 +80,6 @@ def wants_operand(node: GPUNode, label: str) -> bool:
     """Whether a node should run an operand: not opted out (`gpu.deploy.operands=false`)
     and the operand's deploy label is not `false` (absent counts as wanted: the node
     labeler sets it soon)."""
-    if node.labels.get(DEPLOY_OPERANDS_LABEL) == "false":
+    if opted_out(node.labels):
         return False
     return node.labels.get(label, "true") not in ("false", "pre-installed")
