@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.sim import cpu_node, gpu_node, node_manifest
-from components.sim.gpu_node_behaviour import (
+from gpusim import cpu_node, gpu_node, node_manifest
+from gpusim.gpu_node_behaviour import (
     ANNOTATION_MIG_APPLIED,
     ANNOTATION_MIG_FAILED,
     LABEL_MIG_CONFIG,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.sim import (
+from gpusim import (
     MIG_BALANCED,
     MIG_PROFILES,
     PRODUCTS,

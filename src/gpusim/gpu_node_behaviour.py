@@ -28,7 +28,7 @@ survives pod restarts on real hardware. Decisions are a pure function (`plan_nod
 loop only watches, queues nodes and writes the differences (merge patches, no-op writes
 skipped).
 
-Run alone: `python -m components.sim.gpu_node_behaviour --kubeconfig PATH`.
+Run alone: `python -m gpusim.gpu_node_behaviour --kubeconfig PATH`.
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from components.sim._hardware import (
+from gpusim._hardware import (
     PRODUCTS,
     GpuProduct,
     MigConfigError,
     mig_layout,
     mig_profile,
 )
-from components.sim._nodes import (
+from gpusim._nodes import (
     ANNOTATION_GPUS,
     ANNOTATION_HOST_DRIVER,
     ANNOTATION_MIG_CAPABLE,
@@ -840,7 +840,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m components.sim.gpu_node_behaviour",
+        prog="python -m gpusim.gpu_node_behaviour",
         description="Simulate NVIDIA node software on kwok nodes (device plugin, GFD, MIG).",
     )
     parser.add_argument("--kubeconfig", required=True, type=Path)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from components.sim._errors import SimError
+from gpusim._errors import SimError
 
 _MIB_PER_GB = 1024
 

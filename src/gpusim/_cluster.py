@@ -26,9 +26,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import components
-from components.sim._errors import SimError
-from components.sim._nodes import (
+import gpusim
+from gpusim._binaries import SimBinaries
+from gpusim._errors import SimError
+from gpusim._nodes import (
     ANNOTATION_INDEX,
     KWOK_ANNOTATION,
     KWOK_ANNOTATION_VALUE,
@@ -37,13 +38,7 @@ from components.sim._nodes import (
     kernel_labels,
     node_manifest,
 )
-from reconciler.envtest import (
-    Binaries,
-    ControlPlane,
-    ControlPlaneError,
-    Process,
-    free_port,
-)
+from reconciler.envtest import ControlPlane, ControlPlaneError, Process, free_port
 
 _T = TypeVar("_T")
 
@@ -110,7 +105,7 @@ class SimulatedCluster:
         config: ClusterConfig | None = None,
         *,
         workdir: Path | None = None,
-        binaries: Binaries | None = None,
+        binaries: SimBinaries | None = None,
         die_with_parent: bool = True,
         apiserver_port: int = 0,
         startup_timeout: float = 120.0,
@@ -118,7 +113,7 @@ class SimulatedCluster:
         on_process: Callable[[str, int], None] | None = None,
     ) -> None:
         self.config = config or ClusterConfig()
-        self.binaries = binaries or Binaries.from_cache()
+        self.binaries = binaries or SimBinaries.from_cache()
         self._workdir = workdir
         self._die_with_parent = die_with_parent
         self._apiserver_port = apiserver_port
@@ -290,7 +285,7 @@ class SimulatedCluster:
         urls = {name: self._launch_on_free_port(name, *spec) for name, spec in on_ports.items()}
         ready_file = plane.workdir / "gpu-node-behaviour.ready"
         ready_file.unlink(missing_ok=True)
-        source_root = Path(components.__file__).resolve().parent.parent
+        source_root = Path(gpusim.__file__).resolve().parent.parent
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(source_root), env.get("PYTHONPATH", "")) if p
@@ -299,7 +294,7 @@ class SimulatedCluster:
         behaviour = [
             sys.executable,
             "-m",
-            "components.sim.gpu_node_behaviour",
+            "gpusim.gpu_node_behaviour",
             f"--kubeconfig={kubeconfig}",
             f"--mig-reconfigure-seconds={self.config.mig_reconfigure_seconds}",
             f"--ready-file={ready_file}",
@@ -382,7 +377,7 @@ class SimulatedCluster:
 
     def gpu_node_spec(self, name: str, **fields: Any) -> NodeSpec:
         """A GPU node like the ones this cluster was built with; `fields` override."""
-        from components.sim._nodes import gpu_node
+        from gpusim._nodes import gpu_node
 
         base: dict[str, Any] = {
             "gpus": self.config.gpus_per_node,
