@@ -41,7 +41,7 @@ from components.operands.dcgm_exporter import DCGMExporter
 from components.operands.device_plugin import DevicePlugin
 from components.operands.driver import Driver, DriverPool, driver_pools, sanitize_kernel
 from components.operands.gfd import GPUFeatureDiscovery
-from components.operands.mig_manager import MIG_GPUS, MigGPU, MIGManager, mig_parted_config
+from components.operands.mig_manager import MIGManager, mig_parted_config
 from components.operands.node_status_exporter import NodeStatusExporter
 from components.operands.prerequisites import Prerequisites
 from components.operands.readiness import daemonset_ready, pod_ready
@@ -78,7 +78,6 @@ __all__ = [
     "DEPLOY_LABEL_PREFIX",
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
-    "MIG_GPUS",
     "OPERANDS",
     "ClusterView",
     "DCGMExporter",
@@ -88,7 +87,6 @@ __all__ = [
     "GPUFeatureDiscovery",
     "GPUNode",
     "MIGManager",
-    "MigGPU",
     "NodeStatusExporter",
     "Operand",
     "Prerequisites",
