@@ -17,7 +17,8 @@ In tests::
 from __future__ import annotations
 
 from gpusim._binaries import KWOK_VERSION, SimBinaries
-from gpusim._cluster import KCM_CONTROLLERS, SimulatedCluster
+from gpusim._cluster import SimulatedCluster
+from gpusim._components import KCM_CONTROLLERS
 from gpusim._crds import apply_crds, load_documents
 from gpusim._errors import SimAlreadyRunningError, SimError
 from gpusim._hardware import (
