@@ -1,8 +1,8 @@
 """GPU node behaviour: what NVIDIA's software would do on a real GPU node, simulated.
 
 This is the one place where the simulated cluster pretends to have GPUs. kwok makes pods
-Running; this loop watches which NVIDIA operand pods run on which node and updates the node
-the way the real node software would:
+Running; this controller watches which NVIDIA operand pods run on which node and updates the
+node the way the real node software would:
 
 * **driver** pod Running and Ready (or a driver preinstalled on the host) is what every rule
   below needs: without a driver no GPU is usable, so the node has no GPU resources.
