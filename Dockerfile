@@ -6,8 +6,13 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
 COPY src ./src
+# The simulator (gpusim) and the test control plane (reconciler.envtest) are for development
+# only: removed once installed, and the import of the operator proves it does not need them.
 RUN pip install --no-cache-dir --upgrade pip \
  && pip install --no-cache-dir . \
+ && site="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+ && rm -rf "${site}/gpusim" "${site}/reconciler/envtest" \
+ && python -c 'import components.run, components.cli' \
  && pip uninstall --yes pip \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 

@@ -22,8 +22,7 @@ from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from _common import finish
-from components.kube import apply_crds, load_documents
-from components.sim import ClusterConfig, SimulatedCluster, parse_os_list
+from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
 from reconciler.envtest import free_port
 
 REPO = Path(__file__).resolve().parent.parent

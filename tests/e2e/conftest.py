@@ -1,6 +1,6 @@
 """Fixtures for end-to-end tests: the full simulated GPU cluster, started once per session.
 
-`sim_cluster` is a `components.sim.SimulatedCluster` (real etcd, kube-apiserver,
+`sim_cluster` is a `gpusim.SimulatedCluster` (real etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kwok nodes, simulated GPUs). Tests that change the
 cluster put things back (their own namespace, their own added nodes), so tests can share it.
 When a test that used it fails, each component's log tail joins the report and the full logs
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from components.sim import ClusterConfig, SimulatedCluster, parse_os_list
+from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -3,8 +3,12 @@
 `components.cli` builds its parser from these modules on every start, even for `version`
 or `--help`, so they import nothing heavy (no kubernetes_asyncio, aiohttp, pydantic,
 prometheus): each one adds its subcommand's arguments and help, and its handler imports
-the implementation (`components.run`, `components.demo`, `components.sim._cli`,
-`components.api.commands`) only when that subcommand runs. A unit test keeps it that way.
+the implementation (`components.run`, `components.api.commands`, or the simulator's
+`gpusim._cli` and `gpusim._demo`) only when that subcommand runs. A unit test keeps it that
+way.
+
+The simulator is named only as a string: the product never imports it (an import-linter
+contract), and the operator image does not carry it, where `sim` and `demo` say so.
 """
 
 from __future__ import annotations
@@ -21,7 +25,19 @@ def deferred(module: str, name: str) -> Handler:
     (named `name`, so it reads as the implementation it stands for)."""
 
     def handler(args: argparse.Namespace) -> int:
-        implementation: Handler = getattr(importlib.import_module(module), name)
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            package = module.split(".", 1)[0]
+            if exc.name != package:
+                raise
+            from components.cli import CommandError
+
+            raise CommandError(
+                f"this installation does not include the {package} package (the operator "
+                "image leaves the simulator out); install gpu-operator from its source tree"
+            ) from None
+        implementation: Handler = getattr(loaded, name)
         return implementation(args)
 
     handler.__name__ = handler.__qualname__ = name

@@ -1,5 +1,5 @@
-"""`gpu-operator demo`: its command line. The demo itself is `components.demo`, imported
-when it runs."""
+"""`gpu-operator demo`: its command line. The demo itself is the simulator's
+(`gpusim._demo`), imported by name when it runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from components.commands import deferred
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 
-run_demo = deferred("components.demo", "run_demo")
+run_demo = deferred("gpusim._demo", "run_demo")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

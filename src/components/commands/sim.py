@@ -1,17 +1,18 @@
-"""`gpu-operator sim up|down|status`: its command line. The work is in
-`components.sim._cli`, imported when one of them runs."""
+"""`gpu-operator sim up|down|status`: its command line. The work is the simulator's
+(`gpusim._cli`), imported by name when one of them runs.
+
+Defaults that belong to the simulator (the GPU product, the container runtime) are left to
+it: an unset flag is `None` here, so no simulator fact is written twice."""
 
 from __future__ import annotations
 
 import argparse
 
 from components.commands import deferred
-from components.sim._hardware import DEFAULT_PRODUCT, PRODUCTS
-from components.sim._nodes import DEFAULT_CONTAINER_RUNTIME
 
-run_up = deferred("components.sim._cli", "run_up")
-run_down = deferred("components.sim._cli", "run_down")
-run_status = deferred("components.sim._cli", "run_status")
+run_up = deferred("gpusim._cli", "run_up")
+run_down = deferred("gpusim._cli", "run_down")
+run_status = deferred("gpusim._cli", "run_status")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,8 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     up.add_argument(
         "--product",
-        default=DEFAULT_PRODUCT,
-        help=f"GPU product (default {DEFAULT_PRODUCT}; known: {', '.join(PRODUCTS)})",
+        help="GPU product, as GPU feature discovery names it (default: an H100 80GB HBM3; "
+        "an unknown name is answered with the known ones)",
     )
     up.add_argument(
         "--os",
@@ -50,8 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--mig-capable", action="store_true", help="GPUs support MIG")
     up.add_argument(
         "--container-runtime",
-        default=DEFAULT_CONTAINER_RUNTIME,
-        help=f"status.nodeInfo.containerRuntimeVersion (default {DEFAULT_CONTAINER_RUNTIME})",
+        help="status.nodeInfo.containerRuntimeVersion (default: a recent containerd)",
     )
     up.add_argument(
         "--mig-seconds",

@@ -6,24 +6,24 @@ labeler sets `nvidia.com/gpu.deploy.mig-manager` on those nodes only, so on a cl
 without MIG GPUs there is nothing for it to do.
 
 The layouts come from the `default-mig-parted-config` ConfigMap, generated from the MIG
-profile table below (NVIDIA's MIG user guide): for every GPU, `all-disabled`,
-`all-enabled`, `all-<profile>` (the whole GPU cut into that profile, e.g. `all-1g.5gb` on
-an A100-40GB: seven 1g.5gb instances) and `all-balanced`. Entries that differ per GPU model
-carry a `device-filter` of PCI device IDs. `migManager.config.name` pointing at another
-ConfigMap replaces it (then the default is not rendered); likewise
-`migManager.gpuClientsConfig.name` for `default-gpu-clients` (host services stopped while
-MIG mode changes).
+profile table (`components.api.mig_profiles`, which the simulator's GPUs read too): for
+every GPU, `all-disabled`, `all-enabled`, `all-<profile>` (the whole GPU cut into that
+profile, e.g. `all-1g.5gb` on an A100-40GB: seven 1g.5gb instances) and `all-balanced`.
+Entries that differ per GPU model carry a `device-filter` of PCI device IDs.
+`migManager.config.name` pointing at another ConfigMap replaces it (then the default is not
+rendered); likewise `migManager.gpuClientsConfig.name` for `default-gpu-clients` (host
+services stopped while MIG mode changes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from components.api import ClusterPolicy, OperandImage
+from components.api.mig_profiles import MIG_GPUS, MigGPU
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import GPUNode, Rendered
 from components.operands._names import deploy_label, wants_operand
@@ -51,73 +51,6 @@ APP = "nvidia-mig-manager"
 ACCOUNT = "nvidia-mig-manager"
 DEFAULT_CONFIG_MAP = "default-mig-parted-config"
 DEFAULT_GPU_CLIENTS_CONFIG_MAP = "default-gpu-clients"
-
-
-@dataclass(frozen=True)
-class MigGPU:
-    """One MIG-capable GPU model: its PCI device IDs and MIG profiles."""
-
-    name: str
-    device_ids: tuple[str, ...]
-    #: (profile, instances per GPU when the whole GPU is that profile)
-    profiles: tuple[tuple[str, int], ...]
-    #: the `all-balanced` layout per GPU
-    balanced: tuple[tuple[str, int], ...]
-
-
-MIG_GPUS: Sequence[MigGPU] = (
-    MigGPU(
-        "A30-24GB",
-        ("0x20B710DE",),
-        (("1g.6gb", 4), ("2g.12gb", 2), ("4g.24gb", 1)),
-        (("1g.6gb", 2), ("2g.12gb", 1)),
-    ),
-    MigGPU(
-        "A100-40GB",
-        ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"),
-        (("1g.5gb", 7), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1)),
-        (("1g.5gb", 2), ("2g.10gb", 1), ("3g.20gb", 1)),
-    ),
-    MigGPU(
-        "A100-80GB",
-        ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"),
-        (
-            ("1g.10gb", 7),
-            ("1g.20gb", 4),
-            ("2g.20gb", 3),
-            ("3g.40gb", 2),
-            ("4g.40gb", 1),
-            ("7g.80gb", 1),
-        ),
-        (("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1)),
-    ),
-    MigGPU(
-        "H100-80GB",
-        ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE"),
-        (
-            ("1g.10gb", 7),
-            ("1g.20gb", 4),
-            ("2g.20gb", 3),
-            ("3g.40gb", 2),
-            ("4g.40gb", 1),
-            ("7g.80gb", 1),
-        ),
-        (("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1)),
-    ),
-    MigGPU(
-        "H200-141GB",
-        ("0x233510DE", "0x233B10DE"),
-        (
-            ("1g.18gb", 7),
-            ("1g.35gb", 4),
-            ("2g.35gb", 3),
-            ("3g.71gb", 2),
-            ("4g.71gb", 1),
-            ("7g.141gb", 1),
-        ),
-        (("1g.18gb", 2), ("2g.35gb", 1), ("3g.71gb", 1)),
-    ),
-)
 
 
 def _entries(layouts: Sequence[tuple[MigGPU, tuple[tuple[str, int], ...]]]) -> list[Any]:

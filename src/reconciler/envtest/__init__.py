@@ -1,25 +1,24 @@
-"""A real kube-apiserver + etcd for tests and the simulated cluster (our envtest).
+"""A real kube-apiserver + etcd for tests (our envtest, like controller-runtime's).
 
 Never a fake: the binaries are built from the official Go modules by
-`hack/build-binaries.sh` and cached outside the repository.
+`hack/build-binaries.sh` and cached outside the repository. The simulated cluster (`gpusim`)
+adds its kubelets, scheduler and controllers on top of this control plane.
 """
 
 from reconciler.envtest._binaries import (
     ETCD_VERSION,
     KUBERNETES_VERSION,
-    KWOK_VERSION,
     Binaries,
     cache_root,
+    kubernetes_bin,
 )
 from reconciler.envtest._controlplane import ControlPlane, free_port
-from reconciler.envtest._errors import AlreadyRunningError, BinaryMissingError, ControlPlaneError
+from reconciler.envtest._errors import BinaryMissingError, ControlPlaneError
 from reconciler.envtest._process import Process
 
 __all__ = [
     "ETCD_VERSION",
     "KUBERNETES_VERSION",
-    "KWOK_VERSION",
-    "AlreadyRunningError",
     "Binaries",
     "BinaryMissingError",
     "ControlPlane",
@@ -27,4 +26,5 @@ __all__ = [
     "Process",
     "cache_root",
     "free_port",
+    "kubernetes_bin",
 ]

@@ -1,8 +1,9 @@
-"""Where the Go-built control-plane binaries live.
+"""Where the Go-built etcd and kube-apiserver live.
 
 `hack/build-binaries.sh` builds them from the official Go modules into a cache outside the
 repository, one folder per component and version, so several checkouts share one build and
-a version bump never mixes old and new binaries.
+a version bump never mixes old and new binaries. (The simulator's own binaries, kwok and
+the rest of the control plane, are found by `gpusim`.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from reconciler.envtest._errors import BinaryMissingError
 
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.6.16"
-KWOK_VERSION = "v0.8.0"
 
 _BUILD_HINT = "run `bash hack/build-binaries.sh` to build it"
 
@@ -28,29 +28,25 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "gpu-operator"
 
 
+def kubernetes_bin(base: Path) -> Path:
+    """The folder of the Kubernetes binaries (kube-apiserver and its siblings) in `base`."""
+    return base / f"kubernetes-{KUBERNETES_VERSION}"
+
+
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of every binary a control plane may start."""
+    """Paths of the binaries a control plane starts (a subclass may add more, and
+    `require` checks those too)."""
 
     etcd: Path
     kube_apiserver: Path
-    kube_controller_manager: Path
-    kube_scheduler: Path
-    kwok: Path
-    kwok_stages: Path
 
     @classmethod
     def from_cache(cls, root: Path | None = None) -> Binaries:
         base = (root or cache_root()) / "bin"
-        k8s = base / f"kubernetes-{KUBERNETES_VERSION}"
-        kwok = base / f"kwok-{KWOK_VERSION}"
         return cls(
             etcd=base / f"etcd-{ETCD_VERSION}" / "etcd",
-            kube_apiserver=k8s / "kube-apiserver",
-            kube_controller_manager=k8s / "kube-controller-manager",
-            kube_scheduler=k8s / "kube-scheduler",
-            kwok=kwok / "kwok",
-            kwok_stages=kwok / "stages",
+            kube_apiserver=kubernetes_bin(base) / "kube-apiserver",
         )
 
     def require(self, *names: str) -> None:

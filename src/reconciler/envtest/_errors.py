@@ -9,7 +9,3 @@ class ControlPlaneError(RuntimeError):
 
 class BinaryMissingError(ControlPlaneError):
     """A control-plane binary is not in the cache."""
-
-
-class AlreadyRunningError(ControlPlaneError):
-    """A named control plane is already running from the same state directory."""

@@ -91,9 +91,3 @@ class Process:
         except FileNotFoundError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
-
-
-def kill_pid_group(pid: int) -> None:
-    """Stop a process group recorded by an earlier run (used by `sim down`)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components.sim import ClusterConfig, parse_kernels, parse_os_list
+from gpusim import ClusterConfig, parse_kernels, parse_os_list
 from reconciler.envtest import free_port
 
 REPO = Path(__file__).resolve().parents[3]

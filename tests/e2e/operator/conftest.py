@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from components.kube import apply_crds, load_documents
-from components.sim import SimulatedCluster
+from gpusim import SimulatedCluster, apply_crds, load_documents
 from tests.e2e.operator._harness import NAMESPACE, OPERATOR_CLUSTER, REPO, OperatorProcess
 
 

@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import DRIVER_KERNEL_PIN_LABEL
-from components.sim import SimulatedCluster
+from gpusim import SimulatedCluster
 from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess
 from tests.polling import eventually
 

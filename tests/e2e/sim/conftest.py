@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from components.sim import SimulatedCluster
+from gpusim import SimulatedCluster
 from tests.e2e.sim._kube import call, pods
 from tests.polling import eventually
 

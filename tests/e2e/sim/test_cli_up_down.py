@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, config
 
-from components.sim._state import read_state
-from reconciler.envtest import KWOK_VERSION, cache_root, free_port
+from gpusim import KWOK_VERSION
+from gpusim._state import read_state
+from reconciler.envtest import cache_root, free_port
 from tests.e2e.sim._kube import allocatable, call
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from components.sim import (
+from gpusim import (
     LABEL_KERNEL,
     LABEL_OS_ID,
     LABEL_OS_VERSION,

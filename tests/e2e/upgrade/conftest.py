@@ -17,9 +17,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import UpgradeState
-from components.kube import apply_crds, load_documents
-from components.sim import ClusterConfig, SimulatedCluster, parse_os_list
 from components.upgrade import IN_PROGRESS, STATE_LABEL
+from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
 from reconciler import GVK, Cache, Client, Object, labels_of, name_of
 from reconciler.lowlevel import RESTMapper, Transport
 from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess

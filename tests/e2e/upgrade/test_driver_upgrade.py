@@ -12,8 +12,8 @@ import random
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
-from components.sim import SimulatedCluster
 from components.upgrade import STATE_LABEL
+from gpusim import SimulatedCluster
 from reconciler import GVK, NotFound, Object, labels_of, name_of
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.polling import eventually

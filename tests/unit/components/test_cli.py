@@ -11,7 +11,6 @@ import sys
 import pytest
 
 import components
-import components.sim
 from components.cli import build_parser, main
 from components.commands.run import DEFAULT_NAMESPACE
 from components.controllers import DEFAULT_NAMESPACE as CONTROLLERS_DEFAULT_NAMESPACE
@@ -30,10 +29,8 @@ HEAVY = [
     "reconciler",
     "components.api",
     "components.controllers",
-    "components.demo",
     "components.run",
-    "components.sim._cluster",
-    "components.sim._cli",
+    "gpusim",
 ]
 
 
@@ -70,11 +67,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["crds"], "components.api.commands"),
         (["validate", "-"], "components.api.commands"),
-        (["demo"], "components.demo"),
+        (["demo"], "gpusim._demo"),
         (["run"], "components.run"),
-        (["sim", "up"], "components.sim._cli"),
-        (["sim", "down"], "components.sim._cli"),
-        (["sim", "status"], "components.sim._cli"),
+        (["sim", "up"], "gpusim._cli"),
+        (["sim", "down"], "gpusim._cli"),
+        (["sim", "status"], "gpusim._cli"),
     ],
 )
 def test_each_handler_has_an_implementation(argv: list[str], implementation: str) -> None:
@@ -86,11 +83,23 @@ def test_the_default_namespace_is_the_controllers() -> None:
     assert DEFAULT_NAMESPACE == CONTROLLERS_DEFAULT_NAMESPACE
 
 
-def test_the_simulated_cluster_is_still_importable_from_the_package() -> None:
-    from components.sim._cluster import SimulatedCluster
-    from components.sim._state import state_dir
+class _NoSimulator:
+    """An import finder that answers for `gpusim` as an installation without it would."""
 
-    assert components.sim.SimulatedCluster is SimulatedCluster
-    assert components.sim.state_dir is state_dir
-    with pytest.raises(AttributeError):
-        _ = components.sim.no_such_name  # type: ignore[attr-defined]
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "gpusim":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+@pytest.mark.parametrize("argv", [["sim", "up"], ["sim", "status"], ["demo"]])
+def test_without_the_simulator_sim_and_demo_say_so_in_one_sentence(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in the operator image, which leaves the simulator out: the import finds nothing.
+    for name in [m for m in sys.modules if m == "gpusim" or m.startswith("gpusim.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_NoSimulator(), *sys.meta_path])
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("gpu-operator: this installation does not include the gpusim")
+    assert error.count("\n") == 1

@@ -14,21 +14,6 @@ from reconciler.envtest._pki import generate
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def test_versions_match_the_build_script() -> None:
-    pinned = dict(
-        line.split("=", 1)
-        for line in (REPO / "hack" / "versions.env").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
-    assert pinned == {
-        "KUBERNETES_VERSION": envtest.KUBERNETES_VERSION,
-        "ETCD_VERSION": envtest.ETCD_VERSION,
-        "KWOK_VERSION": envtest.KWOK_VERSION,
-    }
-
 
 def test_cache_folder_moves_with_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

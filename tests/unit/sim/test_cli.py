@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.cli import main
-from components.sim._state import (
+from gpusim._state import (
     STATE_FILE,
     RecordedProcess,
     SimState,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.sim import (
+from gpusim import (
     MIG_BALANCED,
     MIG_PROFILES,
     PRODUCTS,
@@ -97,3 +97,19 @@ def test_non_mig_gpu_accepts_all_disabled() -> None:
 def test_unknown_product_lists_the_known_ones() -> None:
     with pytest.raises(SimError, match="unknown GPU product 'RTX-9090'; choose one of NVIDIA-H100"):
         product("RTX-9090")
+
+
+def test_simulated_gpus_accept_exactly_the_layouts_the_mig_manager_offers() -> None:
+    from components.operands.mig_manager import mig_parted_config
+
+    offered = mig_parted_config()["mig-configs"]
+    for gpu in (p for p in PRODUCTS.values() if p.mig_family is not None):
+        accepted = set()
+        for config in offered:
+            try:
+                mig_layout(gpu, config)
+            except MigConfigError:
+                continue
+            accepted.add(config)
+        profiles = {f"all-{p.name}" for p in MIG_PROFILES[gpu.mig_family]}
+        assert accepted == {"all-disabled", "all-enabled", "all-balanced"} | profiles

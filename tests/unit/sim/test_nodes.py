@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.sim import (
+from gpusim import (
     ANNOTATION_GPUS,
     ANNOTATION_MIG_CAPABLE,
     ANNOTATION_PRODUCT,

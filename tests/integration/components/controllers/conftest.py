@@ -19,7 +19,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.controllers import Operator, build_operator
-from components.kube import apply_crds, load_documents
+from gpusim import apply_crds, load_documents
 from reconciler import GVK, Client, NotFound, Object, Request
 from tests.polling import eventually
 

@@ -401,7 +401,7 @@ async def test_service_monitor_once_its_crd_exists(cluster: Cluster) -> None:
 
 
 async def install_service_monitor_crd(cluster: Cluster) -> None:
-    from components.kube import apply_crds
+    from gpusim import apply_crds
 
     name = "servicemonitors.monitoring.coreos.com"
     crd = {

@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.controllers import LEASE_NAME
-from components.kube import apply_crds, load_documents
+from gpusim import apply_crds, load_documents
 from reconciler.envtest import ControlPlane, free_port
 from tests.integration.components.controllers.conftest import REPO
 from tests.polling import eventually

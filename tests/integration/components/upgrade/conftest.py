@@ -26,13 +26,13 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import DriverUpgradePolicySpec, UpgradeState
-from components.kube import apply_crds, load_documents
 from components.upgrade import (
     IN_PROGRESS,
     STATE_LABEL,
     UpgradeController,
     max_unavailable,
 )
+from gpusim import apply_crds, load_documents
 from reconciler import GVK, Cache, Client, Manager, NotFound, Object, labels_of, name_of
 from reconciler.lowlevel import RESTMapper, Transport
 from tests import polling

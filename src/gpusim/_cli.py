@@ -4,7 +4,8 @@ background until `sim down`.
 Progress goes to stderr; the only line on stdout, and the last one printed, is the
 kubeconfig path, so `export KUBECONFIG=$(gpu-operator sim up)` works.
 
-The flags and their help are in `components.commands.sim`.
+The flags and their help are in `components.commands.sim`, which runs these handlers by
+name: the product never imports the simulator.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from pathlib import Path
 from types import FrameType
 
 from components.cli import CommandError
-from components.sim._cluster import SimulatedCluster
-from components.sim._errors import SimError
-from components.sim._nodes import (
+from gpusim._cluster import SimulatedCluster
+from gpusim._errors import SimError
+from gpusim._hardware import DEFAULT_PRODUCT
+from gpusim._nodes import (
+    DEFAULT_CONTAINER_RUNTIME,
     ClusterConfig,
     parse_kernels,
     parse_os_list,
 )
-from components.sim._state import (
+from gpusim._state import (
     CLUSTER_DIR,
     RecordedProcess,
     SimState,
@@ -57,11 +60,11 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         gpu_nodes=args.nodes,
         cpu_nodes=args.cpu_nodes,
         gpus_per_node=args.gpus_per_node,
-        product=args.product,
+        product=args.product or DEFAULT_PRODUCT,
         os=parse_os_list(args.os),
         kernels=parse_kernels(args.kernels),
         mig_capable=args.mig_capable,
-        container_runtime=args.container_runtime,
+        container_runtime=args.container_runtime or DEFAULT_CONTAINER_RUNTIME,
         mig_reconfigure_seconds=args.mig_seconds,
     )
     config.validate()

@@ -1,9 +1,8 @@
 """The simulated cluster: a real control plane whose nodes are kwok's and whose GPUs are ours.
 
-`SimulatedCluster` starts etcd + kube-apiserver (reconciler.envtest), kube-controller-manager
-(DaemonSets, ReplicaSets, garbage collection, node lifecycle, taint eviction, ...),
-kube-scheduler, kwok (kubelets for the nodes carrying its annotation) and the GPU node
-behaviour process, creates the nodes and returns once every node is Ready and schedulable.
+`SimulatedCluster` starts etcd + kube-apiserver (reconciler.envtest), then the rest of the
+cluster (`gpusim._components`: kube-controller-manager, kube-scheduler, kwok and the GPU
+node behaviour), creates the nodes and returns once every node is Ready and schedulable.
 Everything stops together; with `die_with_parent=False` the processes outlive Python (that is
 how `gpu-operator sim up` leaves a cluster running).
 """
@@ -14,60 +13,27 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
-import os
-import ssl
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import components
-from components.sim._errors import SimError
-from components.sim._nodes import (
+from gpusim._binaries import SimBinaries
+from gpusim._components import Components
+from gpusim._errors import SimError
+from gpusim._nodes import (
     ANNOTATION_INDEX,
-    KWOK_ANNOTATION,
-    KWOK_ANNOTATION_VALUE,
     ClusterConfig,
     NodeSpec,
     kernel_labels,
     node_manifest,
 )
-from reconciler.envtest import (
-    Binaries,
-    ControlPlane,
-    ControlPlaneError,
-    Process,
-    free_port,
-)
+from reconciler.envtest import ControlPlane, ControlPlaneError, Process
 
 _T = TypeVar("_T")
 
-# Controllers a kubelet-less cluster needs for workloads to really roll out and be evicted.
-KCM_CONTROLLERS = (
-    "daemonset-controller",
-    "deployment-controller",
-    "replicaset-controller",
-    "statefulset-controller",
-    "job-controller",
-    "cronjob-controller",
-    "ttl-after-finished-controller",
-    "garbage-collector-controller",
-    "namespace-controller",
-    "serviceaccount-controller",
-    "clusterrole-aggregation-controller",
-    "node-lifecycle-controller",
-    "taint-eviction-controller",
-    "pod-garbage-collector-controller",
-    "disruption-controller",
-)
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-_PORT_RETRIES = 3
-_ADDRESS_IN_USE = "address already in use"
 _CREATE_CONCURRENCY = 32
 
 
@@ -110,7 +76,7 @@ class SimulatedCluster:
         config: ClusterConfig | None = None,
         *,
         workdir: Path | None = None,
-        binaries: Binaries | None = None,
+        binaries: SimBinaries | None = None,
         die_with_parent: bool = True,
         apiserver_port: int = 0,
         startup_timeout: float = 120.0,
@@ -118,7 +84,7 @@ class SimulatedCluster:
         on_process: Callable[[str, int], None] | None = None,
     ) -> None:
         self.config = config or ClusterConfig()
-        self.binaries = binaries or Binaries.from_cache()
+        self.binaries = binaries or SimBinaries.from_cache()
         self._workdir = workdir
         self._die_with_parent = die_with_parent
         self._apiserver_port = apiserver_port
@@ -129,7 +95,7 @@ class SimulatedCluster:
         self.processes: dict[str, Process] = {}
         self.nodes: list[NodeSpec] = []
         self.started_seconds = 0.0
-        self._component_ports: dict[str, int] = {}
+        self._components: Components | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -186,7 +152,16 @@ class SimulatedCluster:
             self._progress(
                 "starting kube-controller-manager, kube-scheduler, kwok and the GPU node behaviour"
             )
-            self._start_components(stages)
+            self._components = Components(
+                plane,
+                self.binaries,
+                mig_reconfigure_seconds=self.config.mig_reconfigure_seconds,
+                die_with_parent=self._die_with_parent,
+                startup_timeout=self._startup_timeout,
+                on_process=self._on_process,
+            )
+            self.processes = self._components.processes
+            self._components.start(stages)
             self._progress(
                 f"creating {self.config.gpu_nodes} GPU nodes "
                 f"({self.config.gpus_per_node} x {self.config.product}) and "
@@ -204,9 +179,8 @@ class SimulatedCluster:
 
     def stop(self) -> None:
         """Stop every process (behaviour, kwok, scheduler, controllers, apiserver, etcd)."""
-        for name in reversed(list(self.processes)):
-            self.processes[name].stop()
-        self.processes.clear()
+        if self._components is not None:
+            self._components.stop()
         if self.control_plane is not None:
             self.control_plane.stop()
 
@@ -239,132 +213,6 @@ class SimulatedCluster:
 
     # -- components --------------------------------------------------------------------
 
-    def _start_components(self, stages: Sequence[Path]) -> None:
-        plane = self.control_plane
-        assert plane is not None and plane.pki is not None
-        kubeconfig = str(plane.kubeconfig)
-        auth = [
-            f"--kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            "--leader-elect=false",
-            "--kube-api-qps=500",
-            "--kube-api-burst=1000",
-        ]
-        kcm = [
-            str(self.binaries.kube_controller_manager),
-            *auth,
-            f"--controllers={','.join(KCM_CONTROLLERS)}",
-            "--use-service-account-credentials=false",
-            f"--service-account-private-key-file={plane.pki.sa_private_key}",
-            f"--root-ca-file={plane.pki.ca_cert}",
-            f"--cert-dir={plane.workdir / 'kube-controller-manager'}",
-            "--concurrent-daemonset-syncs=4",
-            "--concurrent-replicaset-syncs=4",
-            "--concurrent-gc-syncs=20",
-            # kwok renews a thousand node leases on the same two cores as everything else and
-            # falls behind under load, where a real kubelet would not; the default 50 s grace
-            # then marks healthy nodes NotReady and their pods unready for good (kwok's
-            # pod-ready stage only handles Pending pods). Give the simulated kubelets slack.
-            "--node-monitor-grace-period=5m",
-        ]
-        scheduler = [
-            str(self.binaries.kube_scheduler),
-            *auth,
-            f"--cert-dir={plane.workdir / 'kube-scheduler'}",
-        ]
-        kwok = [
-            str(self.binaries.kwok),
-            f"--kubeconfig={kubeconfig}",
-            "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
-            "--node-lease-duration-seconds=40",
-            "--v=WARN",  # INFO is a line per node patch and lease renewal
-            *(f"--config={stage}" for stage in stages),
-        ]
-        # Launch everything, then wait: the components start up side by side.
-        on_ports = {
-            "kube-controller-manager": (kcm, "--secure-port="),
-            "kube-scheduler": (scheduler, "--secure-port="),
-            "kwok": (kwok, "--server-address=127.0.0.1:"),
-        }
-        urls = {name: self._launch_on_free_port(name, *spec) for name, spec in on_ports.items()}
-        ready_file = plane.workdir / "gpu-node-behaviour.ready"
-        ready_file.unlink(missing_ok=True)
-        source_root = Path(components.__file__).resolve().parent.parent
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(source_root), env.get("PYTHONPATH", "")) if p
-        )
-        env.pop("KUBECONFIG", None)
-        behaviour = [
-            sys.executable,
-            "-m",
-            "components.sim.gpu_node_behaviour",
-            f"--kubeconfig={kubeconfig}",
-            f"--mig-reconfigure-seconds={self.config.mig_reconfigure_seconds}",
-            f"--ready-file={ready_file}",
-        ]
-        self._launch("gpu-node-behaviour", behaviour, env=env)
-        for name, (argv, flag) in on_ports.items():
-            for attempt in range(_PORT_RETRIES):
-                healthy = partial(_healthy, urls[name])
-                if self._wait(
-                    name, healthy, "did not become healthy", fail=not attempt + 1 < _PORT_RETRIES
-                ):
-                    break
-                if _ADDRESS_IN_USE not in self.processes[name].log_tail(200):
-                    raise self._failure(name, "did not become healthy")
-                # Another process took the port between our pick and its bind: again.
-                self.processes[name].stop()
-                urls[name] = self._launch_on_free_port(name, argv, flag)
-        self._wait("gpu-node-behaviour", ready_file.exists, "did not finish its first sync")
-
-    def _launch(
-        self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
-    ) -> Process:
-        plane = self.control_plane
-        assert plane is not None
-        process = Process(
-            name,
-            argv,
-            plane.logs_dir / f"{name}.log",
-            env=env,
-            die_with_parent=self._die_with_parent,
-        )
-        process.start()
-        self.processes[name] = process
-        if process.pid is not None:
-            self._on_process(name, process.pid)
-        return process
-
-    def _launch_on_free_port(self, name: str, argv: Sequence[str], flag: str) -> str:
-        """Start a component on a free port; returns its health URL."""
-        port = free_port()
-        self._launch(name, [*argv, f"{flag}{port}"])
-        self._component_ports[name] = port
-        scheme = "http" if name == "kwok" else "https"
-        return f"{scheme}://127.0.0.1:{port}/healthz"
-
-    def _wait(self, name: str, ready: Callable[[], bool], what: str, *, fail: bool = True) -> bool:
-        process = self.processes[name]
-        deadline = time.monotonic() + self._startup_timeout
-        while time.monotonic() < deadline and process.alive():
-            if ready():
-                return True
-            time.sleep(0.1)
-        if not fail:
-            return False
-        raise self._failure(name, what)
-
-    def _failure(self, name: str, what: str) -> SimError:
-        process = self.processes[name]
-        state = (
-            f"exited with status {process.exit_code()}"
-            if not process.alive()
-            else f"{what} within {self._startup_timeout:.0f}s"
-        )
-        return SimError(f"{name} {state}; last lines of {process.log_path}:\n{process.log_tail()}")
-
     # -- nodes -------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -382,7 +230,7 @@ class SimulatedCluster:
 
     def gpu_node_spec(self, name: str, **fields: Any) -> NodeSpec:
         """A GPU node like the ones this cluster was built with; `fields` override."""
-        from components.sim._nodes import gpu_node
+        from gpusim._nodes import gpu_node
 
         base: dict[str, Any] = {
             "gpus": self.config.gpus_per_node,
@@ -509,19 +357,6 @@ def _schedulable(node: Mapping[str, Any]) -> bool:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     taints = (node.get("spec") or {}).get("taints") or []
     return ready and not any(t.get("key") in _NOT_READY_TAINTS for t in taints)
-
-
-def _healthy(url: str) -> bool:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(
-            url, timeout=2, context=context if url.startswith("https") else None
-        ) as response:
-            return bool(response.read().strip() == b"ok")
-    except (OSError, urllib.error.URLError, ssl.SSLError):
-        return False
 
 
 def _check_port_free(port: int) -> None:

@@ -1,4 +1,5 @@
-"""What the simulated NVIDIA node software decides for one node, given the pods on it."""
+"""What the simulated NVIDIA node software decides for one node, given the pods on it
+(the pure model under `gpusim.gpu_node_behaviour`)."""
 
 from __future__ import annotations
 
@@ -8,34 +9,33 @@ from typing import Any
 
 import pytest
 
-from components.sim import cpu_node, gpu_node, node_manifest
-from components.sim.gpu_node_behaviour import (
+from gpusim import cpu_node, gpu_node, node_manifest
+from gpusim._node_model import MigProgress, Plan, driver_version, plan_node
+from gpusim._node_software import (
     ANNOTATION_MIG_APPLIED,
     ANNOTATION_MIG_FAILED,
     LABEL_MIG_CONFIG,
     LABEL_MIG_STATE,
     PAUSED_FOR_MIG,
-    MigProgress,
     NodeInfo,
-    Operand,
-    Plan,
+    NodeSoftware,
     PodInfo,
-    driver_version,
     is_gfd_label,
     node_info,
-    operand_of,
-    plan_node,
     pod_info,
+    software_of,
+    trim_node,
+    trim_pod,
 )
 
 pytestmark = pytest.mark.unit
 
 APPS = {
-    Operand.DRIVER: "nvidia-driver-daemonset",
-    Operand.DEVICE_PLUGIN: "nvidia-device-plugin-daemonset",
-    Operand.GPU_FEATURE_DISCOVERY: "gpu-feature-discovery",
-    Operand.MIG_MANAGER: "nvidia-mig-manager",
-    Operand.DCGM: "nvidia-dcgm",
+    NodeSoftware.DRIVER: "nvidia-driver-daemonset",
+    NodeSoftware.DEVICE_PLUGIN: "nvidia-device-plugin-daemonset",
+    NodeSoftware.GPU_FEATURE_DISCOVERY: "gpu-feature-discovery",
+    NodeSoftware.MIG_MANAGER: "nvidia-mig-manager",
+    NodeSoftware.DCGM: "nvidia-dcgm",
 }
 
 
@@ -64,8 +64,8 @@ def _pod_object(
     }
 
 
-def pod(operand: Operand, **kwargs: Any) -> PodInfo:
-    info = pod_info(_pod_object(APPS[operand], **kwargs))
+def pod(software: NodeSoftware, **kwargs: Any) -> PodInfo:
+    info = pod_info(_pod_object(APPS[software], **kwargs))
     assert info is not None
     return info
 
@@ -106,32 +106,52 @@ def apply(node: NodeInfo, plan: Plan) -> NodeInfo:
     )
 
 
-STACK = [pod(Operand.DRIVER), pod(Operand.DEVICE_PLUGIN)]
+STACK = [pod(NodeSoftware.DRIVER), pod(NodeSoftware.DEVICE_PLUGIN)]
 
 
-# -- which pods are operands -------------------------------------------------------------
+# -- which pods are which software ---------------------------------------------------
 
 
-def test_operand_table_matches_the_reference_app_labels() -> None:
-    assert operand_of({"app": "nvidia-device-plugin-daemonset"}) is Operand.DEVICE_PLUGIN
-    assert operand_of({"app": "gpu-feature-discovery"}) is Operand.GPU_FEATURE_DISCOVERY
-    assert operand_of({"app": "nvidia-mig-manager"}) is Operand.MIG_MANAGER
-    assert operand_of({"app": "nvidia-driver-daemonset"}) is Operand.DRIVER
+def test_software_table_matches_the_reference_app_labels() -> None:
+    assert software_of({"app": "nvidia-device-plugin-daemonset"}) is NodeSoftware.DEVICE_PLUGIN
+    assert software_of({"app": "gpu-feature-discovery"}) is NodeSoftware.GPU_FEATURE_DISCOVERY
+    assert software_of({"app": "nvidia-mig-manager"}) is NodeSoftware.MIG_MANAGER
+    assert software_of({"app": "nvidia-driver-daemonset"}) is NodeSoftware.DRIVER
     # Per-OS / per-kernel driver DaemonSets keep the prefix.
-    assert operand_of({"app": "nvidia-driver-daemonset-ubuntu22.04"}) is Operand.DRIVER
-    assert operand_of({"app.kubernetes.io/component": "nvidia-driver"}) is Operand.DRIVER
-    assert operand_of({"app": "nvidia-device-plugin-daemonset-extra"}) is None
-    assert operand_of({"app": "web"}) is None
+    assert software_of({"app": "nvidia-driver-daemonset-ubuntu22.04"}) is NodeSoftware.DRIVER
+    assert software_of({"app.kubernetes.io/component": "nvidia-driver"}) is NodeSoftware.DRIVER
+    assert software_of({"app": "nvidia-device-plugin-daemonset-extra"}) is None
+    assert software_of({"app": "web"}) is None
 
 
 def test_pod_info_reads_readiness_image_and_env() -> None:
-    info = pod(Operand.DEVICE_PLUGIN, env={"MIG_STRATEGY": "mixed"})
+    info = pod(NodeSoftware.DEVICE_PLUGIN, env={"MIG_STRATEGY": "mixed"})
     assert info.ready and info.node == "n1" and info.env == {"MIG_STRATEGY": "mixed"}
-    assert not pod(Operand.DRIVER, ready=False).ready
-    assert not pod(Operand.DRIVER, deleting=True).ready
+    assert not pod(NodeSoftware.DRIVER, ready=False).ready
+    assert not pod(NodeSoftware.DRIVER, deleting=True).ready
     unbound = _pod_object("nvidia-driver-daemonset")
     del unbound["spec"]["nodeName"]
     assert pod_info(unbound) is None
+
+
+def test_what_the_cache_keeps_reads_the_same() -> None:
+    pod_object = _pod_object("nvidia-device-plugin-daemonset", env={"MIG_STRATEGY": "mixed"})
+    pod_object["spec"]["containers"][0]["env"].append({"name": "FROM", "valueFrom": {}})
+    pod_object["spec"]["volumes"] = [{"name": "big", "emptyDir": {}}]
+    trimmed = trim_pod(pod_object)
+    assert pod_info(trimmed) == pod_info(pod_object) is not None
+    assert "volumes" not in trimmed["spec"]
+    assert trim_pod(_pod_object("web"))["metadata"] == {"name": "web-x", "namespace": "gpu"}
+    manifest = node_manifest(gpu_node("n1"), index=0)
+    manifest["metadata"]["resourceVersion"] = "42"
+    manifest["metadata"]["annotations"]["other/annotation"] = "x"
+    manifest["status"] = {
+        "capacity": {"cpu": "8", "nvidia.com/gpu": "8"},
+        "images": [{"names": ["a"], "sizeBytes": 1}],
+    }
+    trimmed = trim_node(manifest)
+    assert node_info(trimmed) == node_info(manifest)
+    assert trimmed["status"] == {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {}}
 
 
 def test_driver_version_comes_from_the_image_tag() -> None:
@@ -153,21 +173,21 @@ def test_device_plugin_with_driver_advertises_every_gpu() -> None:
 
 
 def test_nothing_without_a_ready_driver() -> None:
-    assert plan_node(gpu(), [pod(Operand.DEVICE_PLUGIN)], now=0).empty
-    not_ready = [pod(Operand.DRIVER, ready=False), pod(Operand.DEVICE_PLUGIN)]
+    assert plan_node(gpu(), [pod(NodeSoftware.DEVICE_PLUGIN)], now=0).empty
+    not_ready = [pod(NodeSoftware.DRIVER, ready=False), pod(NodeSoftware.DEVICE_PLUGIN)]
     assert plan_node(gpu(), not_ready, now=0).empty
 
 
 def test_driver_gone_takes_the_resources_away() -> None:
     node = gpu(resources={"nvidia.com/gpu": "8"})
-    assert plan_node(node, [pod(Operand.DEVICE_PLUGIN)], now=0).resources == {
+    assert plan_node(node, [pod(NodeSoftware.DEVICE_PLUGIN)], now=0).resources == {
         "nvidia.com/gpu": None
     }
-    assert plan_node(node, [pod(Operand.DRIVER)], now=0).resources == {"nvidia.com/gpu": None}
+    assert plan_node(node, [pod(NodeSoftware.DRIVER)], now=0).resources == {"nvidia.com/gpu": None}
 
 
 def test_a_driver_preinstalled_on_the_host_needs_no_driver_pod() -> None:
-    plan = plan_node(gpu(host_driver="570.86.15"), [pod(Operand.DEVICE_PLUGIN)], now=0)
+    plan = plan_node(gpu(host_driver="570.86.15"), [pod(NodeSoftware.DEVICE_PLUGIN)], now=0)
     assert plan.resources == {"nvidia.com/gpu": "8"}
 
 
@@ -179,7 +199,7 @@ def test_in_sync_node_needs_no_write() -> None:
 def test_cpu_nodes_are_never_touched() -> None:
     node = node_info(node_manifest(cpu_node("c1"), 0))
     assert plan_node(
-        node, [pod(Operand.DRIVER, node="c1"), pod(Operand.DEVICE_PLUGIN)], now=0
+        node, [pod(NodeSoftware.DRIVER, node="c1"), pod(NodeSoftware.DEVICE_PLUGIN)], now=0
     ).empty
 
 
@@ -187,8 +207,8 @@ def test_cpu_nodes_are_never_touched() -> None:
 
 
 def test_gfd_labels() -> None:
-    pods = [pod(Operand.DRIVER, image="nvcr.io/nvidia/driver:580.95.05-rhel9.4")]
-    pods.append(pod(Operand.GPU_FEATURE_DISCOVERY))
+    pods = [pod(NodeSoftware.DRIVER, image="nvcr.io/nvidia/driver:580.95.05-rhel9.4")]
+    pods.append(pod(NodeSoftware.GPU_FEATURE_DISCOVERY))
     labels = plan_node(gpu(gpus=8, product="NVIDIA-A100-SXM4-80GB"), pods, now=0).labels
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
     assert labels["nvidia.com/gpu.count"] == "8"
@@ -204,12 +224,12 @@ def test_gfd_labels() -> None:
 
 
 def test_gfd_labels_stay_when_gfd_stops_and_never_touch_operator_labels() -> None:
-    pods = [pod(Operand.DRIVER), pod(Operand.GPU_FEATURE_DISCOVERY)]
+    pods = [pod(NodeSoftware.DRIVER), pod(NodeSoftware.GPU_FEATURE_DISCOVERY)]
     operator = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true"}
     node = gpu(labels=operator)
     node = apply(node, plan_node(node, pods, now=0))
     assert node.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-    assert plan_node(node, [pod(Operand.DRIVER)], now=0).empty
+    assert plan_node(node, [pod(NodeSoftware.DRIVER)], now=0).empty
     for key in operator:
         assert not is_gfd_label(key)
     assert not is_gfd_label(LABEL_MIG_CONFIG) and not is_gfd_label(LABEL_MIG_STATE)
@@ -243,9 +263,9 @@ def _run_mig(
 
 
 MIG_STACK = [
-    pod(Operand.DRIVER),
-    pod(Operand.DEVICE_PLUGIN, env={"MIG_STRATEGY": "mixed"}),
-    pod(Operand.MIG_MANAGER),
+    pod(NodeSoftware.DRIVER),
+    pod(NodeSoftware.DEVICE_PLUGIN, env={"MIG_STRATEGY": "mixed"}),
+    pod(NodeSoftware.MIG_MANAGER),
 ]
 
 
@@ -270,10 +290,10 @@ def test_mig_waits_for_its_delay_before_success() -> None:
 
 def test_mig_single_strategy_multiplies_nvidia_gpu() -> None:
     pods = [
-        pod(Operand.DRIVER),
-        pod(Operand.DEVICE_PLUGIN, env={"MIG_STRATEGY": "single"}),
-        pod(Operand.MIG_MANAGER),
-        pod(Operand.GPU_FEATURE_DISCOVERY, env={"MIG_STRATEGY": "single"}),
+        pod(NodeSoftware.DRIVER),
+        pod(NodeSoftware.DEVICE_PLUGIN, env={"MIG_STRATEGY": "single"}),
+        pod(NodeSoftware.MIG_MANAGER),
+        pod(NodeSoftware.GPU_FEATURE_DISCOVERY, env={"MIG_STRATEGY": "single"}),
     ]
     node, _ = _run_mig(_mig_node(), pods)
     assert node.allocatable == {"nvidia.com/gpu": "14"}
@@ -284,13 +304,17 @@ def test_mig_single_strategy_multiplies_nvidia_gpu() -> None:
 
 
 def test_mig_strategy_may_come_from_the_node_label() -> None:
-    pods = [pod(Operand.DRIVER), pod(Operand.DEVICE_PLUGIN), pod(Operand.MIG_MANAGER)]
+    pods = [
+        pod(NodeSoftware.DRIVER),
+        pod(NodeSoftware.DEVICE_PLUGIN),
+        pod(NodeSoftware.MIG_MANAGER),
+    ]
     node, _ = _run_mig(_mig_node(**{"nvidia.com/mig.strategy": "mixed"}), pods)
     assert node.allocatable == {"nvidia.com/mig-1g.10gb": "14"}
 
 
 def test_mig_mixed_gfd_labels_per_profile_and_cleanup_when_disabled() -> None:
-    pods = [*MIG_STACK, pod(Operand.GPU_FEATURE_DISCOVERY, env={"MIG_STRATEGY": "mixed"})]
+    pods = [*MIG_STACK, pod(NodeSoftware.GPU_FEATURE_DISCOVERY, env={"MIG_STRATEGY": "mixed"})]
     node, _ = _run_mig(_mig_node(**{LABEL_MIG_CONFIG: "all-balanced"}), pods)
     assert node.allocatable == {
         "nvidia.com/mig-1g.10gb": "4",
@@ -327,14 +351,14 @@ def test_a_node_that_is_not_mig_capable_fails_any_mig_layout() -> None:
 
 
 def test_mig_manager_needs_its_pod_and_the_driver() -> None:
-    assert plan_node(_mig_node(), [pod(Operand.DRIVER)], now=0).empty
-    assert plan_node(_mig_node(), [pod(Operand.MIG_MANAGER)], now=0).empty
+    assert plan_node(_mig_node(), [pod(NodeSoftware.DRIVER)], now=0).empty
+    assert plan_node(_mig_node(), [pod(NodeSoftware.MIG_MANAGER)], now=0).empty
 
 
 def test_mig_manager_pauses_gpu_clients_until_their_pods_are_gone() -> None:
     deploy = "nvidia.com/gpu.deploy.device-plugin"
     node = _mig_node(**{deploy: "true", "nvidia.com/gpu.deploy.dcgm": "true"})
-    pods = [*MIG_STACK, pod(Operand.DCGM)]
+    pods = [*MIG_STACK, pod(NodeSoftware.DCGM)]
     first = plan_node(node, pods, now=0.0, mig_reconfigure_seconds=0.0)
     assert first.labels[deploy] == PAUSED_FOR_MIG
     assert first.labels["nvidia.com/gpu.deploy.dcgm"] == PAUSED_FOR_MIG
@@ -343,7 +367,7 @@ def test_mig_manager_pauses_gpu_clients_until_their_pods_are_gone() -> None:
     waiting = plan_node(node, pods, now=5.0, mig=first.mig, mig_reconfigure_seconds=0.0)
     assert waiting.labels == {} and waiting.mig == first.mig
     # Their DaemonSets removed them: apply, then resume the clients.
-    gone = [pod(Operand.DRIVER), pod(Operand.MIG_MANAGER)]
+    gone = [pod(NodeSoftware.DRIVER), pod(NodeSoftware.MIG_MANAGER)]
     done = plan_node(node, gone, now=6.0, mig=first.mig, mig_reconfigure_seconds=0.0)
     assert done.labels == {
         LABEL_MIG_STATE: "success",

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.sim._errors import SimAlreadyRunningError
+from gpusim._errors import SimAlreadyRunningError
 from reconciler.envtest import cache_root
 
 STATE_FILE = "state.json"

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.sim._errors import SimError
-from components.sim._hardware import DEFAULT_PRODUCT, product
+from gpusim._errors import SimError
+from gpusim._hardware import DEFAULT_PRODUCT, product
 
 # kwok manages only nodes carrying this annotation (`--manage-nodes-with-annotation-selector`).
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"

@@ -6,7 +6,8 @@ It shows each operand's readiness as it changes until the policy is `ready`, pro
 asking for `nvidia.com/gpu: 1` runs on a GPU node, then stays up until Ctrl-C, which tears
 everything down.
 
-The flags and their help are in `components.commands.demo`.
+The flags and their help are in `components.commands.demo`, which runs `run_demo` by name:
+the product never imports the simulator.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from kubernetes_asyncio import client, config
 
 from components.cli import CommandError
 from components.commands.demo import REPO_CONFIG
-from components.kube import apply_crds, load_documents
+from gpusim._cluster import SimulatedCluster
+from gpusim._crds import apply_crds, load_documents
+from gpusim._errors import SimError
+from gpusim._nodes import ClusterConfig, parse_os_list
 from reconciler.envtest import free_port
 
 NAMESPACE = "gpu-operator"
@@ -43,8 +47,6 @@ def _say(message: str) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from components.sim import ClusterConfig, SimError, SimulatedCluster, parse_os_list
-
     if args.nodes < 1:
         raise CommandError("--nodes must be at least 1: the demo needs a GPU node")
     try:

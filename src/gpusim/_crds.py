@@ -1,7 +1,7 @@
-"""Install manifests (the CRDs) into a cluster from the command line tools.
+"""Install the CRDs into a simulated cluster before an operator runs on it.
 
 The operator itself writes through the reconciler's client; this is for the one-off
-installs the CLI does before an operator runs (demo, sim, tests).
+installs the demo, the tests and the benchmarks do on a fresh cluster.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 FIELD_MANAGER = "gpu-operator"
 _ESTABLISH_SECONDS = 30.0
@@ -60,10 +60,3 @@ def load_documents(files: Iterable[Path]) -> list[dict[str, Any]]:
     for path in files:
         documents.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
     return documents
-
-
-async def apply_manifests(kubeconfig: Path, files: Iterable[Path]) -> list[str]:
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    async with client.ApiClient(configuration) as api:
-        return await apply_crds(api, load_documents(files))

@@ -1,8 +1,12 @@
-"""A simulated GPU cluster on one machine: `gpu-operator sim up|down` and its Python API.
+"""A simulated GPU cluster on one machine: `gpu-operator sim up|down`, `gpu-operator demo`
+and the Python API the tests and benchmarks use.
 
 A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) runs
-kwok-simulated nodes; what NVIDIA's node software does on a GPU node is simulated in one
-module, `components.sim.gpu_node_behaviour`.
+kwok-simulated nodes; what NVIDIA's node software does on a GPU node is simulated by
+`gpusim.gpu_node_behaviour`, a small controller on our own engine (`reconciler`).
+
+The operator never imports this package (an import-linter contract says so) and its image
+does not carry it: the `sim` and `demo` subcommands import it by name when they run.
 
 In tests::
 
@@ -12,11 +16,12 @@ In tests::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
-
-from components.sim._errors import SimAlreadyRunningError, SimError
-from components.sim._hardware import (
+from gpusim._binaries import KWOK_VERSION, SimBinaries
+from gpusim._cluster import SimulatedCluster
+from gpusim._components import KCM_CONTROLLERS
+from gpusim._crds import apply_crds, load_documents
+from gpusim._errors import SimAlreadyRunningError, SimError
+from gpusim._hardware import (
     DEFAULT_PRODUCT,
     MIG_BALANCED,
     MIG_PROFILES,
@@ -27,7 +32,7 @@ from components.sim._hardware import (
     mig_layout,
     product,
 )
-from components.sim._nodes import (
+from gpusim._nodes import (
     ANNOTATION_GPUS,
     ANNOTATION_HOST_DRIVER,
     ANNOTATION_MIG_CAPABLE,
@@ -50,28 +55,7 @@ from components.sim._nodes import (
     parse_os,
     parse_os_list,
 )
-
-# These bring in the cluster machinery (reconciler, kubernetes_asyncio), so they are
-# imported on first use: the `gpu-operator` command line reads the hardware and node
-# defaults above on every start, and starts fast.
-if TYPE_CHECKING:
-    from components.sim._cluster import KCM_CONTROLLERS, SimulatedCluster
-    from components.sim._state import state_dir
-else:
-    _LAZY = {
-        "KCM_CONTROLLERS": "components.sim._cluster",
-        "SimulatedCluster": "components.sim._cluster",
-        "state_dir": "components.sim._state",
-    }
-
-    def __getattr__(name: str) -> object:
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
+from gpusim._state import state_dir
 
 __all__ = [
     "ANNOTATION_GPUS",
@@ -82,6 +66,7 @@ __all__ = [
     "DEFAULT_PRODUCT",
     "KCM_CONTROLLERS",
     "KWOK_ANNOTATION",
+    "KWOK_VERSION",
     "LABEL_KERNEL",
     "LABEL_OS_ID",
     "LABEL_OS_VERSION",
@@ -96,11 +81,14 @@ __all__ = [
     "NodeSpec",
     "OsRelease",
     "SimAlreadyRunningError",
+    "SimBinaries",
     "SimError",
     "SimulatedCluster",
+    "apply_crds",
     "cpu_node",
     "gpu_node",
     "kernel_labels",
+    "load_documents",
     "mig_layout",
     "node_labels",
     "node_manifest",

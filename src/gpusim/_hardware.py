@@ -1,8 +1,8 @@
-"""The simulated GPUs: product facts and MIG profile tables.
+"""The simulated GPUs: product facts, and the MIG profile table as the hardware sees it.
 
 Products are named as GPU feature discovery labels them (`nvidia.com/gpu.product`, spaces
-turned into dashes). MIG instance counts per GPU come from NVIDIA's MIG user guide; the
-`all-balanced` layouts from the MIG manager's default config.
+turned into dashes). The MIG profiles and `all-balanced` layouts are the product's own
+table (`components.api.mig_profiles`), read here, never copied.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from components.sim._errors import SimError
+from components.api.mig_profiles import MIG_GPUS
+from gpusim._errors import SimError
 
 _MIB_PER_GB = 1024
 
@@ -32,53 +33,14 @@ class MigProfile:
         return int(self.name.split(".", 1)[1].removesuffix("gb")) * _MIB_PER_GB
 
 
-def _profiles(*pairs: tuple[str, int]) -> tuple[MigProfile, ...]:
-    return tuple(MigProfile(name, count) for name, count in pairs)
-
-
-# Instances per GPU when the whole GPU is cut into one profile (NVIDIA MIG user guide).
+# Instances per GPU when the whole GPU is cut into one profile, and the `all-balanced`
+# layout per GPU: the MIG manager's own table, so the simulated GPUs accept exactly the
+# layouts the operator offers.
 MIG_PROFILES: Mapping[str, tuple[MigProfile, ...]] = MappingProxyType(
-    {
-        "A30-24GB": _profiles(("1g.6gb", 4), ("2g.12gb", 2), ("4g.24gb", 1)),
-        "A100-40GB": _profiles(
-            ("1g.5gb", 7), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1)
-        ),
-        "A100-80GB": _profiles(
-            ("1g.10gb", 7),
-            ("1g.20gb", 4),
-            ("2g.20gb", 3),
-            ("3g.40gb", 2),
-            ("4g.40gb", 1),
-            ("7g.80gb", 1),
-        ),
-        "H100-80GB": _profiles(
-            ("1g.10gb", 7),
-            ("1g.20gb", 4),
-            ("2g.20gb", 3),
-            ("3g.40gb", 2),
-            ("4g.40gb", 1),
-            ("7g.80gb", 1),
-        ),
-        "H200-141GB": _profiles(
-            ("1g.18gb", 7),
-            ("1g.35gb", 4),
-            ("2g.35gb", 3),
-            ("3g.71gb", 2),
-            ("4g.71gb", 1),
-            ("7g.141gb", 1),
-        ),
-    }
+    {gpu.name: tuple(MigProfile(name, count) for name, count in gpu.profiles) for gpu in MIG_GPUS}
 )
-
-# The MIG manager's `all-balanced` layout, per GPU.
 MIG_BALANCED: Mapping[str, Mapping[str, int]] = MappingProxyType(
-    {
-        "A30-24GB": {"1g.6gb": 2, "2g.12gb": 1},
-        "A100-40GB": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
-        "A100-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
-        "H100-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
-        "H200-141GB": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
-    }
+    {gpu.name: MappingProxyType(dict(gpu.balanced)) for gpu in MIG_GPUS}
 )
 
 
@@ -148,11 +110,6 @@ def mig_layout(gpu: GpuProduct, config: str) -> dict[str, int]:
         if config.startswith("all-") and profile.name == profile_name:
             return {profile.name: profile.per_gpu}
     raise MigConfigError(f"MIG config {config!r} is not valid for {gpu.name}")
-
-
-def mig_enabled(config: str) -> bool:
-    """Whether a MIG manager config turns MIG mode on."""
-    return config != "all-disabled"
 
 
 def mig_profile(gpu: GpuProduct, name: str) -> MigProfile:

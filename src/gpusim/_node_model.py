@@ -1,0 +1,255 @@
+"""What NVIDIA's node software does to one node, as a pure function of the node and the
+operand pods on it (`plan_node`); the controller in `gpusim.gpu_node_behaviour` only writes
+the plan. Unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpusim._hardware import MigConfigError, mig_layout, mig_profile
+from gpusim._node_software import (
+    ANNOTATION_MIG_APPLIED,
+    ANNOTATION_MIG_FAILED,
+    LABEL_MIG_CONFIG,
+    LABEL_MIG_STATE,
+    LABEL_MIG_STRATEGY,
+    MIG_PAUSED_SOFTWARE,
+    PAUSED_FOR_MIG,
+    Hardware,
+    NodeInfo,
+    NodeSoftware,
+    PodInfo,
+    is_gfd_label,
+)
+
+DEFAULT_DRIVER_VERSION = "595.91.07"
+DEFAULT_MIG_STRATEGY = "single"
+_CUDA_BY_DRIVER = ((590, "13.1"), (580, "13.0"), (570, "12.8"), (550, "12.4"), (535, "12.2"))
+
+
+@dataclass(frozen=True)
+class MigProgress:
+    """A MIG reconfiguration under way on one node: the config and when it began."""
+
+    config: str
+    started: float
+
+
+@dataclass
+class Plan:
+    """The writes one node needs now, and what the loop must remember or schedule."""
+
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    resources: dict[str, str | None] = field(default_factory=dict)
+    mig: MigProgress | None = None  # reconfiguration under way after this plan
+    recheck_after: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.labels or self.annotations or self.resources)
+
+
+def driver_version(image: str) -> str:
+    """`nvcr.io/nvidia/driver:595.91.07-ubuntu22.04` -> `595.91.07` (default if unknown)."""
+    name = image.rsplit("/", 1)[-1]
+    tag = name.split(":", 1)[1] if ":" in name and "@" not in name else ""
+    match = re.match(r"^(\d+\.\d+(?:\.\d+)?)", tag)
+    return match.group(1) if match else DEFAULT_DRIVER_VERSION
+
+
+def mig_strategy(labels: Mapping[str, str], pods: Iterable[PodInfo]) -> str:
+    ready = {p.software: p for p in pods if p.ready}
+    for software in (NodeSoftware.DEVICE_PLUGIN, NodeSoftware.GPU_FEATURE_DISCOVERY):
+        pod = ready.get(software)
+        if pod is not None and pod.env.get("MIG_STRATEGY"):
+            return pod.env["MIG_STRATEGY"]
+    return labels.get(LABEL_MIG_STRATEGY) or DEFAULT_MIG_STRATEGY
+
+
+def _applied_layout(hardware: Hardware, applied: str) -> dict[str, int] | None:
+    """MIG instances per GPU for the applied config, or None when MIG is off."""
+    if not hardware.mig_capable or applied == "all-disabled":
+        return None
+    try:
+        return mig_layout(hardware.gpu, applied)
+    except MigConfigError:
+        return None
+
+
+def gpu_resources(hardware: Hardware, applied: str, strategy: str) -> dict[str, str]:
+    """What the device plugin advertises for this node's GPUs."""
+    layout = _applied_layout(hardware, applied)
+    if layout is None or strategy == "none":
+        return {"nvidia.com/gpu": str(hardware.gpus)}
+    if strategy == "mixed":
+        return {
+            f"nvidia.com/mig-{profile}": str(hardware.gpus * count)
+            for profile, count in sorted(layout.items())
+        }
+    # single: one profile on every GPU, else the plugin refuses to advertise anything.
+    count = next(iter(layout.values())) if len(layout) == 1 else 0
+    return {"nvidia.com/gpu": str(hardware.gpus * count)}
+
+
+def gfd_labels(hardware: Hardware, driver: str, applied: str, strategy: str) -> dict[str, str]:
+    """The labels GPU feature discovery writes for this node."""
+    gpu = hardware.product
+    parts = [*driver.split("."), "0", "0"][:3]
+    major = int(parts[0])
+    cuda = next((v for floor, v in _CUDA_BY_DRIVER if major >= floor), "12.0")
+    cuda_major, cuda_minor = cuda.split(".")
+    labels = {
+        "nvidia.com/cuda.driver.major": parts[0],
+        "nvidia.com/cuda.driver.minor": parts[1],
+        "nvidia.com/cuda.driver.rev": parts[2],
+        "nvidia.com/cuda.driver-version.major": parts[0],
+        "nvidia.com/cuda.driver-version.minor": parts[1],
+        "nvidia.com/cuda.driver-version.revision": parts[2],
+        "nvidia.com/cuda.driver-version.full": driver,
+        "nvidia.com/cuda.runtime.major": cuda_major,
+        "nvidia.com/cuda.runtime.minor": cuda_minor,
+        "nvidia.com/cuda.runtime-version.major": cuda_major,
+        "nvidia.com/cuda.runtime-version.minor": cuda_minor,
+        "nvidia.com/cuda.runtime-version.full": cuda,
+        "nvidia.com/gpu.compute.major": str(gpu.compute[0]),
+        "nvidia.com/gpu.compute.minor": str(gpu.compute[1]),
+        "nvidia.com/gpu.family": gpu.family,
+        "nvidia.com/gpu.machine": "KWOK-Simulated-Server",
+        "nvidia.com/gpu.product": gpu.name,
+        "nvidia.com/gpu.count": str(hardware.gpus),
+        "nvidia.com/gpu.memory": str(gpu.memory_mib),
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.mode": "compute",
+        "nvidia.com/mig.capable": "true" if hardware.mig_capable else "false",
+        "nvidia.com/mps.capable": "false",
+        LABEL_MIG_STRATEGY: strategy,
+    }
+    layout = _applied_layout(hardware, applied)
+    if layout is None or strategy == "none":
+        return labels
+    if strategy == "single":
+        if len(layout) == 1:
+            name, count = next(iter(layout.items()))
+            profile = mig_profile(hardware.gpu, name)
+            labels["nvidia.com/gpu.product"] = f"{gpu.name}-MIG-{name}"
+            labels["nvidia.com/gpu.count"] = str(hardware.gpus * count)
+            labels["nvidia.com/gpu.memory"] = str(profile.memory_mib)
+            labels["nvidia.com/gpu.slices.gi"] = str(profile.slices)
+            labels["nvidia.com/gpu.slices.ci"] = str(profile.slices)
+        return labels
+    for name, count in layout.items():
+        profile = mig_profile(hardware.gpu, name)
+        prefix = f"nvidia.com/mig-{name}."
+        labels[prefix + "count"] = str(hardware.gpus * count)
+        labels[prefix + "memory"] = str(profile.memory_mib)
+        labels[prefix + "product"] = f"{gpu.name}-MIG-{name}"
+        labels[prefix + "replicas"] = "1"
+        labels[prefix + "sharing-strategy"] = "none"
+        labels[prefix + "slices.gi"] = str(profile.slices)
+        labels[prefix + "slices.ci"] = str(profile.slices)
+    return labels
+
+
+def plan_node(
+    node: NodeInfo,
+    pods: Sequence[PodInfo],
+    *,
+    now: float,
+    mig: MigProgress | None = None,
+    mig_reconfigure_seconds: float = 1.0,
+) -> Plan:
+    """Everything the node software would change on `node` now, given the pods on it."""
+    plan = Plan()
+    hardware = node.hardware
+    if hardware is None:
+        return plan
+    ready = {p.software: p for p in pods if p.ready}
+    driver_pod = ready.get(NodeSoftware.DRIVER)
+    driver = driver_version(driver_pod.image) if driver_pod else hardware.host_driver or None
+    labels = dict(node.labels)
+    annotations = dict(node.annotations)
+
+    if driver and NodeSoftware.MIG_MANAGER in ready and labels.get(LABEL_MIG_CONFIG):
+        _plan_mig(plan, hardware, labels, annotations, pods, now, mig, mig_reconfigure_seconds)
+
+    applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
+    strategy = mig_strategy(labels, pods)
+
+    wanted: dict[str, str] = {}
+    if driver and NodeSoftware.DEVICE_PLUGIN in ready:
+        wanted = gpu_resources(hardware, applied, strategy)
+    for key in sorted(set(wanted) | set(node.capacity) | set(node.allocatable)):
+        value = wanted.get(key)
+        if node.capacity.get(key) != value or node.allocatable.get(key) != value:
+            plan.resources[key] = value
+
+    if driver and NodeSoftware.GPU_FEATURE_DISCOVERY in ready:
+        desired = gfd_labels(hardware, driver, applied, strategy)
+        for key in [k for k in labels if is_gfd_label(k) and k not in desired]:
+            labels.pop(key)
+        labels.update(desired)
+
+    plan.labels = _diff(node.labels, labels)
+    plan.annotations = _diff(node.annotations, annotations)
+    return plan
+
+
+def _plan_mig(
+    plan: Plan,
+    hardware: Hardware,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    pods: Sequence[PodInfo],
+    now: float,
+    mig: MigProgress | None,
+    delay: float,
+) -> None:
+    """The MIG manager's reconfiguration, one step per call; edits labels/annotations."""
+    requested = labels[LABEL_MIG_CONFIG]
+    state = labels.get(LABEL_MIG_STATE)
+    applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
+    if state == "success" and requested == applied:
+        return
+    if state == "failed" and annotations.get(ANNOTATION_MIG_FAILED) == requested:
+        return
+    if mig is None or mig.config != requested:
+        labels[LABEL_MIG_STATE] = "pending"
+        if requested != applied:
+            for key in MIG_PAUSED_SOFTWARE:
+                if labels.get(key) == "true":
+                    labels[key] = PAUSED_FOR_MIG
+        plan.mig = MigProgress(requested, now)
+        plan.recheck_after = delay
+        return
+    plan.mig = mig
+    paused = {op for key, op in MIG_PAUSED_SOFTWARE.items() if labels.get(key) == PAUSED_FOR_MIG}
+    if any(p.software in paused for p in pods):
+        return  # the paused clients' pods are still on the node; their deletion requeues
+    remaining = mig.started + delay - now
+    if remaining > 0:
+        plan.recheck_after = remaining
+        return
+    try:
+        mig_layout(hardware.gpu, requested)
+    except MigConfigError:
+        labels[LABEL_MIG_STATE] = "failed"
+        annotations[ANNOTATION_MIG_FAILED] = requested
+    else:
+        labels[LABEL_MIG_STATE] = "success"
+        annotations[ANNOTATION_MIG_APPLIED] = requested
+        annotations.pop(ANNOTATION_MIG_FAILED, None)
+    for key in MIG_PAUSED_SOFTWARE:
+        if labels.get(key) == PAUSED_FOR_MIG:
+            labels[key] = "true"
+    plan.mig = None
+
+
+def _diff(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
+    changes.update({k: None for k in old if k not in new})
+    return changes

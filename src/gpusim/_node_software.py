@@ -1,0 +1,282 @@
+"""Which NVIDIA node software a pod is, and the node and pod facts the simulation reads.
+
+Pure data and functions (no I/O): the controller in `gpusim.gpu_node_behaviour` caches pods
+and nodes trimmed by `trim_pod` / `trim_node` and reads them back as `PodInfo` / `NodeInfo`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpusim._hardware import PRODUCTS, GpuProduct
+from gpusim._nodes import (
+    ANNOTATION_GPUS,
+    ANNOTATION_HOST_DRIVER,
+    ANNOTATION_MIG_CAPABLE,
+    ANNOTATION_PRODUCT,
+    SIM_PREFIX,
+)
+
+# -- which pods are which node software: the one table ---------------------------------
+
+
+class NodeSoftware(enum.Enum):
+    """The NVIDIA software an operand pod runs on its node, as the simulator tells pods
+    apart. Not the ClusterPolicy's image names (`components.api.Operand`) nor the
+    operator's operand renderers: this is what the simulated node sees running."""
+
+    DRIVER = "driver"
+    DEVICE_PLUGIN = "device-plugin"
+    GPU_FEATURE_DISCOVERY = "gpu-feature-discovery"
+    MIG_MANAGER = "mig-manager"
+    DCGM = "dcgm"
+    DCGM_EXPORTER = "dcgm-exporter"
+
+
+# Pod labels that identify each operand, as the reference operator sets them; a value
+# ending in `*` matches a prefix (per-OS/per-kernel driver DaemonSets get their own names).
+SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
+    NodeSoftware.DRIVER: (
+        ("app", "nvidia-driver-daemonset*"),
+        ("app", "nvidia-gpu-driver-*"),
+        ("app.kubernetes.io/component", "nvidia-driver"),
+    ),
+    NodeSoftware.DEVICE_PLUGIN: (("app", "nvidia-device-plugin-daemonset"),),
+    NodeSoftware.GPU_FEATURE_DISCOVERY: (("app", "gpu-feature-discovery"),),
+    NodeSoftware.MIG_MANAGER: (("app", "nvidia-mig-manager"),),
+    NodeSoftware.DCGM: (("app", "nvidia-dcgm"),),
+    NodeSoftware.DCGM_EXPORTER: (("app", "nvidia-dcgm-exporter"),),
+}
+
+# GPU clients the MIG manager stops (through their deploy label) while it reconfigures.
+MIG_PAUSED_SOFTWARE: Mapping[str, NodeSoftware] = {
+    "nvidia.com/gpu.deploy.device-plugin": NodeSoftware.DEVICE_PLUGIN,
+    "nvidia.com/gpu.deploy.gpu-feature-discovery": NodeSoftware.GPU_FEATURE_DISCOVERY,
+    "nvidia.com/gpu.deploy.dcgm-exporter": NodeSoftware.DCGM_EXPORTER,
+    "nvidia.com/gpu.deploy.dcgm": NodeSoftware.DCGM,
+}
+PAUSED_FOR_MIG = "paused-for-mig-change"
+
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_MIG_STATE = "nvidia.com/mig.config.state"
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+ANNOTATION_MIG_APPLIED = SIM_PREFIX + "mig-applied"
+ANNOTATION_MIG_FAILED = SIM_PREFIX + "mig-failed"
+RESOURCE_PREFIX = "nvidia.com/"
+
+_GFD_GPU_KEYS = frozenset(
+    "nvidia.com/gpu." + key
+    for key in (
+        "product",
+        "count",
+        "memory",
+        "family",
+        "machine",
+        "replicas",
+        "sharing-strategy",
+        "mode",
+        "compute.major",
+        "compute.minor",
+        "slices.gi",
+        "slices.ci",
+    )
+)
+_GFD_PREFIXES = ("nvidia.com/cuda.", "nvidia.com/gfd.", "nvidia.com/mig-", "nvidia.com/mps.")
+
+
+def software_of(labels: Mapping[str, str]) -> NodeSoftware | None:
+    """Which node software a pod with these labels runs, by `SOFTWARE_POD_LABELS`."""
+    for software, matchers in SOFTWARE_POD_LABELS.items():
+        for key, wanted in matchers:
+            value = labels.get(key)
+            if value is None:
+                continue
+            if wanted.endswith("*") and value.startswith(wanted[:-1]):
+                return software
+            if value == wanted:
+                return software
+    return None
+
+
+def is_gfd_label(key: str) -> bool:
+    """Whether GPU feature discovery owns this node label."""
+    return (
+        key.startswith(_GFD_PREFIXES)
+        or key in _GFD_GPU_KEYS
+        or key in ("nvidia.com/mig.capable", LABEL_MIG_STRATEGY)
+    )
+
+
+# -- what the loop knows about pods and nodes ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """An operand pod, trimmed to what the node software cares about."""
+
+    key: str
+    node: str
+    software: NodeSoftware
+    ready: bool
+    image: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
+    """The operand pod `pod` is, or None for any other pod (or one not bound to a node)."""
+    meta = pod.get("metadata") or {}
+    software = software_of(meta.get("labels") or {})
+    spec = pod.get("spec") or {}
+    node = spec.get("nodeName")
+    if software is None or not node:
+        return None
+    status = pod.get("status") or {}
+    ready = (
+        not meta.get("deletionTimestamp")
+        and status.get("phase") == "Running"
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+    )
+    containers = spec.get("containers") or []
+    env = {
+        item["name"]: str(item["value"])
+        for container in containers
+        for item in container.get("env") or []
+        if "value" in item and "name" in item
+    }
+    return PodInfo(
+        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        node=node,
+        software=software,
+        ready=bool(ready),
+        image=str(containers[0].get("image", "")) if containers else "",
+        env=env,
+    )
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The simulated GPUs of a node, from its `sim.gpu-operator.io/*` annotations."""
+
+    gpus: int
+    product: GpuProduct
+    mig_capable: bool
+    host_driver: str = ""
+
+    @property
+    def gpu(self) -> GpuProduct:
+        """The product as this node sees it: MIG only where the node is MIG-capable."""
+        return self.product if self.mig_capable else replace(self.product, mig_family=None)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node, trimmed to labels, annotations and the GPU part of its resources."""
+
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    capacity: Mapping[str, str]
+    allocatable: Mapping[str, str]
+    resource_version: int = 0
+
+    @property
+    def hardware(self) -> Hardware | None:
+        try:
+            gpus = int(self.annotations.get(ANNOTATION_GPUS, "0"))
+        except ValueError:
+            return None
+        gpu = PRODUCTS.get(self.annotations.get(ANNOTATION_PRODUCT, ""))
+        if gpus <= 0 or gpu is None:
+            return None
+        return Hardware(
+            gpus=gpus,
+            product=gpu,
+            mig_capable=self.annotations.get(ANNOTATION_MIG_CAPABLE) == "true",
+            host_driver=self.annotations.get(ANNOTATION_HOST_DRIVER, ""),
+        )
+
+
+def _gpu_resources(resources: Mapping[str, Any] | None) -> dict[str, str]:
+    return {k: str(v) for k, v in (resources or {}).items() if k.startswith(RESOURCE_PREFIX)}
+
+
+def _sim_annotations(meta: Mapping[str, Any]) -> dict[str, str]:
+    annotations = meta.get("annotations") or {}
+    return {k: v for k, v in annotations.items() if k.startswith(SIM_PREFIX)}
+
+
+def node_info(node: Mapping[str, Any]) -> NodeInfo:
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    try:
+        version = int(meta.get("resourceVersion", "0"))
+    except ValueError:
+        version = 0
+    return NodeInfo(
+        name=meta.get("name", ""),
+        labels=dict(meta.get("labels") or {}),
+        annotations=_sim_annotations(meta),
+        capacity=_gpu_resources(status.get("capacity")),
+        allocatable=_gpu_resources(status.get("allocatable")),
+        resource_version=version,
+    )
+
+
+# -- what the cache keeps: only what the two functions above read ------------------------
+
+
+def trim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A Node cut down to what `node_info` reads (a node's images and conditions are most
+    of it, and change on every heartbeat)."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": _sim_annotations(meta),
+        },
+        "status": {
+            "capacity": _gpu_resources(status.get("capacity")),
+            "allocatable": _gpu_resources(status.get("allocatable")),
+        },
+    }
+
+
+def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A Pod cut down to what `pod_info` reads; any pod that is no node software keeps its
+    name alone."""
+    meta = pod.get("metadata") or {}
+    kept: dict[str, Any] = {
+        key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta
+    }
+    labels = meta.get("labels") or {}
+    if software_of(labels) is None:
+        return {"metadata": kept}
+    kept["labels"] = dict(labels)
+    if meta.get("deletionTimestamp"):
+        kept["deletionTimestamp"] = meta["deletionTimestamp"]
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    containers = [
+        {
+            "image": container.get("image", ""),
+            "env": [e for e in container.get("env") or [] if "name" in e and "value" in e],
+        }
+        for container in spec.get("containers") or []
+    ]
+    return {
+        "metadata": kept,
+        "spec": {"nodeName": spec.get("nodeName"), "containers": containers},
+        "status": {
+            "phase": status.get("phase"),
+            "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+        },
+    }

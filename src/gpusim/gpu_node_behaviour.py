@@ -1,0 +1,233 @@
+"""GPU node behaviour: what NVIDIA's software would do on a real GPU node, simulated.
+
+This is the one place where the simulated cluster pretends to have GPUs. kwok makes pods
+Running; this controller watches which NVIDIA operand pods run on which node and updates the
+node the way the real node software would:
+
+* **driver** pod Running and Ready (or a driver preinstalled on the host) is what every rule
+  below needs: without a driver no GPU is usable, so the node has no GPU resources.
+* **device plugin** pod Running -> the node's capacity and allocatable get `nvidia.com/gpu`
+  = GPUs on the node; with MIG on, strategy `single` -> `nvidia.com/gpu` = MIG instances,
+  strategy `mixed` -> `nvidia.com/mig-<profile>` counts. Device plugin gone -> resources gone.
+* **GPU feature discovery** pod Running -> the GFD labels (`nvidia.com/gpu.product`,
+  `gpu.count`, `gpu.memory`, `mig.capable`, `cuda.driver.major`, ...). Like labels NFD keeps
+  from a feature file, they stay when GFD stops; while GFD runs they are kept exact.
+* **MIG manager** pod Running and the node label `nvidia.com/mig.config` set ->
+  `nvidia.com/mig.config.state` goes `pending`, GPU clients are paused (operand deploy labels
+  `true` -> `paused-for-mig-change`) until their pods are gone, the layout is applied after
+  `mig_reconfigure_seconds`, then `success` (or `failed` for a config the GPU cannot apply)
+  and the paused labels go back to `true`.
+
+The MIG strategy is read the way the real pods read it: the `MIG_STRATEGY` env of the device
+plugin (then GFD) container, else the node label `nvidia.com/mig.strategy`, else `single`.
+The driver version comes from the driver pod's image tag (`driver:595.91.07-ubuntu22.04`).
+
+What hardware a node has is in its `sim.gpu-operator.io/*` annotations (written when the
+node is created); the MIG mode the GPUs are in is kept there too (`.../mig-applied`), as it
+survives pod restarts on real hardware.
+
+Decisions are a pure function (`gpusim._node_model.plan_node`). This module is only the
+controller that applies them, written the way an operator author uses our engine
+(`reconciler`): a Manager's informers cache nodes and pods (trimmed to what the model
+reads), predicates drop the events that change nothing the model reads, the work queue
+collapses bursts per node, and the reconcile writes the plan's differences as merge
+patches. The engine thus has a second user beside the operator.
+
+Run alone: `python -m gpusim.gpu_node_behaviour --kubeconfig PATH`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gpusim._node_model import MigProgress, plan_node
+from gpusim._node_software import node_info, pod_info, trim_node, trim_pod
+from reconciler import (
+    NODE,
+    POD,
+    Funcs,
+    Manager,
+    Object,
+    Request,
+    Result,
+    enqueue_mapped,
+    enqueue_object,
+    resource_version_of,
+)
+
+log = logging.getLogger("gpusim.gpu_node_behaviour")
+
+FIELD_MANAGER = "gpu-node-behaviour"
+PODS_BY_NODE = "gpusim.node"
+"""Index of the node-software pods by the node they run on."""
+
+
+def _software_pod_node(pod: Object) -> Iterable[str]:
+    info = pod_info(pod)
+    return (info.node,) if info is not None else ()
+
+
+def _node_of_pod(pod: Object) -> Iterable[Request]:
+    return [Request("", node) for node in _software_pod_node(pod)]
+
+
+def _node_facts_changed(old: Object, new: Object) -> bool:
+    """Whether the model would see a difference (a new resourceVersion alone is none)."""
+    return replace(node_info(old), resource_version=0) != replace(
+        node_info(new), resource_version=0
+    )
+
+
+def _pod_facts_changed(old: Object, new: Object) -> bool:
+    return pod_info(old) != pod_info(new)
+
+
+def _version(obj: Object) -> int:
+    try:
+        return int(resource_version_of(obj) or 0)
+    except ValueError:
+        return 0
+
+
+class GpuNodeBehaviour:
+    """Reconciles each GPU node to what `plan_node` says its NVIDIA software would do.
+
+    Registers its informers and controller on `manager`; `manager.run()` runs it. What it
+    remembers between reconciles is only what real node software keeps in memory: the MIG
+    reconfigurations under way (and the version of its own last write per node, so a
+    reconcile never plans from a cache that has not seen that write yet).
+    """
+
+    def __init__(
+        self,
+        manager: Manager,
+        *,
+        mig_reconfigure_seconds: float = 1.0,
+        workers: int = 8,
+    ) -> None:
+        self._client = manager.client
+        self._mig_seconds = mig_reconfigure_seconds
+        self._mig: dict[str, MigProgress] = {}
+        self._written: dict[str, int] = {}
+        self.writes = 0
+        nodes = manager.informer(NODE, transform=trim_node)
+        pods = manager.informer(
+            POD, transform=trim_pod, indexers={PODS_BY_NODE: _software_pod_node}
+        )
+        controller = manager.controller(
+            "gpu-node-behaviour", self.reconcile, max_concurrent_reconciles=workers
+        )
+        controller.watch(nodes, enqueue_object, Funcs(update=_node_facts_changed))
+        controller.watch(pods, enqueue_mapped(_node_of_pod), Funcs(update=_pod_facts_changed))
+
+    async def reconcile(self, request: Request) -> Result | None:
+        name = request.name
+        node = self._client.get(NODE, name)
+        if node is None:
+            self._mig.pop(name, None)
+            self._written.pop(name, None)
+            return None
+        if _version(node) < self._written.get(name, 0):
+            return None  # the event of our own last write is on its way, and requeues
+        pods = [
+            info
+            for info in map(pod_info, self._client.list(POD, index=(PODS_BY_NODE, name)))
+            if info is not None
+        ]
+        plan = plan_node(
+            node_info(node),
+            pods,
+            now=time.monotonic(),
+            mig=self._mig.get(name),
+            mig_reconfigure_seconds=self._mig_seconds,
+        )
+        # Resources first: whoever sees `mig.config.state=success` finds them in place.
+        if plan.resources:
+            body = {"status": {"capacity": plan.resources, "allocatable": plan.resources}}
+            await self._patch(name, body, plan.resources, subresource="status")
+        if plan.labels or plan.annotations:
+            meta: dict[str, Any] = {}
+            if plan.labels:
+                meta["labels"] = plan.labels
+            if plan.annotations:
+                meta["annotations"] = plan.annotations
+            await self._patch(name, {"metadata": meta}, plan.labels)
+        # Remembered only once written: a failed write retries the same step.
+        if plan.mig is None:
+            self._mig.pop(name, None)
+        else:
+            self._mig[name] = plan.mig
+        if plan.recheck_after is not None:
+            return Result(requeue_after=max(plan.recheck_after, 0.001))
+        return None
+
+    async def _patch(
+        self,
+        name: str,
+        body: dict[str, Any],
+        shown: Mapping[str, str | None],
+        *,
+        subresource: str | None = None,
+    ) -> None:
+        written = await self._client.patch(NODE, name, body, subresource=subresource, quiet=True)
+        self.writes += 1
+        self._written[name] = max(self._written.get(name, 0), _version(written))
+        if shown:
+            text = ", ".join(f"{k}={'-' if v is None else v}" for k, v in sorted(shown.items()))
+            log.info("%s: %s", name, text)
+
+
+# -- as its own process --------------------------------------------------------------------
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(args.kubeconfig), client_configuration=configuration
+    )
+    configuration.connection_pool_maxsize = max(args.workers * 2, 16)
+    async with client.ApiClient(configuration) as api:
+        manager = Manager(api, field_manager=FIELD_MANAGER, bind_address=None, handle_signals=True)
+        GpuNodeBehaviour(
+            manager, mig_reconfigure_seconds=args.mig_reconfigure_seconds, workers=args.workers
+        )
+        running = asyncio.create_task(manager.run())
+        leading = asyncio.create_task(manager.wait_leading())
+        await asyncio.wait({running, leading}, return_when=asyncio.FIRST_COMPLETED)
+        if manager.is_leader:
+            log.info("gpu node behaviour: watching nodes and operand pods")
+            if args.ready_file:
+                await asyncio.to_thread(Path(args.ready_file).write_text, "ready\n")
+        leading.cancel()
+        await running
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpusim.gpu_node_behaviour",
+        description="Simulate NVIDIA node software on kwok nodes (device plugin, GFD, MIG).",
+    )
+    parser.add_argument("--kubeconfig", required=True, type=Path)
+    parser.add_argument("--mig-reconfigure-seconds", type=float, default=1.0)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--ready-file", type=Path, help="written once the first sync is done")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
