@@ -56,6 +56,12 @@ from reconciler._kinds import (
     POD,
 )
 from reconciler._leader_election import LeaderElectionConfig, LeaderElector
+from reconciler._logging import (
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    reconciling,
+)
 from reconciler._manager import Manager
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import (
@@ -141,6 +147,7 @@ __all__ = [
     "Informer",
     "Invalid",
     "ItemExponentialFailureRateLimiter",
+    "JsonFormatter",
     "LabelsChanged",
     "LeaderElectionConfig",
     "LeaderElectionLost",
@@ -175,6 +182,7 @@ __all__ = [
     "ShutDown",
     "Store",
     "TerminalError",
+    "TextFormatter",
     "TooManyRequests",
     "Transport",
     "Trimmer",
@@ -185,6 +193,7 @@ __all__ = [
     "by_label",
     "by_namespace",
     "by_owner_uid",
+    "configure_logging",
     "default_controller_rate_limiter",
     "desired_hash",
     "enqueue_mapped",
@@ -198,5 +207,6 @@ __all__ = [
     "namespace_of",
     "owner_reference",
     "owner_references_of",
+    "reconciling",
     "resource_version_of",
 ]
