@@ -29,14 +29,16 @@ def tool(name: str) -> Path:
     return path
 
 
-def run(name: str, *args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    name: str, *args: str | Path, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run a tool from the repository root; on failure the assertion shows its output."""
     done = subprocess.run(
         [tool(name), *map(str, args)],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     if check:
         assert done.returncode == 0, f"{name} {' '.join(map(str, args))}:\n{done.stderr}"
