@@ -1,6 +1,7 @@
-"""The README's Helm path on a simulated cluster: `helm install --wait`, then `helm upgrade`
-with a new driver version walks every GPU node through the driver upgrade, then
-`helm uninstall` leaves no operand behind.
+"""The README's install paths on a simulated cluster. Helm: `helm install --wait`, then
+`helm upgrade` with a new driver version walks every GPU node through the driver upgrade,
+then `helm uninstall` leaves no operand behind. kustomize: config/default, then a sample
+policy.
 
 kwok runs no containers, so the operator runs as a local process against the cluster (as in
 tests/e2e/operator) while the chart's Deployment pod is only marked ready; the hook Jobs'
@@ -13,12 +14,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import yaml
 
 from components.sim import ClusterConfig, SimulatedCluster
 from reconciler import GVK, Cache, Client, RESTMapper, Transport, labels_of
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.polling import eventually
-from tests.tools import CHART, run
+from tests.tools import CHART, REPO, run
 
 pytestmark = pytest.mark.e2e
 
@@ -137,3 +139,37 @@ async def test_install_upgrade_uninstall(cluster: SimulatedCluster, client: Clie
     finally:
         operator.stop()
     assert "Traceback" not in operator.log_tail(400)
+
+
+async def test_kustomize_default_then_a_sample_policy(
+    cluster: SimulatedCluster, client: Client
+) -> None:
+    """The README's kustomize path: `kubectl apply -k config/default` (the same server-side
+    apply of what kustomize renders), then the minimal sample policy."""
+    rendered = run("kustomize", "build", REPO / "config" / "default").stdout
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in sorted(
+        documents, key=lambda d: d["kind"] not in ("Namespace", "CustomResourceDefinition")
+    ):
+        await client.apply(doc)
+
+    async def deployment_ready() -> bool:
+        deployment = await client.get_live(DEPLOYMENT, "gpu-operator", NAMESPACE)
+        return (deployment.get("status") or {}).get("readyReplicas") == 1
+
+    await eventually(deployment_ready, "the operator Deployment ready", 180)
+    sample = REPO / "config" / "samples" / "nvidia_v1_clusterpolicy_minimal.yaml"
+    await client.apply(yaml.safe_load(sample.read_text()))
+    operator = OperatorProcess(cluster.kubeconfig, cluster.workdir / "logs" / "kustomize.log")
+    operator.start()
+    try:
+
+        async def drivers_running() -> bool:
+            pods = await drivers(client)
+            return len(pods) == len(cluster.gpu_nodes) and all(
+                p["status"].get("phase") == "Running" for p in pods
+            )
+
+        await eventually(drivers_running, "a driver pod running on every GPU node", 300)
+    finally:
+        operator.stop()
