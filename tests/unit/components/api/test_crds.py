@@ -44,8 +44,8 @@ def test_committed_crds_are_the_generated_ones(kind: Any) -> None:
 
 def test_no_stray_files_in_config_crd() -> None:
     crds = sorted(k.file_name for k in KINDS)
-    assert sorted(p.name for p in CRD_DIR.iterdir()) == sorted([*crds, "kustomization.yaml"])
-    kustomization = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
+    assert sorted(p.name for p in CRD_DIR.iterdir()) == sorted([*crds, "kustomization.yml"])
+    kustomization = yaml.safe_load((CRD_DIR / "kustomization.yml").read_text())
     assert sorted(kustomization["resources"]) == crds
 
 
