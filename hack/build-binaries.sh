@@ -11,54 +11,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/versions.env
 source "${here}/versions.env"
-cache="${GPU_OPERATOR_CACHE:-${HOME}/.cache/gpu-operator}"
-bin="${cache}/bin"
+versions_file="hack/versions.env"
+# shellcheck source=hack/lib/go-build.sh
+source "${here}/lib/go-build.sh"
 
-fail() { echo "build-binaries: $*" >&2; exit 1; }
-
-command -v go >/dev/null 2>&1 ||
-  fail "Go is not installed; install Go 1.26 or newer (https://go.dev/dl/) and run this script again."
-
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
-
-# Progress: go build -v names each package as it compiles; print a count now and then.
-progress() {
-  awk -v what="$1" '{ n++; if (n % 250 == 0) { printf "  %s: %d packages compiled\n", what, n; fflush() } }
-    END { if (n) printf "  %s: %d packages compiled\n", what, n }'
-}
-
-# build NAME VERSION MODULE_DIR LDFLAGS PACKAGE...
-build() {
-  local name="$1" version="$2" module="$3" ldflags="$4"
-  shift 4
-  local out="${bin}/${name}-${version}"
-  local stamp
-  stamp="$(cat "${module}/go.sum" "${module}/go.mod" | sha256sum | cut -c1-16)"
-  if [[ -f "${out}/.stamp" && "$(cat "${out}/.stamp")" == "${stamp}" ]]; then
-    echo "${name} ${version}: cached in ${out}"
-    return
-  fi
-  echo "${name} ${version}: downloading modules"
-  (cd "${module}" && go mod download) ||
-    fail "could not download the Go modules for ${name} ${version}; check that the Go module proxy ($(go env GOPROXY)) is reachable, then run this script again."
-  echo "${name} ${version}: building $* (a cold build takes several minutes on 2 cores)"
-  local tmp
-  tmp="$(mktemp -d "${bin}/.build-${name}.XXXXXX")"
-  trap 'rm -rf "${tmp}"' RETURN
-  local log="${tmp}/build.log"
-  if ! (cd "${module}" && go build -v -trimpath -ldflags "${ldflags}" -o "${tmp}/" "$@" 2> >(tee "${log}" | progress "${name}" >&2)); then
-    tail -n 30 "${log}" >&2
-    fail "building ${name} ${version} failed (log above); fix the error or step back one release in hack/versions.env."
-  fi
-  rm -f "${log}"
-  echo "${stamp}" > "${tmp}/.stamp"
-  chmod 755 "${tmp}"
-  rm -rf "${out}"
-  mv "${tmp}" "${out}"
-  echo "${name} ${version}: built into ${out}"
-}
-
-mkdir -p "${bin}"
 started=$SECONDS
 
 k8s_minor="${KUBERNETES_VERSION#v1.}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the project needs on a fresh machine: a virtual environment with the
-# package and its dev tools, and the Go-built control-plane binaries (cached).
+# package and its dev tools, the Go-built control-plane binaries and the install-check tools
+# (helm, kustomize, promtool), all cached.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,3 +27,5 @@ if [[ ! -f "${stamp}" ]]; then
 fi
 
 bash hack/build-binaries.sh
+# helm, kustomize and promtool, for the chart, kustomize and alert-rule checks (cached).
+bash hack/build-tools.sh

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from components import __version__
-from components.commands import api, demo, run, sim
+from components.commands import api, demo, hooks, run, sim
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -37,11 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpu-operator",
         description="Install and keep healthy the NVIDIA GPU stack on every GPU node.",
     )
+    parser.add_argument("--version", action="version", version=f"gpu-operator {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(handler=_version)
     api.register(sub)
     demo.register(sub)
+    hooks.register(sub)
     run.register(sub)
     sim.register(sub)
     return parser

@@ -15,13 +15,13 @@ import argparse
 import asyncio
 import logging
 import os
-import sys
 from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from components import reachability
 from components.cli import CommandError
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
@@ -31,6 +31,7 @@ from reconciler import (
     CacheSyncTimeout,
     LeaderElectionConfig,
     LeaderElectionLost,
+    configure_logging,
     split_address,
 )
 
@@ -104,26 +105,20 @@ async def run(args: argparse.Namespace) -> None:
             args.namespace,
             "on" if election else "off",
         )
+        probe = asyncio.create_task(reachability.watch(api), name="api-reachability")
         try:
             await operator.manager.run()
         finally:
+            probe.cancel()
             if metrics is not None:
                 await metrics.stop()
     log.info("gpu-operator stopped")
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def run_operator(args: argparse.Namespace) -> int:
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise CommandError(f"cannot read the kubeconfig {args.kubeconfig}: no such file")
-    _configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     try:
         asyncio.run(run(args))
     except LeaderElectionLost as exc:

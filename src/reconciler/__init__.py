@@ -46,6 +46,12 @@ from reconciler._kinds import (
     POD,
 )
 from reconciler._leader_election import LeaderElectionConfig
+from reconciler._logging import (
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    reconciling,
+)
 from reconciler._manager import Manager
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import (
@@ -109,6 +115,7 @@ __all__ = [
     "IndexFunc",
     "Informer",
     "Invalid",
+    "JsonFormatter",
     "LabelsChanged",
     "LeaderElectionConfig",
     "LeaderElectionLost",
@@ -131,12 +138,14 @@ __all__ = [
     "Result",
     "ServerError",
     "TerminalError",
+    "TextFormatter",
     "TooManyRequests",
     "Unauthorized",
     "UnknownKind",
     "annotations_of",
     "by_label",
     "by_owner_uid",
+    "configure_logging",
     "enqueue_mapped",
     "enqueue_object",
     "enqueue_owner",
@@ -148,6 +157,7 @@ __all__ = [
     "namespace_of",
     "owner_reference",
     "owner_references_of",
+    "reconciling",
     "resource_version_of",
     "split_address",
 ]

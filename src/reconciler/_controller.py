@@ -28,6 +28,7 @@ from reconciler._clock import Clock
 from reconciler._exceptions import ApiError, Conflict, ShutDown, TerminalError
 from reconciler._handlers import MapFunc, WatchHandler, enqueue_object
 from reconciler._informer import Informer
+from reconciler._logging import reconciling
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import Request
 from reconciler._predicates import Predicate
@@ -171,7 +172,8 @@ class Controller:
             if not slice_began:
                 slice_began = loop.time()
             try:
-                await self._process(request)
+                with reconciling(self.name, request):
+                    await self._process(request)
             except Exception:  # metrics or logging failed; the worker must survive it
                 log.exception("controller %s: failed handling %s", self.name, request)
             finally:

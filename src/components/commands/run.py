@@ -81,4 +81,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=["debug", "info", "warning", "error"],
         help="log level (default info: one line per change made)",
     )
+    parser.add_argument(
+        "--log-format",
+        default=os.environ.get("LOG_FORMAT", "text"),
+        choices=["json", "text"],
+        help="json: one object a line (UTC time, level, logger, message, the object being "
+        "reconciled), for log pipelines; text (default, or $LOG_FORMAT): for people",
+    )
     parser.set_defaults(handler=run_operator)

@@ -43,7 +43,10 @@ def test_committed_crds_are_the_generated_ones(kind: Any) -> None:
 
 
 def test_no_stray_files_in_config_crd() -> None:
-    assert sorted(p.name for p in CRD_DIR.iterdir()) == sorted(k.file_name for k in KINDS)
+    crds = sorted(k.file_name for k in KINDS)
+    assert sorted(p.name for p in CRD_DIR.iterdir()) == sorted([*crds, "kustomization.yml"])
+    kustomization = yaml.safe_load((CRD_DIR / "kustomization.yml").read_text())
+    assert sorted(kustomization["resources"]) == crds
 
 
 def test_crds_command_prints_them(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,191 @@
+"""The Helm chart, rendered by the real helm: it lints strictly, takes NVIDIA's chart's
+values file as it is, maps those values onto the ClusterPolicy, refuses what it cannot honour
+by name, and stays in step with config/ and the API models."""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.api import validate_document
+from tests.tools import CHART, REPO, run
+from tests.unit.components.api.cases import COMPAT
+
+REFERENCE_VALUES = COMPAT / "reference-helm-values.yaml"
+
+
+def render(*args: str | Path) -> list[dict[str, Any]]:
+    out = run("helm", "template", "gpu", CHART, "--namespace", "gpu-operator", *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def one(documents: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in documents if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''}"
+    return found[0]
+
+
+def refused(*args: str) -> str:
+    done = run("helm", "template", "gpu", CHART, *args, check=False)
+    assert done.returncode != 0, "helm template accepted it"
+    return done.stderr
+
+
+def test_lint_strict_passes() -> None:
+    run("helm", "lint", "--strict", CHART)
+    run("helm", "lint", "--strict", CHART, "--values", REFERENCE_VALUES)
+
+
+def test_default_values_install_the_operator_and_a_valid_policy() -> None:
+    docs = render()
+    kinds = sorted({d["kind"] for d in docs})
+    assert kinds == [
+        "ClusterPolicy",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Job",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    policy = one(docs, "ClusterPolicy")
+    assert validate_document(policy) == []
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "gpu-operator:0.1.0"
+    assert "--log-format=json" in container["args"]
+    assert "--log-level=info" in container["args"]
+
+
+def test_reference_values_file_is_taken_as_is_and_mapped() -> None:
+    docs = render("--values", str(REFERENCE_VALUES))
+    spec = one(docs, "ClusterPolicy")["spec"]
+    reference = yaml.safe_load(REFERENCE_VALUES.read_text())
+    assert spec["driver"]["version"] == reference["driver"]["version"]
+    assert (
+        spec["driver"]["upgradePolicy"]["podDeletion"]
+        == (reference["driver"]["upgradePolicy"]["gpuPodDeletion"])
+    )
+    assert "gpuPodDeletion" not in spec["driver"]["upgradePolicy"]
+    assert spec["driver"]["useNvidiaDriverCRD"] is False
+    assert spec["mig"] == {"strategy": "single"}
+    assert spec["dcgmExporter"]["serviceMonitor"]["interval"] == "15s"
+    assert spec["operator"] == {
+        "defaultRuntime": "containerd",
+        "runtimeClass": "nvidia",
+        "use_ocp_driver_toolkit": False,
+    }
+    assert validate_document(one(docs, "ClusterPolicy")) == []
+
+
+def test_full_values_file_reaches_every_place(tmp_path: Path) -> None:
+    values = {
+        "operator": {
+            "repository": "registry.example/gpu",
+            "version": "1.2.3",
+            "logging": {"level": "debug", "format": "text"},
+            "priorityClassName": "high",
+            "nodeSelector": {"pool": "infra"},
+            "metrics": {"serviceMonitor": {"enabled": True, "additionalLabels": {"team": "gpu"}}},
+        },
+        "driver": {
+            "version": "580.1.2",
+            "upgradePolicy": {"maxParallelUpgrades": 3, "gpuPodDeletion": {"force": True}},
+            "nvidiaDriverCRD": {"enabled": True},
+        },
+        "devicePlugin": {"config": {"create": True, "name": "dp", "data": {"a": "b: c"}}},
+        "migManager": {"config": {"create": True, "name": "mig", "default": ""}},
+        "toolkit": {"enabled": False},
+        "extraObjects": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}],
+    }
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    docs = render("--values", str(path))
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "registry.example/gpu/gpu-operator:1.2.3"
+    assert {"--log-level=debug", "--log-format=text"} <= set(pod["containers"][0]["args"])
+    assert pod["priorityClassName"] == "high"
+    assert pod["nodeSelector"]["pool"] == "infra"
+    assert one(docs, "ServiceMonitor")["metadata"]["labels"]["team"] == "gpu"
+    spec = one(docs, "ClusterPolicy")["spec"]
+    assert spec["driver"]["version"] == "580.1.2"
+    assert spec["driver"]["upgradePolicy"]["maxParallelUpgrades"] == 3
+    assert spec["driver"]["upgradePolicy"]["podDeletion"]["force"] is True
+    assert spec["driver"]["useNvidiaDriverCRD"] is True
+    assert spec["devicePlugin"]["config"] == {"name": "dp", "default": ""}
+    assert spec["migManager"]["config"] == {"name": "mig", "default": ""}
+    assert spec["toolkit"]["enabled"] is False
+    assert one(docs, "ConfigMap", "dp")["data"] == {"a": "b: c"}
+    one(docs, "ConfigMap", "mig")
+    one(docs, "ConfigMap", "x")
+    assert validate_document(one(docs, "ClusterPolicy")) == []
+
+
+def test_hooks_update_crds_before_upgrade_and_delete_the_policy_before_uninstall() -> None:
+    docs = render()
+    jobs = {j["metadata"]["annotations"]["helm.sh/hook"]: j for j in docs if j["kind"] == "Job"}
+    assert set(jobs) == {"pre-upgrade", "pre-delete"}
+    args = {
+        hook: job["spec"]["template"]["spec"]["containers"][0]["args"] for hook, job in jobs.items()
+    }
+    assert args["pre-upgrade"] == ["apply-crds"]
+    assert args["pre-delete"][0] == "delete-policies"
+    no_upgrade = render("--set", "operator.upgradeCRD=false")
+    assert [j["metadata"]["name"] for j in no_upgrade if j["kind"] == "Job"] == [
+        "gpu-operator-pre-delete"
+    ]
+
+
+def test_no_policy_when_the_admin_brings_their_own() -> None:
+    assert not [
+        d for d in render("--set", "clusterPolicy.deployCR=false") if d["kind"] == "ClusterPolicy"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("driver.hostNetwork=true", "driver.hostNetwork is not supported"),
+        ("ccManager.enabled=false", "ccManager.enabled is not supported"),
+        ("operator.logging.timeEncoding=iso8601", "operator.logging.timeEncoding is not supported"),
+    ],
+)
+def test_unsupported_value_is_refused_by_name(setting: str, named: str) -> None:
+    assert named in refused("--set", setting)
+
+
+def test_unknown_key_is_refused_by_name() -> None:
+    message = refused("--set", "driver.verison=1")
+    assert "/driver" in message and "verison" in message
+
+
+def test_chart_copies_match_config_and_models() -> None:
+    for crd in (REPO / "config" / "crd").glob("nvidia.com_*.yaml"):
+        assert filecmp.cmp(crd, CHART / "crds" / crd.name, shallow=False), crd.name
+    for role in ("cluster_role.yaml", "role.yaml"):
+        assert filecmp.cmp(
+            REPO / "config" / "rbac" / role, CHART / "files" / "rbac" / role, shallow=False
+        ), f"{role}: run hack/generate-crds.sh"
+    rbac = {d["kind"]: d for d in render() if d["metadata"]["name"] == "gpu-operator"}
+    for kind, file in (("ClusterRole", "cluster_role.yaml"), ("Role", "role.yaml")):
+        assert (
+            rbac[kind]["rules"]
+            == yaml.safe_load((REPO / "config" / "rbac" / file).read_text())["rules"]
+        )
+
+
+def test_value_checks_are_current() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, REPO / "hack" / "chart_values.py", "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
