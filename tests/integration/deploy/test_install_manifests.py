@@ -45,7 +45,7 @@ async def apply_all(client: Client, documents: list[Object]) -> list[Object]:
     answers = []
     first = [d for d in documents if d["kind"] in REAL]
     for doc in sorted(first, key=lambda d: d["kind"] != "Namespace"):
-        answers.append(await client.apply(doc))
+        answers.append((await client.apply(doc)).object)
         if doc["kind"] == "CustomResourceDefinition":
             await eventually(lambda d=doc: established(client, name_of(d)), name_of(doc))
     for doc in documents:
