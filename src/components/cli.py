@@ -15,16 +15,9 @@ from collections.abc import Callable, Sequence
 
 from components import __version__
 from components.commands import api, demo, hooks, run, sim
+from components.errors import CommandError
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-class CommandError(Exception):
-    """An error meant for the user: printed as one sentence, exit status 1 (or `status`)."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _version(_: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from components.api import KINDS, crd
-from components.cli import CommandError
+from components.errors import CommandError
 from components.kinds import CLUSTER_POLICY
 from components.run import api_client
 from reconciler import ApiError, ApiUnreachable, Cache, Client, name_of

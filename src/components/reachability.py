@@ -12,8 +12,8 @@ import asyncio
 import logging
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from reconciler import ApiError, ApiUnreachable
+from reconciler.lowlevel import Transport
 
 log = logging.getLogger("components.reachability")
 
@@ -24,8 +24,10 @@ WHILE_UP_SECONDS = 60.0
 
 def cause(exc: BaseException) -> str:
     """One line a person can act on."""
-    if isinstance(exc, ApiException):
+    if isinstance(exc, ApiError):
         return f"HTTP {exc.status} {exc.reason}".strip()
+    if isinstance(exc, ApiUnreachable) and isinstance(exc.__cause__, BaseException):
+        exc = exc.__cause__
     if isinstance(exc, TimeoutError):
         return f"no answer within {TIMEOUT_SECONDS:.0f}s"
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
@@ -33,13 +35,13 @@ def cause(exc: BaseException) -> str:
 
 async def watch(api: Any) -> None:
     """Probe until cancelled."""
-    url = api.configuration.host
-    versions = client.VersionApi(api)
+    transport = Transport(api, user_agent="gpu-operator", request_timeout=TIMEOUT_SECONDS)
+    url = transport.host
     down = False
     while True:
         try:
             async with asyncio.timeout(TIMEOUT_SECONDS):
-                await versions.get_code(_request_timeout=TIMEOUT_SECONDS)
+                await transport.request("GET", "/version")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # any failure is the thing to report

@@ -22,9 +22,9 @@ from kubernetes_asyncio import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from components import reachability
-from components.cli import CommandError
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
+from components.errors import CommandError
 from reconciler import (
     ApiError,
     ApiUnreachable,

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from components.cli import CommandError
+from components.errors import CommandError
 from gpusim._cluster import SimulatedCluster
 from gpusim._errors import SimError
 from gpusim._hardware import DEFAULT_PRODUCT

@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
-from components.cli import CommandError
 from components.commands.demo import REPO_CONFIG
+from components.errors import CommandError
 from gpusim._cluster import SimulatedCluster
 from gpusim._crds import apply_crds, load_documents
 from gpusim._errors import SimError

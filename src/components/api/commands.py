@@ -10,7 +10,7 @@ from pathlib import Path
 from components.api._crd import KINDS, render, render_all, write_all
 from components.api._unsupported import unsupported_in_text
 from components.api._validate import Report, validate_files, validate_text
-from components.cli import CommandError
+from components.errors import CommandError
 
 
 def run_crds(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ def deferred(module: str, name: str) -> Handler:
             package = module.split(".", 1)[0]
             if exc.name != package:
                 raise
-            from components.cli import CommandError
+            from components.errors import CommandError
 
             raise CommandError(
                 f"this installation does not include the {package} package (the operator "
