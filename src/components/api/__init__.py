@@ -58,11 +58,14 @@ from components.api._images import (
     resolve_image,
 )
 from components.api._labels import (
+    CLIENT_DEPLOY_LABEL,
     COMPONENT_LABEL,
     DEPLOY_LABEL_PREFIX,
     DRIVER_DEPLOY_LABEL,
     DRIVER_KERNEL_PIN_LABEL,
+    DRIVER_UPGRADE_ENABLED_ANNOTATION,
     GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
     KERNEL_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -74,6 +77,9 @@ from components.api._labels import (
     OPERANDS_OPT_OUT_LABEL,
     OS_ID_LABEL,
     OS_VERSION_LABEL,
+    VGPU_HOST_DRIVER_LABEL,
+    WORKLOAD_CONFIG_LABEL,
+    mig_capable,
     opted_out,
 )
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
@@ -165,18 +171,24 @@ __all__ = [
 
 # -- one home for rules the controllers and the upgrade share (issue 11, item 4) ----------
 __all__ += [
+    "CLIENT_DEPLOY_LABEL",
     "COMPONENT_LABEL",
     "DEPLOY_LABEL_PREFIX",
     "DRIVER_DEPLOY_LABEL",
+    "DRIVER_UPGRADE_ENABLED_ANNOTATION",
     "GPU_PRESENT_LABEL",
+    "GPU_PRODUCT_LABEL",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "MIG_MANAGER_DEPLOY_LABEL",
     "NFD_GPU_LABELS",
     "NFD_PREFIX",
     "OPERANDS_OPT_OUT_LABEL",
+    "VGPU_HOST_DRIVER_LABEL",
+    "WORKLOAD_CONFIG_LABEL",
     "active_cluster_policy",
     "by_age",
+    "mig_capable",
     "names_and_more",
     "node_selector_terms_match",
     "opted_out",

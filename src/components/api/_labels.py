@@ -37,6 +37,18 @@ MIG_MANAGER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"
 
 MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
 """`true` on a node whose GPUs support MIG (GPU feature discovery)."""
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+"""The GPU model (GPU feature discovery), e.g. `NVIDIA-A100-SXM4-80GB`."""
+VGPU_HOST_DRIVER_LABEL: Final = "nvidia.com/vgpu.host-driver-version"
+"""Set on a vGPU host: its GPUs are shared through vGPU, never partitioned by MIG."""
+WORKLOAD_CONFIG_LABEL: Final = "nvidia.com/gpu.workload.config"
+"""What a node's GPUs serve with sandbox workloads on: `container`, `vm-passthrough` or
+`vm-vgpu` (set by the admin; the policy's `sandboxWorkloads.defaultWorkload` otherwise)."""
+CLIENT_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.client"
+"""`true` on every GPU node; third-party GPU clients select on it so that they leave the
+node while its driver restarts or its MIG layout changes."""
+DRIVER_UPGRADE_ENABLED_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade-enabled"
+"""Node annotation, `true` on GPU nodes while the policy upgrades drivers automatically."""
 
 DRIVER_KERNEL_PIN_LABEL: Final = "nvidia.com/precompiled-driver.kernel-version.full"
 """With precompiled drivers: the kernel whose driver DaemonSet the node belongs to.
@@ -63,3 +75,18 @@ def opted_out(labels: Mapping[str, str]) -> bool:
     """`nvidia.com/gpu.deploy.operands=false`: no operand runs on the node, whatever its
     other deploy labels say (the node labeller removes them)."""
     return labels.get(OPERANDS_OPT_OUT_LABEL) == "false"
+
+
+#: Substrings of `nvidia.com/gpu.product` (lower case) of GPUs that support MIG.
+MIG_PRODUCTS: Final = ("a100", "a30", "h100", "h200", "b200")
+
+
+def mig_capable(labels: Mapping[str, str]) -> bool:
+    """The node's GPUs support MIG: GPU feature discovery says so, or (before it has run)
+    the product is one that does; a vGPU host never counts."""
+    if labels.get(VGPU_HOST_DRIVER_LABEL):
+        return False
+    if MIG_CAPABLE_LABEL in labels:
+        return labels[MIG_CAPABLE_LABEL] == "true"
+    product = labels.get(GPU_PRODUCT_LABEL, "").lower()
+    return any(model in product for model in MIG_PRODUCTS)

@@ -1,6 +1,7 @@
 """The controllers that keep the GPU stack on every GPU node, and the operator that runs them.
 
-* `NodeLabelController`: `nvidia.com/gpu.present` and `nvidia.com/gpu.deploy.*` on nodes;
+* `NodeLabelController`: `nvidia.com/gpu.present`, `nvidia.com/gpu.deploy.*` and the
+  driver auto-upgrade annotation on nodes;
 * `ClusterPolicyController`: every operand from the oldest ClusterPolicy, its status,
   Events and `gpu_operator_*` metrics;
 * `NVIDIADriverController`: driver DaemonSets per node pool from NVIDIADriver resources.
@@ -22,8 +23,8 @@ from components.controllers._constants import (
     HASH_ANNOTATION,
     LEASE_NAME,
 )
-from components.controllers._labels import has_gpu, node_label_patch
-from components.controllers._node_labels import NodeLabelController, deploy_labels
+from components.controllers._labels import LabelPolicy, annotation_patch, has_gpu, node_label_patch
+from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
 from components.controllers._operator import Operator, build_operator, setup_operator
 from components.controllers._pools import Pool, Pools, assign, exclusion_terms
@@ -36,15 +37,16 @@ __all__ = [
     "LEASE_NAME",
     "ClusterPolicyController",
     "Findings",
+    "LabelPolicy",
     "NVIDIADriverController",
     "NodeLabelController",
     "OperandReadiness",
     "Operator",
     "Pool",
     "Pools",
+    "annotation_patch",
     "assign",
     "build_operator",
-    "deploy_labels",
     "exclusion_terms",
     "has_gpu",
     "node_label_patch",

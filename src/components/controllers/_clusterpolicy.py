@@ -40,6 +40,7 @@ from components.controllers._apply import (
     ObjectRef,
     component_of,
     controller_owner,
+    describe,
     owned_by_kind,
     ref_of,
 )
@@ -52,6 +53,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
+from components.controllers._driver_handover import hand_over
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import (
@@ -285,12 +287,32 @@ class ClusterPolicyController:
                 sync.desired.add(ref_of(obj))
                 await self._apply(obj, operand.name, sync)
         sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
+        handed = await self._hand_over_drivers(sync)
         sync.changes += await self.applier.prune(
             sync.desired,
             owned_by_kind(CLUSTER_POLICY.kind),
-            keep=lambda o: self._keep(o, sync),
+            keep=lambda o: ref_of(o) in handed or self._keep(o, sync),
         )
         return sync
+
+    async def _hand_over_drivers(self, sync: Sync) -> set[ObjectRef]:
+        """Replace each undesired driver DaemonSet that still has pods by the desired one
+        on their nodes without restarting them (`_driver_handover`)."""
+        desired = sync.driver_daemonsets
+        if not desired:
+            return set()
+        handed: set[ObjectRef] = set()
+        for obj in self.applier.owned_objects(owned_by_kind(CLUSTER_POLICY.kind)):
+            if obj.get("kind") != DAEMONSET.kind or component_of(obj) != self.driver:
+                continue
+            if ref_of(obj) in sync.desired or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if self._keep(obj, sync):
+                continue
+            if await hand_over(self.client, obj, desired):
+                handed.add(ref_of(obj))
+                sync.changes.append(Change("deleted", describe(obj), self.driver or ""))
+        return handed
 
     def _enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
         if operand.name == self.driver and uses_driver_crd(policy):

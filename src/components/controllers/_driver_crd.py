@@ -45,6 +45,7 @@ _SAME_FIELDS = (
 )
 
 DRIVER_DAEMONSET_PREFIX = "nvidia-driver-daemonset"
+OS_RELEASE_LABEL = "nvidia.com/node.os-version"
 
 
 def uses_driver_crd(policy: ClusterPolicy) -> bool:
@@ -93,15 +94,13 @@ def daemonset_name(original: str, nvidia_driver: str, driver_type: str) -> str:
 
 
 def _rename(ds: dict[str, Any], name: str) -> None:
-    old = ds["metadata"]["name"]
+    """Name the DaemonSet `name` and make `app: <name>` its pods' label and its whole
+    selector: the ClusterPolicy's selector (`app=nvidia-driver-daemonset` and the OS
+    release) would overlap with another NVIDIADriver's for the same OS."""
     ds["metadata"]["name"] = name
-    for labels in (
-        ds["metadata"].get("labels") or {},
-        ds["spec"]["selector"].get("matchLabels") or {},
-        ds["spec"]["template"]["metadata"].get("labels") or {},
-    ):
-        if labels.get("app") == old:
-            labels["app"] = name
+    ds["metadata"]["labels"]["app"] = name
+    ds["spec"]["selector"] = {"matchLabels": {"app": name}}
+    ds["spec"]["template"]["metadata"]["labels"]["app"] = name
 
 
 def _add_affinity(pod: dict[str, Any], terms: Sequence[Mapping[str, Any]]) -> None:
@@ -123,7 +122,10 @@ def for_nvidia_driver(
 ) -> dict[str, Any]:
     """A driver DaemonSet rendered from the ClusterPolicy, made the NVIDIADriver's."""
     out = copy.deepcopy(dict(ds))
-    _rename(out, daemonset_name(out["metadata"]["name"], nvidia_driver, spec.driver_type))
+    original = out["metadata"]["name"]
+    if original == DRIVER_DAEMONSET_PREFIX:  # a single OS's: name the OS all the same
+        original += "-" + out["metadata"]["labels"].get(OS_RELEASE_LABEL, "")
+    _rename(out, daemonset_name(original, nvidia_driver, spec.driver_type))
     out["metadata"]["labels"][NVIDIA_DRIVER_OWNER_LABEL] = nvidia_driver
     template = out["spec"]["template"]
     pod = template["spec"]

@@ -1,37 +1,133 @@
 """Which labels a node should carry: pure functions of its labels and the policy.
 
-The rules are the reference operator's (DESIGN section 3):
+The rules are the reference operator's, so node selectors and runbooks written for it
+keep working (DESIGN section 3):
 
 * `nvidia.com/gpu.present=true` on a node NFD found an NVIDIA PCI device on; `false` on a
   node that had it and has no GPU any more (its `nvidia.com/gpu.deploy.*` labels go).
-* `nvidia.com/gpu.deploy.<operand>=true` for each enabled operand; the MIG manager's only
-  on `nvidia.com/mig.capable=true` nodes. A value someone else set (e.g. the MIG manager's
-  `paused-for-mig-change`) is never overwritten.
-* `nvidia.com/gpu.deploy.operands=false` opts a node out: every other deploy label goes.
-* A deploy label of an operand that is no longer enabled goes if it is ours (`true`).
-* Deploy labels of operands we do not know (`nvidia.com/gpu.deploy.sandbox-*`, ...) are
-  left alone, except on a node with no GPU any more.
+* Every GPU node gets the deploy labels of its workload: for containers (the default)
+  `driver`, `gpu-feature-discovery`, `container-toolkit`, `device-plugin`, `dcgm`,
+  `dcgm-exporter`, `node-status-exporter`, `operator-validator` and `client`, whether or
+  not the policy enables the operand (a disabled operand simply has no DaemonSet). With
+  `sandboxWorkloads.enabled` a node's `nvidia.com/gpu.workload.config` (or the policy's
+  default) may pick the `vm-passthrough` or `vm-vgpu` set instead; labels of the other
+  sets go.
+* `nvidia.com/gpu.deploy.mig-manager=true` on a container node with MIG-capable GPUs:
+  `nvidia.com/mig.capable=true`, or, before GPU feature discovery has said so, a product
+  known to support MIG; never on a vGPU host.
+* A label that is already there keeps its value (e.g. the MIG manager's
+  `paused-for-mig-change`): only missing labels are added.
+* `nvidia.com/gpu.deploy.operands=false` opts a node out: every deploy label above goes.
+* Deploy labels outside these sets are left alone, except on a node with no GPU any more.
 
 The result is a merge patch (`None` removes a label), empty when nothing must change, so
-a node that is already right costs no write.
+a node that is already right costs no write. The node annotation
+`nvidia.com/gpu-driver-upgrade-enabled` follows the same pattern (`annotation_patch`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
 
 from components.api import (
+    CLIENT_DEPLOY_LABEL,
     DEPLOY_LABEL_PREFIX,
+    DRIVER_UPGRADE_ENABLED_ANNOTATION,
     GPU_PRESENT_LABEL,
-    MIG_CAPABLE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
     NFD_GPU_LABELS,
     NFD_PREFIX,
     OPERANDS_OPT_OUT_LABEL,
+    WORKLOAD_CONFIG_LABEL,
+    ClusterPolicy,
+    mig_capable,
     opted_out,
 )
 
 LabelPatch = dict[str, str | None]
+
+CONTAINER: Final = "container"
+VM_PASSTHROUGH: Final = "vm-passthrough"
+VM_VGPU: Final = "vm-vgpu"
+
+_D = DEPLOY_LABEL_PREFIX
+_KUBEVIRT_DEVICE_PLUGIN = _D + "sandbox-device-plugin"
+_KATA_DEVICE_PLUGIN = _D + "kata-sandbox-device-plugin"
+
+#: The deploy labels of each workload, as the reference writes them.
+WORKLOAD_LABELS: Final[Mapping[str, frozenset[str]]] = {
+    CONTAINER: frozenset(
+        _D + name
+        for name in (
+            "driver",
+            "gpu-feature-discovery",
+            "container-toolkit",
+            "device-plugin",
+            "dcgm",
+            "dcgm-exporter",
+            "node-status-exporter",
+            "operator-validator",
+        )
+    )
+    | {CLIENT_DEPLOY_LABEL},
+    VM_PASSTHROUGH: frozenset(
+        _D + name
+        for name in (
+            "sandbox-device-plugin",
+            "sandbox-validator",
+            "vfio-manager",
+            "kata-manager",
+            "cc-manager",
+        )
+    )
+    | {CLIENT_DEPLOY_LABEL},
+    VM_VGPU: frozenset(
+        _D + name
+        for name in (
+            "sandbox-device-plugin",
+            "vgpu-manager",
+            "vgpu-device-manager",
+            "sandbox-validator",
+            "cc-manager",
+        )
+    )
+    | {CLIENT_DEPLOY_LABEL},
+}
+
+#: Every deploy label these rules write (and so may take away).
+STATE_LABELS: Final = frozenset().union(*WORKLOAD_LABELS.values()) | {
+    _KATA_DEVICE_PLUGIN,
+    MIG_MANAGER_DEPLOY_LABEL,
+}
+
+
+@dataclass(frozen=True)
+class LabelPolicy:
+    """What of the active ClusterPolicy the node labels depend on."""
+
+    sandbox_enabled: bool = False
+    default_workload: str = CONTAINER
+    sandbox_mode: str = "kubevirt"
+    auto_upgrade: bool = False
+    """Whether `nvidia.com/gpu-driver-upgrade-enabled=true` belongs on GPU nodes."""
+
+    @classmethod
+    def of(cls, policy: ClusterPolicy) -> LabelPolicy:
+        spec = policy.spec
+        sandbox = spec.sandbox_workloads
+        driver = spec.driver
+        return cls(
+            sandbox_enabled=sandbox.enabled,
+            default_workload=sandbox.default_workload,
+            sandbox_mode=sandbox.mode,
+            auto_upgrade=(
+                (driver.enabled or driver.use_nvidia_driver_crd)
+                and driver.upgrade_policy.auto_upgrade
+                and not sandbox.enabled
+            ),
+        )
 
 
 def has_gpu(labels: Mapping[str, str]) -> bool:
@@ -43,35 +139,74 @@ def has_nfd_labels(labels: Mapping[str, str]) -> bool:
     return any(key.startswith(NFD_PREFIX) for key in labels)
 
 
-def mig_capable(labels: Mapping[str, str]) -> bool:
-    return labels.get(MIG_CAPABLE_LABEL) == "true"
+def workload(labels: Mapping[str, str], policy: LabelPolicy) -> str:
+    """The node's workload: always containers unless sandbox workloads are on."""
+    if not policy.sandbox_enabled:
+        return CONTAINER
+    chosen = labels.get(WORKLOAD_CONFIG_LABEL, "")
+    if chosen in WORKLOAD_LABELS:
+        return chosen
+    return policy.default_workload if policy.default_workload in WORKLOAD_LABELS else CONTAINER
 
 
-def node_label_patch(
-    labels: Mapping[str, str], deploy_labels: Mapping[str, bool] | None
-) -> LabelPatch:
+def workload_labels(config: str, mode: str) -> frozenset[str]:
+    """The deploy labels of a workload; a Kata passthrough node gets the Kata device
+    plugin's instead of KubeVirt's."""
+    labels = WORKLOAD_LABELS[config]
+    if config == VM_PASSTHROUGH and mode == "kata":
+        return (labels - {_KUBEVIRT_DEVICE_PLUGIN}) | {_KATA_DEVICE_PLUGIN}
+    return labels
+
+
+def node_label_patch(labels: Mapping[str, str], policy: LabelPolicy | None) -> LabelPatch:
     """The merge patch of `metadata.labels` that makes `labels` right.
 
-    `deploy_labels` maps the deploy label of every operand we know to whether the operand
-    is enabled; `None` means no active ClusterPolicy, and then only
-    `nvidia.com/gpu.present` is kept right.
+    `policy` is what the active ClusterPolicy says (`LabelPolicy.of`); `None` means no
+    active ClusterPolicy, and then only `nvidia.com/gpu.present` is kept right.
     """
     if not has_gpu(labels):
         return _no_gpu_patch(labels)
     patch: LabelPatch = {}
     if labels.get(GPU_PRESENT_LABEL) != "true":
         patch[GPU_PRESENT_LABEL] = "true"
-    if deploy_labels is None:
+    if policy is None:
         return patch
-    out = opted_out(labels)
-    for key, enabled in sorted(deploy_labels.items()):
-        wanted = enabled and not out and (key != MIG_MANAGER_DEPLOY_LABEL or mig_capable(labels))
-        value = labels.get(key)
-        if wanted and not value:
+    if opted_out(labels):
+        patch.update({key: None for key in sorted(STATE_LABELS) if key in labels})
+        return patch
+    config = workload(labels, policy)
+    wanted = set(workload_labels(config, policy.sandbox_mode))
+    if config == CONTAINER and mig_capable(labels):
+        wanted.add(MIG_MANAGER_DEPLOY_LABEL)
+    for key in sorted(STATE_LABELS):
+        if key in wanted and key not in labels:
             patch[key] = "true"
-        elif not wanted and value is not None and (out or value == "true"):
+        elif key not in wanted and key in labels:
+            # A container node that stopped looking MIG-capable keeps the label: only a
+            # move to a VM workload (or an opt-out) takes it away, as in the reference.
+            if key == MIG_MANAGER_DEPLOY_LABEL and config == CONTAINER:
+                continue
             patch[key] = None
     return patch
+
+
+def annotation_patch(
+    labels: Mapping[str, str], annotations: Mapping[str, str], policy: LabelPolicy | None
+) -> LabelPatch:
+    """The merge patch of `metadata.annotations`: `nvidia.com/gpu-driver-upgrade-enabled`
+    is `true` on a GPU node while drivers upgrade automatically, absent otherwise.
+
+    `labels` are the node's labels after `node_label_patch`; nodes that are not GPU nodes
+    are not written. Without an active ClusterPolicy nothing is changed.
+    """
+    if policy is None or labels.get(GPU_PRESENT_LABEL) != "true":
+        return {}
+    value = annotations.get(DRIVER_UPGRADE_ENABLED_ANNOTATION)
+    if policy.auto_upgrade and value != "true":
+        return {DRIVER_UPGRADE_ENABLED_ANNOTATION: "true"}
+    if not policy.auto_upgrade and value is not None:
+        return {DRIVER_UPGRADE_ENABLED_ANNOTATION: None}
+    return {}
 
 
 def _no_gpu_patch(labels: Mapping[str, str]) -> LabelPatch:

@@ -1,8 +1,9 @@
-"""The node labeling controller: `nvidia.com/gpu.present` and `nvidia.com/gpu.deploy.*`.
+"""The node labeling controller: `nvidia.com/gpu.present`, `nvidia.com/gpu.deploy.*` and
+the annotation `nvidia.com/gpu-driver-upgrade-enabled`.
 
 One request per node. The labels a node should carry are a pure function of its own
 labels and the active ClusterPolicy (`_labels.node_label_patch`); when they already are
-right nothing is written, otherwise one merge patch of just the labels that change.
+right nothing is written, otherwise one merge patch of just what changes.
 A ClusterPolicy change re-checks every GPU node (and every node that still carries our
 labels); a node is re-checked when its labels change.
 """
@@ -10,22 +11,20 @@ labels); a node is re-checked when its labels change.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
-from components.api import (
-    DEPLOY_LABEL_PREFIX,
-    DRIVER_DEPLOY_LABEL,
-    GPU_PRESENT_LABEL,
-    ClusterPolicy,
-)
+from components.api import DEPLOY_LABEL_PREFIX, GPU_PRESENT_LABEL
 from components.controllers import _informers
 from components.controllers._constants import (
     CLUSTER_POLICY,
     NODE,
 )
-from components.controllers._labels import has_gpu, node_label_patch
+from components.controllers._labels import (
+    LabelPolicy,
+    annotation_patch,
+    has_gpu,
+    node_label_patch,
+)
 from components.controllers._policies import ActivePolicy
-from components.operands import OPERANDS, Operand
 from reconciler import (
     Controller,
     GenerationChanged,
@@ -43,18 +42,6 @@ log = logging.getLogger("components.controllers.nodelabels")
 NAME = "node-labels"
 
 
-def deploy_labels(policy: ClusterPolicy, operands: Sequence[Operand]) -> dict[str, bool]:
-    """Every operand's deploy label -> whether the policy enables the operand.
-
-    With `driver.useNvidiaDriverCRD` the driver comes from NVIDIADriver resources, whose
-    DaemonSets select on the same label, so it stays wanted while the driver is enabled.
-    """
-    out = {op.deploy_label: op.enabled(policy) for op in operands if op.deploy_label}
-    if DRIVER_DEPLOY_LABEL in out and policy.spec.driver.use_nvidia_driver_crd:
-        out[DRIVER_DEPLOY_LABEL] = policy.spec.driver.enabled
-    return out
-
-
 def concerns_us(node: Object) -> bool:
     """A node whose labels we may have to write: it has a GPU, or carries our labels."""
     labels = labels_of(node)
@@ -66,10 +53,9 @@ def concerns_us(node: Object) -> bool:
 
 
 class NodeLabelController:
-    def __init__(self, manager: Manager, *, operands: Sequence[Operand] | None = None) -> None:
+    def __init__(self, manager: Manager) -> None:
         self.manager = manager
         self.client = manager.client
-        self.operands: list[Operand] = list(OPERANDS if operands is None else operands)
         self._active = ActivePolicy(lambda: self.client.list(CLUSTER_POLICY))
 
     def setup(self) -> Controller:
@@ -82,18 +68,28 @@ class NodeLabelController:
     def _every_node(self, _: Object) -> list[Request]:
         return [Request("", name_of(n)) for n in self.client.list(NODE) if concerns_us(n)]
 
-    def _policy(self) -> ClusterPolicy | None:
-        """The active policy, parsed once per resourceVersion (one parse for 5,000 nodes)."""
-        return self._active.parsed()
+    def _policy(self) -> LabelPolicy | None:
+        """What the active policy says of labels, parsed once per resourceVersion (one
+        parse for 5,000 nodes)."""
+        policy = self._active.parsed()
+        return LabelPolicy.of(policy) if policy is not None else None
 
     async def reconcile(self, request: Request) -> Result | None:
         node = self.client.get(NODE, request.name)
         if node is None:
             return None
         policy = self._policy()
-        wanted = deploy_labels(policy, self.operands) if policy is not None else None
-        patch = node_label_patch(labels_of(node), wanted)
-        if not patch:
+        labels = labels_of(node)
+        patch = node_label_patch(labels, policy)
+        after = {k: v for k, v in {**labels, **patch}.items() if v is not None}
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        notes = annotation_patch(after, annotations, policy)
+        if not patch and not notes:
             return None
-        await self.client.patch(NODE, request.name, {"metadata": {"labels": patch}})
+        meta: dict[str, object] = {}
+        if patch:
+            meta["labels"] = patch
+        if notes:
+            meta["annotations"] = notes
+        await self.client.patch(NODE, request.name, {"metadata": meta})
         return None

@@ -57,7 +57,7 @@ def setup_operator(
     applier = Applier(manager, namespace)
     metrics = OperatorMetrics(manager.registry)
     recorder = manager.event_recorder(FIELD_MANAGER)
-    labels = NodeLabelController(manager, operands=operands)
+    labels = NodeLabelController(manager)
     policy = ClusterPolicyController(
         manager,
         applier,

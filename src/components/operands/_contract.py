@@ -11,10 +11,10 @@ from typing import Any, Protocol
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
     KERNEL_LABEL,
-    MIG_CAPABLE_LABEL,
     OS_ID_LABEL,
     OS_VERSION_LABEL,
     ClusterPolicy,
+    mig_capable,
 )
 
 
@@ -46,7 +46,7 @@ class GPUNode:
             kernel=labels.get(KERNEL_LABEL) or None,
             pinned_kernel=labels.get(DRIVER_KERNEL_PIN_LABEL) or None,
             container_runtime=str(info.get("containerRuntimeVersion", "")),
-            mig_capable=labels.get(MIG_CAPABLE_LABEL) == "true",
+            mig_capable=mig_capable(labels),
         )
 
 

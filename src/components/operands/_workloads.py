@@ -74,15 +74,17 @@ def daemonset(
     name: str,
     pod: dict[str, Any],
     *,
+    app: str | None = None,
     selector: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     pod_labels: Mapping[str, str] | None = None,
     pod_annotations: Mapping[str, str] | None = None,
     strategy: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A DaemonSet whose pods carry `app: <name>` (plus `selector`), the operator's labels,
-    `daemonsets.labels/annotations` and the operand's own pod labels/annotations."""
-    match = {"app": name, **(selector or {})}
+    """A DaemonSet whose pods carry `app: <name>` (or `app`; plus `selector`), the
+    operator's labels, `daemonsets.labels/annotations` and the operand's own pod
+    labels/annotations."""
+    match = {"app": app or name, **(selector or {})}
     object_labels = {**match, **(labels or {})}
     template_labels: dict[str, str] = {}
     for key, value in {**ctx.spec.daemonsets.labels, **(pod_labels or {})}.items():

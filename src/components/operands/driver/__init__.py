@@ -6,7 +6,8 @@ nodes by what picks their image and render one DaemonSet per group:
 
 * **default**: one per OS release (`system-os_release.ID` + `VERSION_ID`), named
   `nvidia-driver-daemonset-<ID><VERSION_ID>` (`nvidia-driver-daemonset-ubuntu22.04`),
-  selecting on both labels; image `<driver>:<version>-<ostag>`.
+  selecting on both labels; image `<driver>:<version>-<ostag>`. On a single-OS cluster
+  the only one has the reference's name, `nvidia-driver-daemonset`.
 * **`usePrecompiled: true`**: one per (kernel, OS release), named as the reference names
   them, `nvidia-driver-daemonset-<kernel>-<ID><VERSION_ID>`, labelled
   `nvidia.com/precompiled=true`; image `<driver>:<branch>-<kernel>-<ostag>`. Where the
@@ -30,10 +31,11 @@ DaemonSet.
 
 Names are Kubernetes DNS labels (kernel strings lose their architecture suffix and `_`
 becomes `.`, as in the reference; anything longer than 63 characters is cut and hashed).
-Every driver DaemonSet has its own `app` label (its name) for its pods; all share
-`app.kubernetes.io/component: nvidia-driver`, which the pod anti-affinity uses so two driver
-pods never run on one node. Update strategy is always `OnDelete`: the upgrade controller
-decides when a node's driver pod is replaced.
+Every driver pod carries the reference's `app=nvidia-driver-daemonset` (runbooks select on
+it); a per-OS DaemonSet's selector adds its OS release (and kernel), so selectors never
+overlap. All share `app.kubernetes.io/component: nvidia-driver`, which the pod
+anti-affinity uses so two driver pods never run on one node. Update strategy is always
+`OnDelete`: the upgrade controller decides when a node's driver pod is replaced.
 """
 
 from __future__ import annotations

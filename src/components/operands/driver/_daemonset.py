@@ -18,7 +18,7 @@ from components.operands.driver._containers import (
     driver_containers,
     manager_container,
 )
-from components.operands.driver._pools import DEPLOY_LABEL, DriverPool, sanitize_kernel
+from components.operands.driver._pools import APP, DEPLOY_LABEL, DriverPool, sanitize_kernel
 
 ACCOUNT = "nvidia-driver"
 COMPONENT = "nvidia-driver"
@@ -89,6 +89,20 @@ def _volumes(ctx: Ctx, driver: DriverSpec) -> list[dict[str, Any]]:
     ]
 
 
+def pool_selector(name: str, labels: dict[str, str]) -> dict[str, str]:
+    """What a driver DaemonSet selects its pods by, besides `app=nvidia-driver-daemonset`.
+
+    Every driver pod carries `app=nvidia-driver-daemonset`, so runbooks find them all;
+    the only DaemonSet of a single-OS cluster selects on just that (the reference's
+    selector), the DaemonSet of one OS release (and kernel) on those labels too, so the
+    selectors of several never overlap. Each is fixed by the name, as a selector must be.
+    """
+    if name == APP:
+        return {}
+    keys = (OS_RELEASE_LABEL, PRECOMPILED_KERNEL_LABEL)
+    return {key: labels[key] for key in keys if key in labels}
+
+
 def driver_daemonset(
     ctx: Ctx, name: str, pool: DriverPool, image: str, rendered: Rendered
 ) -> dict[str, Any]:
@@ -150,6 +164,8 @@ def driver_daemonset(
         ctx,
         name,
         pod,
+        app=APP,
+        selector=pool_selector(name, labels),
         labels=labels,
         pod_annotations={"kubectl.kubernetes.io/default-container": DRIVER_CONTAINER},
         strategy={"type": "OnDelete"},

@@ -18,7 +18,9 @@ from components.operands._contract import GPUNode
 from components.operands._names import deploy_label, nodes_phrase, safe_name, wants_operand
 
 DEPLOY_LABEL = deploy_label("driver")
-APP_PREFIX = "nvidia-driver-daemonset"
+APP = "nvidia-driver-daemonset"
+"""The reference's name of the driver DaemonSet and the `app` label of every driver pod."""
+APP_PREFIX = APP
 
 _ARCH = re.compile(r"x86_64(?:_64k)?|aarch64(?:_64k)?")
 
@@ -63,7 +65,10 @@ def driver_pools(
     nodes: Sequence[GPUNode], *, precompiled: bool
 ) -> tuple[list[tuple[str, DriverPool]], list[tuple[str, str]]]:
     """Group GPU nodes into driver DaemonSets: `[(daemonset name, pool)]`, sorted by name,
-    and the conditions for nodes that fit no group."""
+    and the conditions for nodes that fit no group.
+
+    The only DaemonSet of a single-OS cluster (not precompiled) has the reference's name,
+    `nvidia-driver-daemonset`; a second OS gives each its own."""
     groups: dict[tuple[str, str, str | None], list[str]] = defaultdict(list)
     no_os: list[str] = []
     no_kernel: list[str] = []
@@ -100,6 +105,8 @@ def driver_pools(
             key = f"{pool.os_id}/{pool.os_version}/{pool.kernel}"
             named.append((safe_name(pool.base_name(), unique_by=key), pool))
     named.sort(key=lambda item: item[0])
+    if len(named) == 1 and named[0][1].kernel is None:
+        named = [(APP, named[0][1])]
 
     conditions: list[tuple[str, str]] = []
     if no_os:

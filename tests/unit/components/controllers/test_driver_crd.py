@@ -74,4 +74,4 @@ def test_rendered_daemonset_is_renamed_and_narrowed() -> None:
     assert pod["nodeSelector"]["nvidia.com/gpu.deploy.driver"] == "true"
     assert {"key": "pool", "operator": "Exists"} in pod["tolerations"]
     assert pod["containers"][0]["image"] == "nvcr.io/nvidia/driver:580.1-ubuntu22.04"
-    assert ds["metadata"]["name"] == "nvidia-driver-daemonset-ubuntu22.04"  # not mutated
+    assert ds["metadata"]["name"] == "nvidia-driver-daemonset"  # not mutated

@@ -93,13 +93,13 @@ VALIDATOR = "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0"
 # DaemonSet -> (pod `app` label, deploy label it selects on, main container, its image)
 DAEMONSETS: dict[str, tuple[str, str, str, str]] = {
     "nvidia-driver-daemonset-ubuntu22.04": (
-        "nvidia-driver-daemonset-ubuntu22.04",
+        "nvidia-driver-daemonset",
         "nvidia.com/gpu.deploy.driver",
         "nvidia-driver-ctr",
         "nvcr.io/nvidia/driver:595.91.07-ubuntu22.04",
     ),
     "nvidia-driver-daemonset-rhel9.4": (
-        "nvidia-driver-daemonset-rhel9.4",
+        "nvidia-driver-daemonset",
         "nvidia.com/gpu.deploy.driver",
         "nvidia-driver-ctr",
         "nvcr.io/nvidia/driver:595.91.07-rhel9",

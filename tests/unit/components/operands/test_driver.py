@@ -99,7 +99,7 @@ def test_every_gpu_node_is_selected_by_exactly_one_driver_daemonset() -> None:
 
 def test_a_daemonset_exists_only_for_an_os_some_node_runs() -> None:
     dss = daemonsets(render(nodes=[gpu_node("only-ubuntu")]))
-    assert list(dss) == ["nvidia-driver-daemonset-ubuntu22.04"]
+    assert list(dss) == ["nvidia-driver-daemonset"]  # one OS: the reference's name
     assert daemonsets(render(nodes=[])) == {}
 
 
@@ -108,18 +108,34 @@ def test_a_node_whose_os_changes_lands_on_the_other_daemonset() -> None:
     after = gpu_node("n1", "ubuntu", "24.04", "6.8.0-60-generic")
     dss_before = daemonsets(render(nodes=[before]))
     dss_after = daemonsets(render(nodes=[after]))
-    assert selecting(dss_before, before) == ["nvidia-driver-daemonset-ubuntu22.04"]
-    assert selecting(dss_after, after) == ["nvidia-driver-daemonset-ubuntu24.04"]
-    assert container(dss_after["nvidia-driver-daemonset-ubuntu24.04"])["image"].endswith(
-        "-ubuntu24.04"
-    )
+    assert selecting(dss_before, before) == ["nvidia-driver-daemonset"]
+    assert selecting(dss_after, after) == ["nvidia-driver-daemonset"]
+    assert container(dss_before["nvidia-driver-daemonset"])["image"].endswith("-ubuntu22.04")
+    assert container(dss_after["nvidia-driver-daemonset"])["image"].endswith("-ubuntu24.04")
 
 
 def test_a_daemonset_spec_does_not_change_when_other_nodes_join() -> None:
-    alone = daemonsets(render(nodes=[gpu_node("a")]))
+    alone = daemonsets(render(nodes=[gpu_node("a"), *CLUSTER]))
     crowded = daemonsets(render(nodes=[gpu_node("a"), gpu_node("b"), *CLUSTER]))
     name = "nvidia-driver-daemonset-ubuntu22.04"
     assert alone[name] == crowded[name]
+
+
+def test_every_driver_pod_has_the_reference_app_label_and_selectors_never_overlap() -> None:
+    single = daemonsets(render(nodes=[gpu_node("a")]))["nvidia-driver-daemonset"]
+    assert single["spec"]["selector"] == {"matchLabels": {"app": "nvidia-driver-daemonset"}}
+    mixed = daemonsets(render(nodes=CLUSTER))
+    assert len(mixed) > 1
+    selectors = []
+    for ds in mixed.values():
+        labels = ds["spec"]["template"]["metadata"]["labels"]
+        assert labels["app"] == "nvidia-driver-daemonset"
+        match = ds["spec"]["selector"]["matchLabels"]
+        assert match.items() <= labels.items()
+        selectors.append(match)
+    for i, a in enumerate(selectors):
+        for b in selectors[i + 1 :]:
+            assert any(b.get(k, v) != v for k, v in a.items()), (a, b)
 
 
 def test_precompiled_one_daemonset_per_kernel_and_os() -> None:
@@ -190,13 +206,13 @@ def test_without_precompiled_a_missing_kernel_label_is_named_but_the_node_keeps_
     None
 ):
     rendered = render(nodes=[gpu_node("no-kernel", kernel=None)])
-    assert list(daemonsets(rendered)) == ["nvidia-driver-daemonset-ubuntu22.04"]
+    assert list(daemonsets(rendered)) == ["nvidia-driver-daemonset"]
     assert [(r, "no-kernel" in m) for r, m in rendered.conditions] == [("KernelLabelMissing", True)]
 
 
 def test_node_without_os_labels_gets_a_condition_and_no_daemonset() -> None:
     rendered = render(nodes=[gpu_node("bare", None, None, None), gpu_node("ok")])
-    assert list(daemonsets(rendered)) == ["nvidia-driver-daemonset-ubuntu22.04"]
+    assert list(daemonsets(rendered)) == ["nvidia-driver-daemonset"]
     reasons = dict(rendered.conditions)
     assert "bare" in reasons["OSLabelsMissing"]
     assert "system-os_release.ID" in reasons["OSLabelsMissing"]
@@ -239,7 +255,7 @@ def test_driver_and_manager_env_overrides_win() -> None:
             "resources": {"limits": {"memory": "2Gi"}},
         }
     }
-    ds = daemonsets(render(spec, [gpu_node("a")]))["nvidia-driver-daemonset-ubuntu22.04"]
+    ds = daemonsets(render(spec, [gpu_node("a")]))["nvidia-driver-daemonset"]
     env = env_of(container(ds))
     assert env["KERNEL_MODULE_TYPE"] == "proprietary"
     assert env["OPEN_KERNEL_MODULES_ENABLED"] == "true"
@@ -316,7 +332,7 @@ def test_long_kernels_give_short_unique_valid_names() -> None:
     assert len(dss) == 2
     for name, ds in dss.items():
         assert len(name) <= 63 and DNS_LABEL.match(name), name
-        assert ds["spec"]["template"]["metadata"]["labels"]["app"] == name
+        assert ds["spec"]["template"]["metadata"]["labels"]["app"] == "nvidia-driver-daemonset"
         for value in ds["metadata"]["labels"].values():
             assert len(value) <= 63
     for node in nodes:

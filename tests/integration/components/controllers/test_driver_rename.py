@@ -1,0 +1,117 @@
+"""A driver DaemonSet the operator renames (upgraded from a version that named it after
+the OS, or a cluster going from several OS releases to one) hands its pods to the one that
+replaces it: they keep running, now selected by the new DaemonSet, and the old one goes
+without taking them along."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler import POD, labels_of, owner_reference
+from tests.integration.components.controllers.conftest import (
+    CLUSTER_POLICY,
+    DAEMONSET,
+    Cluster,
+)
+from tests.polling import eventually
+
+pytestmark = pytest.mark.integration
+
+OLD = "nvidia-driver-daemonset-ubuntu22.04"
+NEW = "nvidia-driver-daemonset"
+COMPONENT = "nvidia.com/gpu-operator.component"
+
+
+def _old_daemonset(namespace: str, owner: dict[str, object]) -> dict[str, object]:
+    """The driver DaemonSet as our previous version rendered it: named after the OS, its
+    pods labelled `app=<its name>`."""
+    labels = {
+        "app": OLD,
+        "app.kubernetes.io/component": "nvidia-driver",
+        "app.kubernetes.io/managed-by": "gpu-operator",
+        COMPONENT: "state-driver",
+        "nvidia.com/node.os-version": "ubuntu22.04",
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": OLD,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": OLD}},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {
+                        "nvidia.com/gpu.deploy.driver": "true",
+                        "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+                        "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+                    },
+                    "containers": [{"name": "nvidia-driver-ctr", "image": "driver:old"}],
+                },
+            },
+        },
+    }
+
+
+async def test_upgrading_from_os_named_daemonsets_keeps_the_driver_pods(cluster: Cluster) -> None:
+    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
+    policy = await cluster.create_policy("policy")
+    name = policy["metadata"]["name"]
+    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
+    live = await cluster.get(CLUSTER_POLICY, name)
+    assert live is not None
+    # Stop the operator from seeing the new one as the only one: as after an upgrade,
+    # the old DaemonSet and its running pod are there too.
+    old = await cluster.client.create(_old_daemonset(cluster.namespace, owner_reference(live)))
+    pod = await cluster.client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "driver-on-u1",
+                "namespace": cluster.namespace,
+                "labels": dict(old["spec"]["template"]["metadata"]["labels"]),
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": OLD,
+                        "uid": old["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "nvidia-driver-ctr", "image": "driver:old"}],
+            },
+        }
+    )
+
+    async def handed_over() -> bool:
+        ds = await cluster.get(DAEMONSET, OLD, cluster.namespace)
+        going = ds is None or bool(ds["metadata"].get("deletionTimestamp"))
+        live_pod = await cluster.get(POD, "driver-on-u1", cluster.namespace)
+        return going and live_pod is not None and labels_of(live_pod).get("app") == NEW
+
+    await eventually(handed_over, "the old DaemonSet to go and its pod to be handed over")
+    live_pod = await cluster.get(POD, "driver-on-u1", cluster.namespace)
+    assert live_pod is not None
+    assert live_pod["metadata"]["uid"] == pod["metadata"]["uid"]  # the same pod: not killed
+    old_ds = await cluster.get(DAEMONSET, OLD, cluster.namespace)
+    if old_ds is not None:  # no garbage collector here to finish the orphaning delete
+        assert "orphan" in old_ds["metadata"].get("finalizers", [])
+    new_ds = await cluster.get(DAEMONSET, NEW, cluster.namespace)
+    assert new_ds is not None
+    selector = new_ds["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= labels_of(live_pod).items()  # the new one adopts it
+
+
+async def _exists(cluster: Cluster, name: str) -> bool:
+    return await cluster.get(DAEMONSET, name, cluster.namespace) is not None
