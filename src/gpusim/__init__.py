@@ -55,6 +55,12 @@ from gpusim._nodes import (
     parse_os,
     parse_os_list,
 )
+from gpusim._reference import (
+    ReferenceDaemonSet,
+    ReferenceInstall,
+    reference_daemonsets,
+    reference_install,
+)
 from gpusim._state import state_dir
 
 __all__ = [
@@ -80,6 +86,8 @@ __all__ = [
     "MigProfile",
     "NodeSpec",
     "OsRelease",
+    "ReferenceDaemonSet",
+    "ReferenceInstall",
     "SimAlreadyRunningError",
     "SimBinaries",
     "SimError",
@@ -96,5 +104,7 @@ __all__ = [
     "parse_os",
     "parse_os_list",
     "product",
+    "reference_daemonsets",
+    "reference_install",
     "state_dir",
 ]

@@ -95,6 +95,16 @@ from components.api._status import (
     UpgradeState,
     UpgradeStatus,
 )
+from components.api._takeover import (
+    DRIVER_TAKEOVER_LABEL,
+    DRIVER_TEMPLATE_LABELS,
+    KEEP_OFF_TAKEN_OVER,
+    fence_patch,
+    is_driver_template,
+    is_fenced,
+    is_foreign,
+    owned_by_uid,
+)
 from components.api._text import names_and_more
 from components.api._unsupported import (
     UNSUPPORTED_CONDITION,
@@ -117,6 +127,9 @@ __all__ = [
     "DEFAULT_IMAGES",
     "DEFAULT_RUNTIME",
     "DRIVER_KERNEL_PIN_LABEL",
+    "DRIVER_TAKEOVER_LABEL",
+    "DRIVER_TEMPLATE_LABELS",
+    "KEEP_OFF_TAKEN_OVER",
     "KERNEL_LABEL",
     "KINDS",
     "MAX_LISTED_NODES",
@@ -194,4 +207,13 @@ __all__ += [
     "opted_out",
     "pod_spec_targets",
     "template_pod_spec",
+]
+
+# -- taking over from NVIDIA's operator (issue 12, item 4) ---------------------------------
+__all__ += [
+    "fence_patch",
+    "is_driver_template",
+    "is_fenced",
+    "is_foreign",
+    "owned_by_uid",
 ]

@@ -63,6 +63,7 @@ from components.controllers._status import (
     policy_status,
     status_patch,
 )
+from components.controllers._takeover import ReferenceTakeover, with_reference_driver
 from components.controllers._view import (
     any_nfd_labels,
     config_map_keys,
@@ -116,6 +117,8 @@ class Sync:
     changes: list[Change] = field(default_factory=list)
     driver_daemonsets: list[Object] | None = None
     """The driver DaemonSets that should serve the nodes (None: the driver is disabled)."""
+    reference_driver_nodes: set[str] = field(default_factory=set)
+    """Nodes whose driver is still the reference operator's (a takeover in progress)."""
 
 
 def _runtime_changed(old: Object, new: Object) -> bool:
@@ -160,6 +163,7 @@ class ClusterPolicyController:
         self.controller: Controller | None = None
         self._in_namespace = _namespace_is(namespace)
         self.set_auto_upgrade = set_auto_upgrade
+        self.takeover = ReferenceTakeover(self.client, namespace)
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -283,9 +287,13 @@ class ClusterPolicyController:
                 continue
             sync.rendered[operand.name] = rendered
             sync.problems += rendered.conditions
+            sync.desired.update(ref_of(obj) for obj in rendered.objects)
+        # Nodes on the reference operator's driver are fenced off before ours is applied.
+        policy_uid = str((view.owner or {}).get("uid") or "")
+        sync.changes += await self.takeover.fence(policy_uid, sync.desired)
+        for name, rendered in sync.rendered.items():
             for obj in rendered.objects:
-                sync.desired.add(ref_of(obj))
-                await self._apply(obj, operand.name, sync)
+                await self._apply(obj, name, sync)
         sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
         handed = await self._hand_over_drivers(sync)
         sync.changes += await self.applier.prune(
@@ -293,6 +301,13 @@ class ClusterPolicyController:
             owned_by_kind(CLUSTER_POLICY.kind),
             keep=lambda o: ref_of(o) in handed or self._keep(o, sync),
         )
+        sync.changes += await self.takeover.clean(
+            policy_uid,
+            sync.desired,
+            applied=not sync.failed,
+            service_monitors=view.has_service_monitor_crd,
+        )
+        sync.reference_driver_nodes = self.takeover.waiting(policy_uid)
         return sync
 
     async def _hand_over_drivers(self, sync: Sync) -> set[ObjectRef]:
@@ -372,7 +387,10 @@ class ClusterPolicyController:
                 rendered = sync.rendered.get(operand.name)
                 objects = rendered.objects if rendered else []
                 daemonsets = [o for o in objects if o.get("kind") == DAEMONSET.kind]
-            out.append(operand_readiness(self.client, operand.name, daemonsets))
+            readiness = operand_readiness(self.client, operand.name, daemonsets)
+            if operand.name == self.driver:
+                readiness = with_reference_driver(readiness, sync.reference_driver_nodes)
+            out.append(readiness)
         return out
 
     def _driver_daemonsets(self, policy: ClusterPolicy, sync: Sync) -> list[Object] | None:

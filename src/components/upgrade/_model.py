@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
+from components.api import (
+    DRIVER_KERNEL_PIN_LABEL,
+    DRIVER_TAKEOVER_LABEL,
+    KERNEL_LABEL,
+    UpgradeState,
+)
 from components.upgrade._names import (
     CORDONED_AT,
     DRIVER_KERNEL_ANNOTATION,
@@ -225,6 +230,8 @@ class NodeView:
     kernel: str | None = None
     pinned_kernel: str | None = None
     """`DRIVER_KERNEL_PIN_LABEL`: the kernel whose precompiled driver the node gets."""
+    taken_over: bool = False
+    """`DRIVER_TAKEOVER_LABEL`: the node waits for the walk to hand it to our driver."""
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Only the upgrade's own annotations."""
     has_labels: bool = True
@@ -285,6 +292,7 @@ def node_view(obj: Object) -> NodeView:
         skip=labels.get(SKIP_LABEL) == "true",
         kernel=labels.get(KERNEL_LABEL),
         pinned_kernel=labels.get(DRIVER_KERNEL_PIN_LABEL),
+        taken_over=DRIVER_TAKEOVER_LABEL in labels,
         annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
         has_labels=bool(labels),
         has_annotations=bool(all_annotations),

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 
-from components.api import UpgradeState
+from components.api import COMPONENT_LABEL, UpgradeState, is_fenced
 from components.upgrade._model import PodView, is_driver_pod, node_view, pdb_view, pick_driver_pod
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
@@ -30,6 +30,7 @@ from components.upgrade._planner import cleanup, plan_node
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
 from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step
+from components.upgrade._takeover import takeover_release
 from components.upgrade._tracker import WriteTracker
 from components.upgrade._writer import NodeWriter
 from reconciler import WARNING, Client, Eviction, NotFound, Object, Request, Result, labels_of
@@ -100,6 +101,19 @@ class NodeReconciler:
                 driver = None  # an orphaned driver pod is nobody's to upgrade
         pool = self.reader.pool_for_daemonset(ds)
         node = self.reader.views.node(obj)
+        foreign = driver is not None and ds is not None and COMPONENT_LABEL not in labels_of(ds)
+        replacing = foreign and ds is not None and is_fenced(ds)
+        release = takeover_release(
+            node,
+            driver,
+            foreign=foreign,
+            replacing=replacing,
+            walk_moves_it=pool is not None and pool.enabled,
+        )
+        if release is not None:
+            if await self.writer.write_release(obj, node, release) is None:
+                return Result(requeue_after=REREAD_AFTER)
+            return None  # the node's update brings us back
         change = pin_change(
             node,
             driver,
@@ -128,6 +142,7 @@ class NodeReconciler:
             ),
             operator_pod=self.operator_pod,
             precompiled=pool.precompiled,
+            replacing=replacing,
         )
         return await self._run(obj, ctx, pool)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.api import DRIVER_KERNEL_PIN_LABEL, UpgradeState
+from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL, UpgradeState
 from components.upgrade._model import NodeView, format_time
 from components.upgrade._names import (
     CORDONED_AT,
@@ -89,6 +89,8 @@ def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
         ops.append(
             {"op": "remove", "path": _pointer("metadata", "labels", DRIVER_KERNEL_PIN_LABEL)}
         )
+    if t.release_takeover and node.taken_over:
+        ops.append({"op": "remove", "path": _pointer("metadata", "labels", DRIVER_TAKEOVER_LABEL)})
     changes = annotation_changes(node, t, now)
     sets = {k: v for k, v in changes.items() if v is not None}
     if sets and not node.has_annotations:

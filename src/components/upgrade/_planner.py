@@ -33,7 +33,7 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView, format_time_ms
+from components.upgrade._model import NodeView, PodView, format_time_ms
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
     CORDONED_BY_US,
@@ -257,6 +257,8 @@ def _pod_restart(ctx: NodeContext, now: float) -> Step:
         return Step(wait="waiting for the driver pod to be recreated")
     if d.terminating:
         return Step(wait=f"waiting for driver pod {d.key} to terminate")
+    if ctx.replacing:
+        return _hand_over(ctx, d, now)
     pin = _wanted_pin(ctx)
     restart = pin != ctx.node.pinned_kernel or ctx.outdated() is not None
     if restart and (settling := _settling(ctx.node, now)) is not None:
@@ -295,6 +297,25 @@ def _pod_restart(ctx: NodeContext, now: float) -> Step:
     if d.failing:
         return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
     return Step(wait=f"waiting for driver pod {d.key} to be ready")
+
+
+def _hand_over(ctx: NodeContext, d: PodView, now: float) -> Step:
+    """The restart of a node on the reference operator's driver: removing the takeover
+    label makes its fenced DaemonSet let the node go (its controller deletes the pod) and
+    ours take it, as moving the pin does between our own DaemonSets."""
+    if (settling := _settling(ctx.node, now)) is not None:
+        return settling
+    if not ctx.node.taken_over:
+        return Step(wait=f"waiting for the reference operator's driver pod {d.key} to go")
+    return Step(
+        transition=Transition(
+            S.POD_RESTART_REQUIRED,
+            "handed the node from the reference operator's driver to ours",
+            annotations={UPGRADE_REQUESTED: None} if ctx.node.upgrade_requested else {},
+            release_takeover=True,
+        ),
+        wait="restarting the driver: the reference operator's pod goes, ours comes",
+    )
 
 
 def _wanted_pin(ctx: NodeContext) -> str | None:

@@ -38,6 +38,8 @@ class Transition:
     """Annotations to set (None removes); the patch adds the bookkeeping ones."""
     pin_kernel: str | None = None
     """Move the node's kernel pin here ("" removes it): its driver DaemonSet changes."""
+    release_takeover: bool = False
+    """Remove `DRIVER_TAKEOVER_LABEL`: the reference's driver pod goes, ours comes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +75,17 @@ class NodeContext:
     operator_pod: tuple[str, str] | None = None
     precompiled: bool | None = None
     """Whether the policy wants precompiled drivers (None: not known, keep the pod's kind)."""
+    replacing: bool = False
+    """The driver pod is the reference operator's, its DaemonSet fenced for the takeover
+    (`components.api.is_fenced`): ours replaces it through the walk."""
 
     def outdated(self, *, requested: bool = True) -> str | None:
         """Why the driver pod must be replaced, or None when it is in sync."""
         d = self.driver
         if d is None:
             return None
+        if self.replacing:
+            return f"driver pod {d.key} is the reference operator's; ours replaces it"
         if self.target_revision is not None and d.revision != self.target_revision:
             return (
                 f"driver pod {d.key} runs revision {d.revision or '(none)'}, "

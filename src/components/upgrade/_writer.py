@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from components.api import DRIVER_KERNEL_PIN_LABEL
+from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL
 from components.upgrade._model import NodeView
 from components.upgrade._names import EVENT_REASON, NODE
 from components.upgrade._patches import transition_patch
@@ -75,7 +75,8 @@ class NodeWriter:
         before = node.state.value or "unknown"
         after = t.to.value if t.to is not None else "(none)"
         moved_pin = t.pin_kernel is not None and (t.pin_kernel or None) != node.pinned_kernel
-        if before != after or moved_pin:
+        handed_over = t.release_takeover and node.taken_over
+        if before != after or moved_pin or handed_over:
             change = f"{before} -> {after}" if before != after else before
             message = f"{change}: {t.reason}" if t.reason else change
             log.info("node %s: %s", node.name, message)
@@ -103,6 +104,25 @@ class NodeWriter:
             message = f"removed the precompiled driver kernel pin: {change.reason}"
         else:
             message = f"pinned to the precompiled driver for kernel {change.value}: {change.reason}"
+        log.info("node %s: %s", node.name, message)
+        self.event_node(node, NORMAL, message)
+        return written
+
+    async def write_release(self, obj: Object, node: NodeView, reason: str) -> Object | None:
+        """Remove the takeover label (one merge patch, refused (409) if the node changed
+        since we read it): the node leaves the reference's driver for ours."""
+        body = {
+            "metadata": {
+                "resourceVersion": obj["metadata"].get("resourceVersion"),
+                "labels": {DRIVER_TAKEOVER_LABEL: None},
+            }
+        }
+        try:
+            written = await self.client.patch(NODE, node.name, body, quiet=True)
+        except (ApiConflict, NotFound):
+            return None
+        self.tracker.record(written)
+        message = f"handed from the reference operator's driver to ours: {reason}"
         log.info("node %s: %s", node.name, message)
         self.event_node(node, NORMAL, message)
         return written

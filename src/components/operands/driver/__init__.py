@@ -20,7 +20,8 @@ nodes by what picks their image and render one DaemonSet per group:
 The per-OS DaemonSets leave pinned nodes alone (a `DoesNotExist` node affinity on the pin),
 so turning `usePrecompiled` on or off also moves each node by its pin, one node at a time
 through the upgrade's safe path, while the DaemonSets of the old kind stay until no node
-needs them.
+needs them. Every driver DaemonSet of ours also leaves alone a node that still runs the
+reference operator's driver (`DRIVER_TAKEOVER_LABEL`, a takeover): the walk hands it over.
 
 Selectors are exact node labels (never lists), so a DaemonSet's spec does not change when
 nodes join or leave, and a node whose OS (or pinned kernel) label changes simply stops

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.api import DRIVER_KERNEL_PIN_LABEL, DriverSpec
+from components.api import DRIVER_KERNEL_PIN_LABEL, KEEP_OFF_TAKEN_OVER, DriverSpec
 from components.operands._context import Ctx
 from components.operands._contract import Rendered
 from components.operands._names import safe_name
@@ -139,20 +139,18 @@ def driver_daemonset(
             ]
         }
     }
+    # A node still on the reference operator's driver comes to us when the upgrade walk
+    # hands it over (it removes the takeover label), not before.
+    expressions: list[dict[str, Any]] = [dict(KEEP_OFF_TAKEN_OVER)]
     if pool.kernel is None:
         # Pinned nodes belong to the precompiled DaemonSets: a node leaves this one when
         # the upgrade pins it (precompiled turned on), not before.
-        pod["affinity"]["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": DRIVER_KERNEL_PIN_LABEL, "operator": "DoesNotExist"}
-                        ]
-                    }
-                ]
-            }
+        expressions.insert(0, {"key": DRIVER_KERNEL_PIN_LABEL, "operator": "DoesNotExist"})
+    pod["affinity"]["nodeAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": expressions}]
         }
+    }
     labels = {
         "app.kubernetes.io/component": COMPONENT,
         PRECOMPILED_LABEL: "true" if pool.kernel is not None else "false",

@@ -1,0 +1,212 @@
+"""What the ClusterPolicy controller does with what NVIDIA's operator left for the same policy.
+
+The rules are in `components.api` (`is_foreign`, `fence_patch`); this carries them out, in
+three places of a reconcile:
+
+1. `fence`, before anything is applied: every node a reference driver pod runs on gets
+   `DRIVER_TAKEOVER_LABEL`, then the reference's driver DaemonSet is fenced to those nodes.
+   Our driver DaemonSets, created next, stay off them; the upgrade walk hands each node
+   over (`components.upgrade`). A reference DaemonSet with the name of one we render is
+   not fenced: the apply adopts it, and its pods are outdated like any driver change.
+2. `waiting`, for readiness: nodes whose driver is still the reference's. The driver is not
+   ready until there are none, so the policy is not `ready` before every node runs ours.
+3. `clean`, after the apply: the reference's other DaemonSets go once ours are applied
+   (those we also render were adopted by the apply and are ours now); its driver DaemonSet
+   once no node depends on it; everything else it owned (ConfigMaps, RBAC, RuntimeClasses,
+   Services, ServiceMonitors) once none of its DaemonSets is left, so its running pods keep
+   their configuration and permissions to the end.
+
+Those other kinds are not all cached (our informers select our own label), so `clean`
+lists them from the server, once per policy per process: after a sweep that found nothing
+of the reference's, it never lists again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+
+from components.api import (
+    DRIVER_TAKEOVER_LABEL,
+    fence_patch,
+    is_driver_template,
+    is_fenced,
+    is_foreign,
+)
+from components.controllers._apply import Change, ObjectRef, describe, ref_of
+from components.controllers._constants import DAEMONSET, NODE, POD
+from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED
+from components.controllers._status import OperandReadiness
+from reconciler import (
+    GVK,
+    OWNER_INDEX,
+    Client,
+    Conflict,
+    NotFound,
+    Object,
+    labels_of,
+    name_of,
+    namespace_of,
+)
+
+log = logging.getLogger("components.controllers.takeover")
+
+COMPONENT = "reference-operator"
+"""How Changes and Events name what the takeover did."""
+SERVICE_MONITOR = GVK("monitoring.coreos.com", "v1", "ServiceMonitor")
+
+
+def _uid(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+class ReferenceTakeover:
+    def __init__(self, client: Client, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self._swept: set[str] = set()
+        """Policy uids with nothing of the reference's left (in this process)."""
+
+    # -- reads from the cache --------------------------------------------------------------
+
+    def foreign_daemonsets(self, policy_uid: str) -> list[Object]:
+        if not policy_uid:
+            return []
+        return [
+            ds
+            for ds in self.client.list(DAEMONSET, namespace=self.namespace)
+            if is_foreign(ds, policy_uid)
+        ]
+
+    def _pod_nodes(self, ds: Object) -> set[str]:
+        """Nodes a live pod of `ds` is bound to."""
+        pods = self.client.list(POD, namespace=self.namespace, index=(OWNER_INDEX, _uid(ds)))
+        return {
+            str(p["spec"]["nodeName"])
+            for p in pods
+            if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")
+        }
+
+    def _labelled_nodes(self) -> set[str]:
+        return {name_of(n) for n in self.client.list(NODE) if DRIVER_TAKEOVER_LABEL in labels_of(n)}
+
+    def waiting(self, policy_uid: str) -> set[str]:
+        """Nodes whose driver is still the reference's (or that wait for the walk to hand
+        them to ours)."""
+        nodes = self._labelled_nodes()
+        for ds in self.foreign_daemonsets(policy_uid):
+            if is_driver_template(ds):
+                nodes |= self._pod_nodes(ds)
+        return nodes
+
+    # -- 1. before the apply ---------------------------------------------------------------
+
+    async def fence(self, policy_uid: str, desired: Iterable[ObjectRef]) -> list[Change]:
+        """Label the nodes of each unfenced reference driver DaemonSet, then fence it."""
+        wanted = set(desired)
+        changes: list[Change] = []
+        for ds in self.foreign_daemonsets(policy_uid):
+            if not is_driver_template(ds) or ref_of(ds) in wanted:
+                continue
+            patch = fence_patch(ds)
+            if patch is None:
+                continue
+            for name in sorted(self._pod_nodes(ds)):
+                await self._label(name)
+            await self.client.patch(
+                DAEMONSET, name_of(ds), patch, namespace=namespace_of(ds), quiet=True
+            )
+            log.info(
+                "%s: the reference operator's driver; nodes move to ours one upgrade walk "
+                "at a time",
+                describe(ds),
+            )
+            changes.append(Change("updated", describe(ds), COMPONENT))
+        return changes
+
+    async def _label(self, name: str) -> None:
+        node = self.client.get(NODE, name)
+        if node is None or DRIVER_TAKEOVER_LABEL in labels_of(node):
+            return
+        body = {"metadata": {"labels": {DRIVER_TAKEOVER_LABEL: "true"}}}
+        try:
+            await self.client.patch(NODE, name, body, quiet=True)
+        except NotFound:
+            return
+        log.info("node %s: runs the reference operator's driver, labelled for the takeover", name)
+
+    # -- 3. after the apply ----------------------------------------------------------------
+
+    async def clean(
+        self,
+        policy_uid: str,
+        desired: Iterable[ObjectRef],
+        *,
+        applied: bool,
+        service_monitors: bool,
+    ) -> list[Change]:
+        """Delete what the reference left and no longer serves a node. `applied`: every
+        operand of ours was rendered and applied (its replacements exist)."""
+        if not policy_uid or policy_uid in self._swept:
+            return []
+        wanted = set(desired)
+        changes: list[Change] = []
+        left = False
+        labelled = self._labelled_nodes()
+        for ds in self.foreign_daemonsets(policy_uid):
+            if ref_of(ds) in wanted:
+                left = True  # adopted by the apply; the cache shows it soon
+                continue
+            if is_driver_template(ds):
+                go = is_fenced(ds) and not labelled and not self._pod_nodes(ds)
+            else:
+                go = applied
+            if go:
+                changes += await self._delete(ds)
+            left = True  # gone or going: its pods may still run until the next pass
+        if left or not applied:
+            return changes
+        kinds: list[GVK] = [k for k in NAMESPACED_OWNED if k != DAEMONSET]
+        kinds += CLUSTER_OWNED
+        if service_monitors:
+            kinds.append(SERVICE_MONITOR)
+        for gvk in kinds:
+            scope = None if gvk in CLUSTER_OWNED else self.namespace
+            items = await self.client.list_live(gvk, namespace=scope)
+            for obj in items:
+                if is_foreign(obj, policy_uid) and ref_of(obj) not in wanted:
+                    changes += await self._delete(obj)
+        self._swept.add(policy_uid)
+        return changes
+
+    async def _delete(self, obj: Object) -> list[Change]:
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return []
+        try:
+            await self.client.delete(
+                GVK.of(obj),
+                name_of(obj),
+                namespace=namespace_of(obj),
+                uid=_uid(obj) or None,
+                missing_ok=True,
+            )
+        except Conflict:
+            return []  # replaced meanwhile: not the object we judged
+        log.info("deleted %s, left by the reference operator", describe(obj))
+        return [Change("deleted", describe(obj), COMPONENT)]
+
+
+def with_reference_driver(readiness: OperandReadiness, nodes: Iterable[str]) -> OperandReadiness:
+    """The driver's readiness with the nodes still on the reference operator's driver: not
+    ready while there is one, so the policy is `ready` only once every node runs ours."""
+    waiting = set(nodes)
+    if not waiting:
+        return readiness
+    return replace(
+        readiness,
+        ready=False,
+        nodes_desired=readiness.nodes_desired + len(waiting - set(readiness.not_ready_nodes)),
+        not_ready_nodes=sorted(set(readiness.not_ready_nodes) | waiting),
+        message=f"{len(waiting)} nodes still run the reference operator's driver",
+    )

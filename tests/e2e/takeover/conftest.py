@@ -1,0 +1,75 @@
+"""A cluster NVIDIA's operator ran on, and ours taking it over: a simulated cluster of its
+own, the reference's objects recreated by `gpusim.reference_install`, GPU workloads running
+on its driver, then `gpu-operator run` started against the same ClusterPolicy."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from kubernetes_asyncio import client
+
+from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
+from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess
+from tests.e2e.upgrade.conftest import Watch
+
+TAKEOVER_CLUSTER = ClusterConfig(
+    gpu_nodes=6, cpu_nodes=1, gpus_per_node=2, os=parse_os_list("ubuntu22.04")
+)
+
+
+@pytest.fixture(scope="module")
+def takeover_cluster() -> Iterator[SimulatedCluster]:
+    with SimulatedCluster(TAKEOVER_CLUSTER) as sim:
+        asyncio.run(_install(sim))
+        yield sim
+
+
+async def _install(sim: SimulatedCluster) -> None:
+    async with sim.api_client() as api:
+        await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
+        core = client.CoreV1Api(api)
+        for name in (NAMESPACE, "work"):
+            await core.create_namespace({"metadata": {"name": name}})
+
+
+@pytest.fixture(scope="module")
+def operator(takeover_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
+    """Not started: the test starts it once the reference's cluster is in place."""
+    process = OperatorProcess(
+        takeover_cluster.kubeconfig, takeover_cluster.workdir / "logs" / "gpu-operator.log"
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+async def watch(takeover_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
+    async with takeover_cluster.api_client() as api:
+        w = Watch(api)
+        await w.start()
+        try:
+            yield w
+        finally:
+            await w.cache.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    if report.failed and hasattr(item, "funcargs"):
+        process = item.funcargs.get("operator")
+        if isinstance(process, OperatorProcess):
+            report.sections.append(("gpu-operator log (tail)", process.log_tail(120)))
+            if process.log_path.exists():
+                keep = REPO / ".test-logs" / "takeover-gpu-operator.log"
+                keep.parent.mkdir(exist_ok=True)
+                keep.write_bytes(process.log_path.read_bytes())
+        sim = item.funcargs.get("takeover_cluster")
+        if isinstance(sim, SimulatedCluster):
+            for name, tail in sim.log_tails(20).items():
+                report.sections.append((f"{name} log (tail)", tail))
+    return report  # type: ignore[return-value]
