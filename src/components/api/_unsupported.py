@@ -79,10 +79,6 @@ CLUSTER_POLICY_RULES: tuple[_Rule, ...] = (
     _Rule(
         "spec.daemonsets.podSecurityContext", _given(lambda s: s.daemonsets.pod_security_context)
     ),
-    _Rule(
-        "spec.operator.metrics.serviceMonitor.enabled",
-        _true(lambda s: s.operator.metrics.service_monitor.enabled),
-    ),
     _Rule("spec.dcgmExporter.annotations", _given(lambda s: s.dcgm_exporter.annotations)),
     _Rule("spec.dcgmExporter.enablePodLabels", _true(lambda s: s.dcgm_exporter.enable_pod_labels)),
     _Rule("spec.dcgmExporter.enablePodUID", _true(lambda s: s.dcgm_exporter.enable_pod_uid)),

@@ -80,7 +80,7 @@ from reconciler import (
 
 log = logging.getLogger("components.controllers.nvidiadriver")
 
-NAME = "nvidiadriver"
+NAME = "nvidia-driver-controller"
 NOT_IN_USE = (
     "the active ClusterPolicy does not set driver.useNvidiaDriverCRD: true (or has the "
     "driver disabled), so NVIDIADriver resources are not used"

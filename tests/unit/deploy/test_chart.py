@@ -56,6 +56,9 @@ def test_default_values_install_the_operator_and_a_valid_policy() -> None:
     ]
     policy = one(docs, "ClusterPolicy")
     assert validate_document(policy) == []
+    assert policy["spec"]["operator"]["metrics"]["serviceMonitor"]["enabled"] is False
+    # The reference's ServiceMonitors select the operator's Service by `app`.
+    assert one(docs, "Service")["metadata"]["labels"]["app"] == "gpu-operator"
     container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "gpu-operator:0.1.0"
     assert "--log-format=json" in container["args"]
@@ -79,6 +82,9 @@ def test_reference_values_file_is_taken_as_is_and_mapped() -> None:
         "defaultRuntime": "containerd",
         "runtimeClass": "nvidia",
         "use_ocp_driver_toolkit": False,
+        "metrics": {
+            "serviceMonitor": {"enabled": False, "interval": "30s", "additionalLabels": {}}
+        },
     }
     assert validate_document(one(docs, "ClusterPolicy")) == []
 
@@ -111,8 +117,14 @@ def test_full_values_file_reaches_every_place(tmp_path: Path) -> None:
     assert {"--log-level=debug", "--log-format=text"} <= set(pod["containers"][0]["args"])
     assert pod["priorityClassName"] == "high"
     assert pod["nodeSelector"]["pool"] == "infra"
-    assert one(docs, "ServiceMonitor")["metadata"]["labels"]["team"] == "gpu"
+    assert not [d for d in docs if d["kind"] == "ServiceMonitor"]
     spec = one(docs, "ClusterPolicy")["spec"]
+    # The operator creates the ServiceMonitor from the policy (one writer, as the reference).
+    assert spec["operator"]["metrics"]["serviceMonitor"] == {
+        "enabled": True,
+        "interval": "30s",
+        "additionalLabels": {"team": "gpu"},
+    }
     assert spec["driver"]["version"] == "580.1.2"
     assert spec["driver"]["upgradePolicy"]["maxParallelUpgrades"] == 3
     assert spec["driver"]["upgradePolicy"]["podDeletion"]["force"] is True

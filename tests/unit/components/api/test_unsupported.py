@@ -119,8 +119,6 @@ def test_validate_warns_about_the_helm_rendered_policy_and_exits_0(
     assert capsys.readouterr().out.splitlines() == [
         f"{source}: warning: spec.ccManager.enabled=true is accepted but not acted on",
         f"{source}: warning: spec.daemonsets.podSecurityContext is accepted but not acted on",
-        f"{source}: warning: spec.operator.metrics.serviceMonitor.enabled=true is accepted "
-        "but not acted on",
         f"{source}: warning: spec.dcgmExporter.podLabelAllowlistRegex is accepted but not acted on",
     ]
     # Errors still decide the exit status; the warnings of the other documents still show.

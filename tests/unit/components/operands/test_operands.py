@@ -17,6 +17,7 @@ from components.operands import (
     GPUNode,
     MIGManager,
     NodeStatusExporter,
+    OperatorMetrics,
     Prerequisites,
     Rendered,
     Validator,
@@ -276,6 +277,37 @@ def test_service_monitor_only_with_the_crd_and_when_enabled() -> None:
     off = render(DCGMExporter(), service_monitors=True)
     assert ("ServiceMonitor", "nvidia-dcgm-exporter") not in kinds_and_names(off)
     assert off.conditions == []
+
+
+def test_operator_service_monitor_selects_the_operator_service() -> None:
+    on = {
+        "operator": {
+            "metrics": {
+                "serviceMonitor": {
+                    "enabled": True,
+                    "interval": "30s",
+                    "honorLabels": True,
+                    "additionalLabels": {"release": "prom"},
+                }
+            }
+        }
+    }
+    with_crd = render(OperatorMetrics(), on, service_monitors=True)
+    monitor = find(with_crd, "ServiceMonitor", "gpu-operator")
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    # The Service of config/manager and the Helm chart carries `app: gpu-operator`.
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app": "gpu-operator"}}
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "gpu-operator-metrics", "path": "/metrics", "interval": "30s", "honorLabels": True}
+    ]
+    assert with_crd.conditions == []
+
+    without_crd = render(OperatorMetrics(), on, service_monitors=False)
+    assert without_crd.objects == []
+    assert [r for r, _ in without_crd.conditions] == ["ServiceMonitorCRDMissing"]
+
+    assert not OperatorMetrics().enabled(policy())
 
 
 def test_custom_metrics_config_map_is_mounted() -> None:
