@@ -142,8 +142,11 @@ def for_nvidia_driver(
         pod["tolerations"] = [*pod.get("tolerations", []), *(t.to_dict() for t in spec.tolerations)]
     if spec.priority_class_name:
         pod["priorityClassName"] = spec.priority_class_name
+    # The NVIDIADriver's own podSecurityContext, not the ClusterPolicy's `daemonsets` one.
+    pod.pop("securityContext", None)
     if spec.pod_security_context and (security := spec.pod_security_context.to_dict()):
         pod["securityContext"] = security
     if spec.host_network:
         pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
     return out

@@ -153,6 +153,34 @@ def test_hooks_update_crds_before_upgrade_and_delete_the_policy_before_uninstall
     ]
 
 
+def test_host_network_kubelet_root_and_pod_security_context_reach_the_policy() -> None:
+    spec = one(
+        render(
+            "--set",
+            "toolkit.hostNetwork=true",
+            "--set",
+            "hostPaths.kubeletRootDir=/var/snap/microk8s/common/var/lib/kubelet",
+            "--set",
+            "daemonsets.podSecurityContext.runAsUser=0",
+        ),
+        "ClusterPolicy",
+    )["spec"]
+    assert spec["toolkit"]["hostNetwork"] is True
+    assert spec["hostPaths"]["kubeletRootDir"] == "/var/snap/microk8s/common/var/lib/kubelet"
+    assert spec["daemonsets"]["podSecurityContext"] == {"runAsUser": 0}
+    assert (
+        validate_document(
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": "p"},
+                "spec": spec,
+            }
+        )
+        == []
+    )
+
+
 def test_no_policy_when_the_admin_brings_their_own() -> None:
     assert not [
         d for d in render("--set", "clusterPolicy.deployCR=false") if d["kind"] == "ClusterPolicy"
@@ -162,7 +190,7 @@ def test_no_policy_when_the_admin_brings_their_own() -> None:
 @pytest.mark.parametrize(
     ("setting", "named"),
     [
-        ("driver.hostNetwork=true", "driver.hostNetwork is not supported"),
+        ("vgpuManager.hostNetwork=true", "vgpuManager.hostNetwork is not supported"),
         ("ccManager.enabled=false", "ccManager.enabled is not supported"),
         ("operator.logging.timeEncoding=iso8601", "operator.logging.timeEncoding is not supported"),
     ],

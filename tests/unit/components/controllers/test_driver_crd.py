@@ -75,3 +75,30 @@ def test_rendered_daemonset_is_renamed_and_narrowed() -> None:
     assert {"key": "pool", "operator": "Exists"} in pod["tolerations"]
     assert pod["containers"][0]["image"] == "nvcr.io/nvidia/driver:580.1-ubuntu22.04"
     assert ds["metadata"]["name"] == "nvidia-driver-daemonset"  # not mutated
+
+
+def render_pool(policy_spec: dict[str, object], driver: dict[str, object]) -> dict[str, object]:
+    policy = ClusterPolicy.from_dict(
+        {"spec": {**policy_spec, "driver": {"useNvidiaDriverCRD": True}}}
+    )
+    spec = NVIDIADriverSpec.from_dict({"version": "580.1", **driver})
+    view = ClusterView("gpu-operator", [NODE], False, None)
+    rendered = Driver().render(policy_with_driver(policy, driver_section(spec)), view)
+    (ds,) = [o for o in rendered.objects if o["kind"] == "DaemonSet"]
+    pod: dict[str, object] = for_nvidia_driver(
+        ds, nvidia_driver="pool-a", spec=spec, selector={"pool": "a"}
+    )["spec"]["template"]["spec"]
+    return pod
+
+
+def test_the_nvidia_driver_decides_its_pods_network_and_security_context() -> None:
+    """The NVIDIADriver's own `hostNetwork` and `podSecurityContext`, as the reference's
+    NVIDIADriver pods: the ClusterPolicy's `daemonsets.podSecurityContext` is not theirs."""
+    policy_context = {"daemonsets": {"podSecurityContext": {"runAsUser": 1000}}}
+    pod = render_pool(policy_context, {})
+    assert "securityContext" not in pod and "hostNetwork" not in pod
+    pod = render_pool(
+        policy_context, {"hostNetwork": True, "podSecurityContext": {"fsGroup": 2000}}
+    )
+    assert pod["securityContext"] == {"fsGroup": 2000}
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
