@@ -34,7 +34,7 @@ from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
 from components.operands.mig_manager import MIGManager
 from components.operands.node_status_exporter import NodeStatusExporter
-from components.operands.operator_metrics import OperatorMetrics
+from components.operands.operator_metrics import OperatorServiceMonitor
 from components.operands.prerequisites import Prerequisites
 from components.operands.readiness import daemonset_ready
 from components.operands.toolkit import Toolkit
@@ -45,7 +45,7 @@ from components.operands.validator import Validator
 #: `mps-control-daemon` and the sandbox/vGPU states are not here yet).
 OPERANDS: Sequence[Operand] = (
     Prerequisites(),
-    OperatorMetrics(),
+    OperatorServiceMonitor(),
     Driver(),
     Toolkit(),
     Validator(),
@@ -69,7 +69,7 @@ __all__ = [
     "MIGManager",
     "NodeStatusExporter",
     "Operand",
-    "OperatorMetrics",
+    "OperatorServiceMonitor",
     "Prerequisites",
     "Rendered",
     "Toolkit",

@@ -36,7 +36,7 @@ def _service_monitor(ctx: Ctx) -> dict[str, Any]:
     return service_monitor(ctx, APP, endpoint, labels=monitor.additional_labels)
 
 
-class OperatorMetrics(BaseOperand):
+class OperatorServiceMonitor(BaseOperand):
     """The operator's ServiceMonitor; enabled by `operator.metrics.serviceMonitor.enabled`."""
 
     name: str = NAME

@@ -17,7 +17,7 @@ from components.operands import (
     GPUNode,
     MIGManager,
     NodeStatusExporter,
-    OperatorMetrics,
+    OperatorServiceMonitor,
     Prerequisites,
     Rendered,
     Validator,
@@ -355,7 +355,7 @@ def test_operator_service_monitor_selects_the_operator_service() -> None:
             }
         }
     }
-    with_crd = render(OperatorMetrics(), on, service_monitors=True)
+    with_crd = render(OperatorServiceMonitor(), on, service_monitors=True)
     monitor = find(with_crd, "ServiceMonitor", "gpu-operator")
     assert monitor["metadata"]["namespace"] == NAMESPACE
     assert monitor["metadata"]["labels"]["release"] == "prom"
@@ -366,11 +366,11 @@ def test_operator_service_monitor_selects_the_operator_service() -> None:
     ]
     assert with_crd.conditions == []
 
-    without_crd = render(OperatorMetrics(), on, service_monitors=False)
+    without_crd = render(OperatorServiceMonitor(), on, service_monitors=False)
     assert without_crd.objects == []
     assert [r for r, _ in without_crd.conditions] == ["ServiceMonitorCRDMissing"]
 
-    assert not OperatorMetrics().enabled(policy())
+    assert not OperatorServiceMonitor().enabled(policy())
 
 
 def test_custom_metrics_config_map_is_mounted() -> None:
