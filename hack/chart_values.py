@@ -35,7 +35,7 @@ SCHEMA = CHART / "values.schema.json"
 
 FREE_FORM = {
     "labels", "annotations", "nodeSelector", "resources", "affinity", "data",
-    "additionalLabels", "podLabels", "podAnnotations", "featureGates",
+    "additionalLabels", "podLabels", "podAnnotations", "featureGates", "podSecurityContext",
     "kataManager.config", "node-feature-discovery", "draDriver.gpus",
     "draDriver.computeDomains.controller", "draDriver.computeDomains.kubeletPlugin",
 }  # fmt: skip

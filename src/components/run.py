@@ -19,7 +19,13 @@ from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio import client, config
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 
 from components import reachability
 from components.commands.run import DISABLED
@@ -64,6 +70,16 @@ class MetricsServer:
         )
 
 
+def operator_registry() -> CollectorRegistry:
+    """The registry /metrics serves, shaped as the reference's: the process's own
+    `process_*` series beside the controllers', and no `*_created` series (Go's client has
+    none, so dashboards written for the reference never see them)."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    return registry
+
+
 async def api_client(kubeconfig: str | None) -> Any:
     """A kubernetes_asyncio ApiClient: `kubeconfig`, else in-cluster, else the default
     kubeconfig ($KUBECONFIG or ~/.kube/config)."""
@@ -91,6 +107,7 @@ async def run(args: argparse.Namespace) -> None:
             namespace=args.namespace,
             bind_address=None if probes == DISABLED else probes,
             leader_election=election,
+            registry=operator_registry(),
             handle_signals=True,
         )
         metrics = (

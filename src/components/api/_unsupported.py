@@ -25,8 +25,6 @@ from components.api._validate import YAMLProblem, is_ours, load_documents
 UNSUPPORTED_CONDITION = "Unsupported"
 UNSUPPORTED_REASON = "AcceptedNotActedOn"
 
-_KUBELET_ROOT = "/var/lib/kubelet"
-
 
 @dataclass(frozen=True)
 class _Rule:
@@ -52,17 +50,6 @@ def _given(get: Callable[[Any], Any]) -> Callable[[Any], str | None]:
     return asks
 
 
-def _host_network(section: str) -> _Rule:
-    attribute = "".join(f"_{c.lower()}" if c.isupper() else c for c in section)
-    return _Rule(f"spec.{section}.hostNetwork", _true(lambda s: getattr(s, attribute).host_network))
-
-
-#: Operands whose pods do not honour `hostNetwork` yet (DCGM exporter's do).
-_OPERANDS_WITH_HOST_NETWORK = (
-    "driver", "toolkit", "devicePlugin", "dcgm", "gfd", "migManager", "nodeStatusExporter",
-    "validator",
-)  # fmt: skip
-
 CLUSTER_POLICY_RULES: tuple[_Rule, ...] = (
     _Rule("spec.sandboxWorkloads.enabled", _true(lambda s: s.sandbox_workloads.enabled)),
     _Rule("spec.vgpuManager.enabled", _true(lambda s: s.vgpu_manager.enabled)),
@@ -71,18 +58,6 @@ CLUSTER_POLICY_RULES: tuple[_Rule, ...] = (
     _Rule("spec.gds.enabled", _true(lambda s: s.gds.enabled)),
     _Rule("spec.gdrcopy.enabled", _true(lambda s: s.gdrcopy.enabled)),
     _Rule("spec.psp.enabled", _true(lambda s: s.psp.enabled)),
-    *(_host_network(section) for section in _OPERANDS_WITH_HOST_NETWORK),
-    _Rule(
-        "spec.hostPaths.kubeletRootDir",
-        lambda s: f"={r}" if (r := s.host_paths.kubelet_root_dir) != _KUBELET_ROOT else None,
-    ),
-    _Rule(
-        "spec.daemonsets.podSecurityContext", _given(lambda s: s.daemonsets.pod_security_context)
-    ),
-    _Rule(
-        "spec.operator.metrics.serviceMonitor.enabled",
-        _true(lambda s: s.operator.metrics.service_monitor.enabled),
-    ),
     _Rule("spec.dcgmExporter.annotations", _given(lambda s: s.dcgm_exporter.annotations)),
     _Rule("spec.dcgmExporter.enablePodLabels", _true(lambda s: s.dcgm_exporter.enable_pod_labels)),
     _Rule("spec.dcgmExporter.enablePodUID", _true(lambda s: s.dcgm_exporter.enable_pod_uid)),

@@ -98,7 +98,7 @@ from reconciler import (
 
 log = logging.getLogger("components.controllers.clusterpolicy")
 
-NAME = "clusterpolicy"
+NAME = "clusterpolicy-controller"
 
 INVALID_SPEC = "InvalidSpec"
 RENDER_FAILED = "RenderFailed"

@@ -39,7 +39,7 @@ from reconciler import (
 
 log = logging.getLogger("components.controllers.nodelabels")
 
-NAME = "node-labels"
+NAME = "node-labeling-controller"
 
 
 def concerns_us(node: Object) -> bool:

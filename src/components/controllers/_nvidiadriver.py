@@ -5,10 +5,14 @@ driver is enabled); otherwise every NVIDIADriver is `ignored` and its DaemonSets
 ClusterPolicy's own driver DaemonSets take over, and are kept until they do).
 
 Each NVIDIADriver renders the driver renderer's DaemonSets for its pool's nodes (one per
-OS, or per kernel when precompiled), renamed `nvidia-<type>-driver-<name>-<os>` and
-narrowed to the pool: its `nodeSelector`, or for the default one, node affinity that keeps
-out every other pool's nodes. Overlapping selectors and a second default become a
-condition on the younger NVIDIADriver, which then deploys nothing: never a fight.
+OS, or per kernel when precompiled), named as the reference names them
+(`nvidia-<type>-driver-<os>-<hash>`, `_driver_crd`) with a ServiceAccount and RBAC of its
+own per OS, and narrowed to the pool: its `nodeSelector`, or for the default one, node
+affinity that keeps out every other pool's nodes. Overlapping selectors and a second
+default become a condition on the younger NVIDIADriver, which then deploys nothing: never
+a fight. A DaemonSet of its that is no longer wanted (renamed by an operator upgrade, or a
+pool that moved) hands its pods to the wanted one without restarting them
+(`_driver_handover`); the upgrade walk replaces them node by node.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
     Change,
+    ObjectRef,
     component_of,
     controller_owner,
+    describe,
     owned_by_kind,
     ref_of,
 )
@@ -45,11 +51,14 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._driver_crd import (
+    RBAC_KINDS,
+    accounts_for,
     driver_section,
     for_nvidia_driver,
     policy_with_driver,
     uses_driver_crd,
 )
+from components.controllers._driver_handover import hand_over
 from components.controllers._labels import has_gpu
 from components.controllers._policies import ActivePolicy
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
@@ -80,7 +89,7 @@ from reconciler import (
 
 log = logging.getLogger("components.controllers.nvidiadriver")
 
-NAME = "nvidiadriver"
+NAME = "nvidia-driver-controller"
 NOT_IN_USE = (
     "the active ClusterPolicy does not set driver.useNvidiaDriverCRD: true (or has the "
     "driver disabled), so NVIDIADriver resources are not used"
@@ -160,17 +169,18 @@ class NVIDIADriverController:
             await self._write_status(obj, self._status(obj, problems=[conflict]))
             return None
         pool = pools.pools[request.name]
-        daemonsets, problems = self._render(obj, nvidia_driver, policy, pool, nodes)
+        desired, problems = self._render(obj, nvidia_driver, policy, pool, nodes)
         changes: list[Change] = []
-        for ds in daemonsets:
+        for wanted in desired:
             try:
-                change = await self.applier.write(ds, self.driver.name)
+                change = await self.applier.write(wanted, self.driver.name)
             except (Invalid, BadRequest, Forbidden) as exc:
-                problems.append(("ApplyFailed", f"DaemonSet {name_of(ds)}: {exc}"))
+                problems.append(("ApplyFailed", f"{wanted['kind']} {name_of(wanted)}: {exc}"))
                 continue
             if change is not None:
                 changes.append(change)
-        changes += await self._prune(uid, desired=daemonsets)
+        changes += await self._prune(uid, desired=desired)
+        daemonsets = [o for o in desired if o.get("kind") == DAEMONSET.kind]
         readiness = operand_readiness(self.client, self.driver.name, daemonsets)
         for change in changes:
             await self.recorder.event(obj, NORMAL, change.verb.capitalize(), str(change))
@@ -218,6 +228,7 @@ class NVIDIADriverController:
             for_nvidia_driver(
                 o,
                 nvidia_driver=name_of(obj),
+                uid=str(obj["metadata"].get("uid") or ""),
                 spec=spec,
                 selector=pool.selector if not pool.default else {},
                 exclude_terms=exclude,
@@ -225,26 +236,46 @@ class NVIDIADriverController:
             for o in rendered.objects
             if o.get("kind") == DAEMONSET.kind
         ]
-        return daemonsets, problems
+        rbac = [o for o in rendered.objects if o.get("kind") in RBAC_KINDS]
+        return [*accounts_for(rbac, daemonsets), *daemonsets], problems
 
     async def _prune(
         self, uid: str, *, desired: Sequence[Object], stranding: bool = True
     ) -> list[Change]:
-        """Delete this NVIDIADriver's DaemonSets that are not `desired`; with `stranding`,
-        each only once every node it serves is served by a desired one or another driver
-        DaemonSet."""
+        """Delete what this NVIDIADriver owns and no longer wants. A DaemonSet with pods
+        first hands them to the desired DaemonSet on their nodes (no restart); with
+        `stranding`, one that cannot is deleted only once every node it serves is served
+        by a desired one or another driver DaemonSet. Its ServiceAccount and RBAC stay
+        while a DaemonSet that may still run under them is kept."""
         mine = owned_by_kind(NVIDIA_DRIVER.kind, uid)
         driver = self.driver.name if self.driver is not None else ""
-        covering = [*desired] + [
+        wanted = {ref_of(o) for o in desired}
+        desired_daemonsets = [o for o in desired if o.get("kind") == DAEMONSET.kind]
+        covering = [*desired_daemonsets] + [
             ds
             for ds in self.client.list(DAEMONSET, namespace=self.namespace)
             if component_of(ds) == driver and not mine(ds)
         ]
+        changes: list[Change] = []
+        handed: set[ObjectRef] = set()
+        stranded: set[ObjectRef] = set()
+        for ds in self.applier.owned_objects(mine):
+            if ds.get("kind") != DAEMONSET.kind or ref_of(ds) in wanted:
+                continue
+            if (ds.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if desired_daemonsets and await hand_over(self.client, ds, desired_daemonsets):
+                handed.add(ref_of(ds))  # deleted already, orphaning its pods
+                changes.append(Change("deleted", describe(ds), driver))
+            elif stranding and nodes_only_served_by(ds, covering, self.client.list(NODE)):
+                stranded.add(ref_of(ds))
 
         def keep(obj: Object) -> bool:
-            return stranding and bool(nodes_only_served_by(obj, covering, self.client.list(NODE)))
+            if obj.get("kind") == DAEMONSET.kind:
+                return ref_of(obj) in handed or ref_of(obj) in stranded
+            return bool(stranded)  # its pods still run under this ServiceAccount
 
-        return await self.applier.prune([ref_of(o) for o in desired], mine, keep=keep)
+        return changes + await self.applier.prune(wanted, mine, keep=keep)
 
     # -- status --------------------------------------------------------------------------
 

@@ -34,15 +34,18 @@ from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
 from components.operands.mig_manager import MIGManager
 from components.operands.node_status_exporter import NodeStatusExporter
+from components.operands.operator_metrics import OperatorServiceMonitor
 from components.operands.prerequisites import Prerequisites
 from components.operands.readiness import daemonset_ready
 from components.operands.toolkit import Toolkit
 from components.operands.validator import Validator
 
-#: The operands in the reference's order (DESIGN "Operand order"; `operator-metrics` is the
-#: operator's own Service, `mps-control-daemon` and the sandbox/vGPU states are not here yet).
+#: The operands in the reference's order (DESIGN "Operand order"; `state-operator-metrics`
+#: renders only the operator's ServiceMonitor, its Service ships with the operator;
+#: `mps-control-daemon` and the sandbox/vGPU states are not here yet).
 OPERANDS: Sequence[Operand] = (
     Prerequisites(),
+    OperatorServiceMonitor(),
     Driver(),
     Toolkit(),
     Validator(),
@@ -66,6 +69,7 @@ __all__ = [
     "MIGManager",
     "NodeStatusExporter",
     "Operand",
+    "OperatorServiceMonitor",
     "Prerequisites",
     "Rendered",
     "Toolkit",

@@ -15,6 +15,9 @@ from components.operands._names import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGE
 
 DEFAULT_RUNTIME_CLASS = "nvidia"
 DEFAULT_DRIVER_INSTALL_DIR = "/run/nvidia/driver"
+#: Where the kubelet keeps its sockets; operand images expect it here inside the container,
+#: whatever `hostPaths.kubeletRootDir` says it is on the host.
+DEFAULT_KUBELET_ROOT_DIR = "/var/lib/kubelet"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class Ctx:
     @property
     def driver_install_dir(self) -> str:
         return self.spec.host_paths.driver_install_dir or DEFAULT_DRIVER_INSTALL_DIR
+
+    def kubelet_host_dir(self, subdir: str) -> str:
+        """`subdir` of the kubelet's root on the host (`hostPaths.kubeletRootDir`, for
+        distributions such as k0s or microk8s that move it)."""
+        root = self.spec.host_paths.kubelet_root_dir or DEFAULT_KUBELET_ROOT_DIR
+        return f"{root.rstrip('/')}/{subdir}"
 
 
 def image_or_condition(

@@ -203,9 +203,12 @@ def build_pod_spec(
     node_selector: Mapping[str, str] | None = None,
     runtime_class: bool = False,
     host_pid: bool = False,
+    host_network: bool = False,
 ) -> dict[str, Any]:
     """A pod spec with what every operand pod has: node selector on the deploy label,
-    tolerations, priority class, service account, pull secrets."""
+    tolerations, priority class, service account, pull secrets, and the policy's
+    `daemonsets.podSecurityContext`. `host_network` (the operand's `hostNetwork`) also sets
+    `dnsPolicy: ClusterFirstWithHostNet`, so the pod still resolves cluster names."""
     selector = {deploy: "true"}
     selector.update(node_selector or {})
     spec: dict[str, Any] = {
@@ -216,6 +219,12 @@ def build_pod_spec(
     }
     if host_pid:
         spec["hostPID"] = True
+    if host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    security = ctx.spec.daemonsets.pod_security_context
+    if security is not None and (given := security.to_dict()):
+        spec["securityContext"] = given
     if runtime_class:
         spec["runtimeClassName"] = ctx.runtime_class
     secrets = pull_secrets(*images)

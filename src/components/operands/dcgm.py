@@ -72,6 +72,7 @@ class DCGM(BaseOperand):
             container["env"] = merge_env([], dcgm.env)
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.dcgm.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=[toolkit_validation(ctx)],

@@ -16,7 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._context import (
+    DEFAULT_KUBELET_ROOT_DIR,
+    BaseOperand,
+    Ctx,
+    image_or_condition,
+)
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
@@ -118,10 +123,10 @@ class DCGMExporter(BaseOperand):
             env_field("NODE_NAME", "spec.nodeName"),
         ]
         mounts = [
-            mount("pod-gpu-resources", "/var/lib/kubelet/pod-resources", read_only=True),
+            mount("pod-gpu-resources", f"{DEFAULT_KUBELET_ROOT_DIR}/pod-resources", read_only=True),
         ]
         volumes = [
-            host_path("pod-gpu-resources", "/var/lib/kubelet/pod-resources"),
+            host_path("pod-gpu-resources", ctx.kubelet_host_dir("pod-resources")),
             validations_volume(),
         ]
         if spec.dcgm.enabled:

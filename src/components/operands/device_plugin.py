@@ -13,7 +13,12 @@ import posixpath
 from typing import Any
 
 from components.api import ClusterPolicy, MIGStrategy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._context import (
+    DEFAULT_KUBELET_ROOT_DIR,
+    BaseOperand,
+    Ctx,
+    image_or_condition,
+)
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
@@ -183,7 +188,7 @@ class DevicePlugin(BaseOperand):
                 "securityContext": {"privileged": True},
                 "volumeMounts": [
                     entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
-                    mount("device-plugin", "/var/lib/kubelet/device-plugins"),
+                    mount("device-plugin", f"{DEFAULT_KUBELET_ROOT_DIR}/device-plugins"),
                     mount("run-nvidia-validations", VALIDATIONS_DIR),
                     mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
                     mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
@@ -196,13 +201,14 @@ class DevicePlugin(BaseOperand):
         )
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.device_plugin.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=[toolkit_validation(ctx)],
             containers=[main],
             volumes=[
                 entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
-                host_path("device-plugin", "/var/lib/kubelet/device-plugins"),
+                host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
                 validations_volume(),
                 host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
                 host_path("host-root", ctx.host_root),

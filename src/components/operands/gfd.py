@@ -104,6 +104,7 @@ class GPUFeatureDiscovery(BaseOperand):
         )
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.gfd.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=[toolkit_validation(ctx)],

@@ -185,6 +185,7 @@ class MIGManager(BaseOperand):
         )
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.mig_manager.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=[toolkit_validation(ctx)],

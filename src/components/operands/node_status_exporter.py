@@ -95,6 +95,7 @@ class NodeStatusExporter(BaseOperand):
         )
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.node_status_exporter.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             containers=[container],

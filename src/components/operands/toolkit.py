@@ -305,6 +305,7 @@ class Toolkit(BaseOperand):
         ]
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.toolkit.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=[_driver_validation(ctx)],

@@ -170,6 +170,7 @@ class Validator(BaseOperand):
             main["env"] = merge_env([], validator.env)
         pod = build_pod_spec(
             ctx,
+            host_network=ctx.spec.validator.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=steps,

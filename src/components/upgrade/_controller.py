@@ -2,9 +2,9 @@
 
 Two controllers share one set of informers (`_watches`):
 
-* **driver-upgrade** (one request per node, several workers, `_node`): everything a node
+* **upgrade-controller** (one request per node, several workers, `_node`): everything a node
   does on its own, from noticing its driver is outdated to uncordoning it.
-* **driver-upgrade-pool** (one request, one worker, `_pool`): admission, the one step that
+* **upgrade-controller-pool** (one request, one worker, `_pool`): admission, the one step that
   weighs nodes against each other (maxParallelUpgrades, maxUnavailable), then status and
   metrics.
 
@@ -33,8 +33,12 @@ from components.upgrade._watches import POOL_REQUEST, UpgradeInformers, Watches
 from components.upgrade._writer import NodeWriter
 from reconciler import Manager
 
-NODE_CONTROLLER = "driver-upgrade"
-POOL_CONTROLLER = "driver-upgrade-pool"
+#: The reference has one controller, `upgrade-controller`; its name goes to the per-node
+#: controller, which does nearly all of the work, so runbooks and dashboards matching
+#: `controller="upgrade-controller"` see it. The pool controller keeps the prefix and a
+#: suffix: its metrics stay apart, and `controller=~"upgrade-controller.*"` selects both.
+NODE_CONTROLLER = "upgrade-controller"
+POOL_CONTROLLER = "upgrade-controller-pool"
 
 
 def _operator_pod_from_env() -> tuple[str, str] | None:

@@ -56,6 +56,9 @@ def test_default_values_install_the_operator_and_a_valid_policy() -> None:
     ]
     policy = one(docs, "ClusterPolicy")
     assert validate_document(policy) == []
+    assert policy["spec"]["operator"]["metrics"]["serviceMonitor"]["enabled"] is False
+    # The reference's ServiceMonitors select the operator's Service by `app`.
+    assert one(docs, "Service")["metadata"]["labels"]["app"] == "gpu-operator"
     container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "gpu-operator:0.1.0"
     assert "--log-format=json" in container["args"]
@@ -79,6 +82,9 @@ def test_reference_values_file_is_taken_as_is_and_mapped() -> None:
         "defaultRuntime": "containerd",
         "runtimeClass": "nvidia",
         "use_ocp_driver_toolkit": False,
+        "metrics": {
+            "serviceMonitor": {"enabled": False, "interval": "30s", "additionalLabels": {}}
+        },
     }
     assert validate_document(one(docs, "ClusterPolicy")) == []
 
@@ -111,8 +117,14 @@ def test_full_values_file_reaches_every_place(tmp_path: Path) -> None:
     assert {"--log-level=debug", "--log-format=text"} <= set(pod["containers"][0]["args"])
     assert pod["priorityClassName"] == "high"
     assert pod["nodeSelector"]["pool"] == "infra"
-    assert one(docs, "ServiceMonitor")["metadata"]["labels"]["team"] == "gpu"
+    assert not [d for d in docs if d["kind"] == "ServiceMonitor"]
     spec = one(docs, "ClusterPolicy")["spec"]
+    # The operator creates the ServiceMonitor from the policy (one writer, as the reference).
+    assert spec["operator"]["metrics"]["serviceMonitor"] == {
+        "enabled": True,
+        "interval": "30s",
+        "additionalLabels": {"team": "gpu"},
+    }
     assert spec["driver"]["version"] == "580.1.2"
     assert spec["driver"]["upgradePolicy"]["maxParallelUpgrades"] == 3
     assert spec["driver"]["upgradePolicy"]["podDeletion"]["force"] is True
@@ -141,6 +153,34 @@ def test_hooks_update_crds_before_upgrade_and_delete_the_policy_before_uninstall
     ]
 
 
+def test_host_network_kubelet_root_and_pod_security_context_reach_the_policy() -> None:
+    spec = one(
+        render(
+            "--set",
+            "toolkit.hostNetwork=true",
+            "--set",
+            "hostPaths.kubeletRootDir=/var/snap/microk8s/common/var/lib/kubelet",
+            "--set",
+            "daemonsets.podSecurityContext.runAsUser=0",
+        ),
+        "ClusterPolicy",
+    )["spec"]
+    assert spec["toolkit"]["hostNetwork"] is True
+    assert spec["hostPaths"]["kubeletRootDir"] == "/var/snap/microk8s/common/var/lib/kubelet"
+    assert spec["daemonsets"]["podSecurityContext"] == {"runAsUser": 0}
+    assert (
+        validate_document(
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": "p"},
+                "spec": spec,
+            }
+        )
+        == []
+    )
+
+
 def test_no_policy_when_the_admin_brings_their_own() -> None:
     assert not [
         d for d in render("--set", "clusterPolicy.deployCR=false") if d["kind"] == "ClusterPolicy"
@@ -150,7 +190,7 @@ def test_no_policy_when_the_admin_brings_their_own() -> None:
 @pytest.mark.parametrize(
     ("setting", "named"),
     [
-        ("driver.hostNetwork=true", "driver.hostNetwork is not supported"),
+        ("vgpuManager.hostNetwork=true", "vgpuManager.hostNetwork is not supported"),
         ("ccManager.enabled=false", "ccManager.enabled is not supported"),
         ("operator.logging.timeEncoding=iso8601", "operator.logging.timeEncoding is not supported"),
     ],

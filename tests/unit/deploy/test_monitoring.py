@@ -10,9 +10,13 @@ import shutil
 from pathlib import Path
 
 import yaml
-from prometheus_client import CollectorRegistry
 
+from components.controllers._clusterpolicy import NAME as CLUSTER_POLICY_CONTROLLER
+from components.controllers._node_labels import NAME as NODE_LABEL_CONTROLLER
+from components.controllers._nvidiadriver import NAME as NVIDIA_DRIVER_CONTROLLER
 from components.metrics import OperatorMetrics
+from components.run import operator_registry
+from components.upgrade._controller import NODE_CONTROLLER, POOL_CONTROLLER
 from components.upgrade._metrics import upgrade_metrics_for
 from reconciler import metrics_for
 from tests.tools import REPO, run
@@ -56,7 +60,7 @@ SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
 
 def operator_metrics() -> set[str]:
     """Every sample name the operator's /metrics can serve, from its real registries."""
-    registry = CollectorRegistry()
+    registry = operator_registry()
     metrics_for(registry)
     operator = OperatorMetrics(registry)
     upgrade_metrics_for(registry, auto_upgrade_enabled=operator.driver_auto_upgrade_enabled)
@@ -138,3 +142,32 @@ def test_every_rule_reads_an_exported_metric() -> None:
     }
     for alert in alerts:
         assert metric_names(alert["expr"]) <= exported, alert["alert"]
+
+
+def test_the_registry_serves_process_metrics_and_no_created_series() -> None:
+    names = operator_metrics()
+    assert {"process_resident_memory_bytes", "process_start_time_seconds"} <= names
+    assert not [n for n in names if n.endswith("_created")]
+
+
+def test_controller_label_values_name_real_controllers() -> None:
+    """A `controller` matcher in the rules, their tests or the dashboard names one of ours,
+    and ours are the reference's names, so its dashboards and runbooks keep matching."""
+    ours = {
+        CLUSTER_POLICY_CONTROLLER,
+        NVIDIA_DRIVER_CONTROLLER,
+        NODE_LABEL_CONTROLLER,
+        NODE_CONTROLLER,
+        POOL_CONTROLLER,
+    }
+    assert ours >= {
+        "clusterpolicy-controller",
+        "nvidia-driver-controller",
+        "node-labeling-controller",
+        "upgrade-controller",
+    }
+    text = "".join(p.read_text() for p in sorted(MONITORING.iterdir()))
+    used = set(re.findall(r'controller=~?"([^"]+)"', text))
+    used |= set(re.findall(r"\bcontroller: ([\w-]+)", text))
+    assert used
+    assert used <= ours

@@ -112,6 +112,7 @@ def driver_daemonset(
     containers, extra_volumes = driver_containers(ctx, driver, image, pool, rendered)
     pod = build_pod_spec(
         ctx,
+        host_network=ctx.spec.driver.host_network,
         account=ACCOUNT,
         deploy=DEPLOY_LABEL,
         node_selector=pool.node_selector,

@@ -1,16 +1,18 @@
 """A driver DaemonSet the operator renames (upgraded from a version that named it after
-the OS, or a cluster going from several OS releases to one) hands its pods to the one that
-replaces it: they keep running, now selected by the new DaemonSet, and the old one goes
-without taking them along."""
+the OS, or the NVIDIADriver's after the NVIDIADriver, or a cluster going from several OS
+releases to one) hands its pods to the one that replaces it: they keep running, now
+selected by the new DaemonSet, and the old one goes without taking them along."""
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler import POD, labels_of, owner_reference
+from components.controllers._driver_crd import short_hash
+from reconciler import POD, Object, labels_of, owner_reference
 from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
     DAEMONSET,
+    NVIDIA_DRIVER,
     Cluster,
 )
 from tests.polling import eventually
@@ -22,11 +24,11 @@ NEW = "nvidia-driver-daemonset"
 COMPONENT = "nvidia.com/gpu-operator.component"
 
 
-def _old_daemonset(namespace: str, owner: dict[str, object]) -> dict[str, object]:
-    """The driver DaemonSet as our previous version rendered it: named after the OS, its
-    pods labelled `app=<its name>`."""
+def _old_daemonset(namespace: str, owner: dict[str, object], name: str = OLD) -> dict[str, object]:
+    """The driver DaemonSet as our previous version rendered it: named after the OS (and
+    the NVIDIADriver), its pods labelled `app=<its name>`."""
     labels = {
-        "app": OLD,
+        "app": name,
         "app.kubernetes.io/component": "nvidia-driver",
         "app.kubernetes.io/managed-by": "gpu-operator",
         COMPONENT: "state-driver",
@@ -36,13 +38,13 @@ def _old_daemonset(namespace: str, owner: dict[str, object]) -> dict[str, object
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {
-            "name": OLD,
+            "name": name,
             "namespace": namespace,
             "labels": labels,
             "ownerReferences": [owner],
         },
         "spec": {
-            "selector": {"matchLabels": {"app": OLD}},
+            "selector": {"matchLabels": {"app": name}},
             "updateStrategy": {"type": "OnDelete"},
             "template": {
                 "metadata": {"labels": labels},
@@ -68,49 +70,83 @@ async def test_upgrading_from_os_named_daemonsets_keeps_the_driver_pods(cluster:
     assert live is not None
     # Stop the operator from seeing the new one as the only one: as after an upgrade,
     # the old DaemonSet and its running pod are there too.
-    old = await cluster.client.create(_old_daemonset(cluster.namespace, owner_reference(live)))
-    pod = await cluster.client.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "driver-on-u1",
-                "namespace": cluster.namespace,
-                "labels": dict(old["spec"]["template"]["metadata"]["labels"]),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "DaemonSet",
-                        "name": OLD,
-                        "uid": old["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "nodeName": node,
-                "containers": [{"name": "nvidia-driver-ctr", "image": "driver:old"}],
-            },
-        }
+    await _hand_over(cluster, node, owner_reference(live), OLD, NEW)
+
+
+async def test_renamed_nvidia_driver_daemonset_keeps_the_driver_pods(cluster: Cluster) -> None:
+    """Upgraded from a version that named an NVIDIADriver's DaemonSet
+    `nvidia-gpu-driver-<name>-<os>`: the reference's `nvidia-gpu-driver-<os>-<hash>`
+    takes its pods over."""
+    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
+    await cluster.create_policy("policy", {"driver": {"useNvidiaDriverCRD": True}})
+    driver = await cluster.create_driver("default", {"default": True})
+    new = f"nvidia-gpu-driver-ubuntu22.04-{short_hash(driver['metadata']['uid'])}"
+    await eventually(lambda: _exists(cluster, new), "the NVIDIADriver's DaemonSet")
+    live = await cluster.get(NVIDIA_DRIVER, driver["metadata"]["name"])
+    assert live is not None
+    old = f"nvidia-gpu-driver-{driver['metadata']['name']}-ubuntu22.04"
+    await _hand_over(cluster, node, owner_reference(live), old, new)
+
+
+async def _hand_over(
+    cluster: Cluster, node: str, owner: dict[str, object], old_name: str, new_name: str
+) -> None:
+    # Stop the operator from seeing the new one as the only one: as after an upgrade,
+    # the old DaemonSet and its running pod are there too. The old one becomes ours only
+    # once its pod exists, as it would have been all along (no cluster has the one
+    # without the other for longer than a scheduling round).
+    not_yet = {**owner, "controller": False}
+    old = await cluster.client.create(_old_daemonset(cluster.namespace, not_yet, old_name))
+    pod = await cluster.client.create(_pod(cluster.namespace, node, old))
+    await cluster.client.patch(
+        DAEMONSET,
+        old_name,
+        {"metadata": {"ownerReferences": [owner]}},
+        namespace=cluster.namespace,
     )
 
     async def handed_over() -> bool:
-        ds = await cluster.get(DAEMONSET, OLD, cluster.namespace)
+        ds = await cluster.get(DAEMONSET, old_name, cluster.namespace)
         going = ds is None or bool(ds["metadata"].get("deletionTimestamp"))
         live_pod = await cluster.get(POD, "driver-on-u1", cluster.namespace)
-        return going and live_pod is not None and labels_of(live_pod).get("app") == NEW
+        return going and live_pod is not None and labels_of(live_pod).get("app") == new_name
 
     await eventually(handed_over, "the old DaemonSet to go and its pod to be handed over")
     live_pod = await cluster.get(POD, "driver-on-u1", cluster.namespace)
     assert live_pod is not None
     assert live_pod["metadata"]["uid"] == pod["metadata"]["uid"]  # the same pod: not killed
-    old_ds = await cluster.get(DAEMONSET, OLD, cluster.namespace)
+    old_ds = await cluster.get(DAEMONSET, old_name, cluster.namespace)
     if old_ds is not None:  # no garbage collector here to finish the orphaning delete
         assert "orphan" in old_ds["metadata"].get("finalizers", [])
-    new_ds = await cluster.get(DAEMONSET, NEW, cluster.namespace)
+    new_ds = await cluster.get(DAEMONSET, new_name, cluster.namespace)
     assert new_ds is not None
     selector = new_ds["spec"]["selector"]["matchLabels"]
     assert selector.items() <= labels_of(live_pod).items()  # the new one adopts it
+
+
+def _pod(namespace: str, node: str, owner: Object) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "driver-on-u1",
+            "namespace": namespace,
+            "labels": dict(owner["spec"]["template"]["metadata"]["labels"]),
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "nvidia-driver-ctr", "image": "driver:old"}],
+        },
+    }
 
 
 async def _exists(cluster: Cluster, name: str) -> bool:

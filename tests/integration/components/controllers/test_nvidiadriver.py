@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from components.controllers._driver_crd import short_hash
 from reconciler import GVK
 from tests.integration.components.controllers.conftest import (
     NVIDIA_DRIVER,
@@ -55,14 +56,18 @@ async def test_pools_get_their_own_driver_daemonsets(cluster: Cluster) -> None:
     await cluster.settle()
 
     drivers = driver_daemonsets(await cluster.daemonsets())
-    rhel_ds = drivers.pop(f"nvidia-gpu-driver-{cluster.name('rhel')}-rhel9.4")
-    default_ds = drivers.pop(f"nvidia-gpu-driver-{cluster.name('default')}-ubuntu22.04")
+    # Named as the reference names them: type, OS, a hash of the NVIDIADriver's UID.
+    rhel_ds = drivers.pop(f"nvidia-gpu-driver-rhel9.4-{short_hash(rhel['metadata']['uid'])}")
+    default_ds = drivers.pop(
+        f"nvidia-gpu-driver-ubuntu22.04-{short_hash(default['metadata']['uid'])}"
+    )
     assert drivers == {}  # and no ClusterPolicy driver DaemonSet
     assert rhel_ds["metadata"]["ownerReferences"][0]["uid"] == rhel["metadata"]["uid"]
     rhel_pod = rhel_ds["spec"]["template"]["spec"]
     assert rhel_pod["nodeSelector"][OS_ID] == "rhel"
     assert rhel_pod["containers"][0]["image"] == "nvcr.io/nvidia/driver:580.1-rhel9"
-    assert rhel_pod["serviceAccountName"] == "nvidia-driver"
+    rhel_account = f"nvidia-gpu-driver-{cluster.name('rhel')}-rhel9.4"
+    assert rhel_pod["serviceAccountName"] == rhel_account
     # The default one keeps out of the rhel pool's nodes.
     terms = default_ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
@@ -70,10 +75,24 @@ async def test_pools_get_their_own_driver_daemonsets(cluster: Cluster) -> None:
     assert terms == [
         {"matchExpressions": [{"key": OS_ID, "operator": "NotIn", "values": ["rhel"]}]}
     ]
-    # What every driver pod shares stays the ClusterPolicy's.
-    account = await cluster.get(GVK("", "v1", "ServiceAccount"), "nvidia-driver", cluster.namespace)
+    # Each NVIDIADriver's pods run under a ServiceAccount and RBAC of its own, per OS.
+    account = await cluster.get(GVK("", "v1", "ServiceAccount"), rhel_account, cluster.namespace)
     assert account is not None
-    assert account["metadata"]["ownerReferences"][0]["name"] == policy
+    assert account["metadata"]["ownerReferences"][0]["uid"] == rhel["metadata"]["uid"]
+    binding = await cluster.get(
+        GVK("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"), rhel_account
+    )
+    assert binding is not None
+    assert binding["roleRef"]["name"] == rhel_account
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": rhel_account, "namespace": cluster.namespace}
+    ]
+    # The startup-probe ConfigMap every driver pod reads stays the ClusterPolicy's.
+    probe = await cluster.get(
+        GVK("", "v1", "ConfigMap"), "nvidia-driver-startup-probe", cluster.namespace
+    )
+    assert probe is not None
+    assert probe["metadata"]["ownerReferences"][0]["name"] == policy
     status = await cluster.status(policy)
     driver = {c["name"]: c for c in status["components"]}["state-driver"]
     assert driver["state"] == "ready"
@@ -100,8 +119,12 @@ async def test_overlaps_and_second_defaults_are_conditions(cluster: Cluster) -> 
     cond = await cluster.condition(second_default, "Error", NVIDIA_DRIVER)
     assert cond["reason"] == "MultipleDefaults"
     await cluster.settle()
-    names = driver_daemonsets(await cluster.daemonsets())
-    assert not [n for n in names if cluster.name("overlap") in n or cluster.name("base2") in n]
+    owners = {
+        ref["name"]
+        for ds in driver_daemonsets(await cluster.daemonsets()).values()
+        for ref in ds["metadata"].get("ownerReferences", [])
+    }
+    assert owners and not owners & {overlap, second_default}
     assert (await cluster.status(first["metadata"]["name"], NVIDIA_DRIVER))["state"] == "ready"
 
 

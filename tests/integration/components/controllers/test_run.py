@@ -73,9 +73,19 @@ async def test_run_serves_probes_and_metrics_and_stops_on_sigterm(
             status, text = await get(session, f"http://127.0.0.1:{metrics}/metrics")
             assert status == 200
             assert "gpu_operator_reconciliation_status" in text
-            assert (
-                'controller_runtime_max_concurrent_reconciles{controller="clusterpolicy"}' in text
-            )
+            for controller in (
+                "clusterpolicy-controller",
+                "nvidia-driver-controller",
+                "node-labeling-controller",
+                "upgrade-controller",
+            ):
+                assert (
+                    f'controller_runtime_max_concurrent_reconciles{{controller="{controller}"}}'
+                    in text
+                )
+            assert "process_resident_memory_bytes" in text
+            assert "process_start_time_seconds" in text
+            assert "_created" not in text
         lease = await client.CoordinationV1Api(api_client).read_namespaced_lease(
             LEASE_NAME, namespace
         )

@@ -166,6 +166,7 @@ def render_all() -> dict[str, Rendered]:
 def test_operands_are_in_the_reference_order() -> None:
     assert [op.name for op in OPERANDS] == [
         "pre-requisites",
+        "state-operator-metrics",
         "state-driver",
         "state-container-toolkit",
         "state-operator-validation",
@@ -176,7 +177,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "state-mig-manager",
         "state-node-status-exporter",
     ]
-    assert [op.deploy_label for op in OPERANDS][1:] == [
+    assert [op.deploy_label for op in OPERANDS][2:] == [
         "nvidia.com/gpu.deploy.driver",
         "nvidia.com/gpu.deploy.container-toolkit",
         "nvidia.com/gpu.deploy.operator-validator",
@@ -188,6 +189,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "nvidia.com/gpu.deploy.node-status-exporter",
     ]
     assert operand("pre-requisites").deploy_label is None
+    assert operand("state-operator-metrics").deploy_label is None
 
 
 def test_every_operand_renders_exactly_its_objects() -> None:

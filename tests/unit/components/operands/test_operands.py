@@ -17,6 +17,7 @@ from components.operands import (
     GPUNode,
     MIGManager,
     NodeStatusExporter,
+    OperatorServiceMonitor,
     Prerequisites,
     Rendered,
     Validator,
@@ -219,6 +220,69 @@ def test_daemonsets_section_applies_to_every_operand() -> None:
                 }
 
 
+HOST_NETWORK_SECTIONS = {
+    "driver": "nvidia-driver-daemonset",
+    "toolkit": "nvidia-container-toolkit-daemonset",
+    "devicePlugin": "nvidia-device-plugin-daemonset",
+    "dcgm": "nvidia-dcgm",
+    "dcgmExporter": "nvidia-dcgm-exporter",
+    "gfd": "gpu-feature-discovery",
+    "migManager": "nvidia-mig-manager",
+    "nodeStatusExporter": "nvidia-node-status-exporter",
+    "validator": "nvidia-operator-validator",
+}
+
+
+def all_daemonsets(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    p, v = policy(spec), view([gpu_node("a", mig_capable=True)])
+    out: dict[str, dict[str, Any]] = {}
+    for op in OPERANDS:
+        if op.enabled(p):
+            out.update(daemonsets(op.render(p, v)))
+    return out
+
+
+@pytest.mark.parametrize("section", sorted(HOST_NETWORK_SECTIONS))
+def test_host_network_puts_that_operand_alone_on_the_host_network(section: str) -> None:
+    spec: dict[str, Any] = {"nodeStatusExporter": {"enabled": True}, "dcgm": {"enabled": True}}
+    spec.setdefault(section, {})["hostNetwork"] = True
+    found = all_daemonsets(spec)
+    assert set(HOST_NETWORK_SECTIONS.values()) <= set(found)
+    for name, ds in found.items():
+        on_host = name == HOST_NETWORK_SECTIONS[section]
+        assert pod(ds).get("hostNetwork", False) is on_host, name
+        # Cluster names still resolve from the host's network namespace.
+        assert pod(ds).get("dnsPolicy") == ("ClusterFirstWithHostNet" if on_host else None)
+
+
+def test_pod_security_context_on_every_operand_pod() -> None:
+    context = {"runAsUser": 0, "fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"}}
+    found = all_daemonsets(
+        {"daemonsets": {"podSecurityContext": context}, "nodeStatusExporter": {"enabled": True}}
+    )
+    assert len(found) >= 9
+    for name, ds in found.items():
+        assert pod(ds)["securityContext"] == context, name
+    assert not [n for n, ds in all_daemonsets({}).items() if "securityContext" in pod(ds)]
+
+
+def test_kubelet_root_dir_moves_the_host_side_of_kubelet_mounts() -> None:
+    spec = {"hostPaths": {"kubeletRootDir": "/var/snap/microk8s/common/var/lib/kubelet/"}}
+    found = all_daemonsets(spec)
+    root = "/var/snap/microk8s/common/var/lib/kubelet"
+    plugin = found["nvidia-device-plugin-daemonset"]
+    assert volumes(plugin)["device-plugin"]["hostPath"]["path"] == f"{root}/device-plugins"
+    # The plugin registers where it always looks, inside its container.
+    assert mounts(container(plugin))["/var/lib/kubelet/device-plugins"] == "device-plugin"
+    exporter = found["nvidia-dcgm-exporter"]
+    assert volumes(exporter)["pod-gpu-resources"]["hostPath"]["path"] == f"{root}/pod-resources"
+    assert mounts(container(exporter))["/var/lib/kubelet/pod-resources"] == "pod-gpu-resources"
+    # Nothing else on the host under the default kubelet root.
+    for name, ds in found.items():
+        host = [v["hostPath"]["path"] for v in volumes(ds).values() if "hostPath" in v]
+        assert not [p for p in host if p.startswith("/var/lib/kubelet")], name
+
+
 def test_on_delete_strategy_from_the_policy() -> None:
     ds = only_ds(render(DCGM(), {"daemonsets": {"updateStrategy": "OnDelete"}}))
     assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
@@ -276,6 +340,37 @@ def test_service_monitor_only_with_the_crd_and_when_enabled() -> None:
     off = render(DCGMExporter(), service_monitors=True)
     assert ("ServiceMonitor", "nvidia-dcgm-exporter") not in kinds_and_names(off)
     assert off.conditions == []
+
+
+def test_operator_service_monitor_selects_the_operator_service() -> None:
+    on = {
+        "operator": {
+            "metrics": {
+                "serviceMonitor": {
+                    "enabled": True,
+                    "interval": "30s",
+                    "honorLabels": True,
+                    "additionalLabels": {"release": "prom"},
+                }
+            }
+        }
+    }
+    with_crd = render(OperatorServiceMonitor(), on, service_monitors=True)
+    monitor = find(with_crd, "ServiceMonitor", "gpu-operator")
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    # The Service of config/manager and the Helm chart carries `app: gpu-operator`.
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app": "gpu-operator"}}
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "gpu-operator-metrics", "path": "/metrics", "interval": "30s", "honorLabels": True}
+    ]
+    assert with_crd.conditions == []
+
+    without_crd = render(OperatorServiceMonitor(), on, service_monitors=False)
+    assert without_crd.objects == []
+    assert [r for r, _ in without_crd.conditions] == ["ServiceMonitorCRDMissing"]
+
+    assert not OperatorServiceMonitor().enabled(policy())
 
 
 def test_custom_metrics_config_map_is_mounted() -> None:

@@ -1,0 +1,59 @@
+"""`state-operator-metrics`: the ServiceMonitor for the operator's own `/metrics`.
+
+The operator's Service (`gpu-operator`, port `gpu-operator-metrics`, label
+`app: gpu-operator`) ships with the operator's manifests, since it must exist before any
+policy does; this state adds, as the reference's does, a prometheus-operator ServiceMonitor
+`gpu-operator` selecting it when `operator.metrics.serviceMonitor.enabled`. Without the
+ServiceMonitor CRD it gives a condition instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.api import ClusterPolicy
+from components.operands._context import BaseOperand, Ctx
+from components.operands._contract import Rendered
+from components.operands._workloads import service_monitor
+
+NAME = "state-operator-metrics"
+#: The `app` label of the operator's metrics Service, which the ServiceMonitor selects.
+APP = "gpu-operator"
+PORT_NAME = "gpu-operator-metrics"
+
+
+def _service_monitor(ctx: Ctx) -> dict[str, Any]:
+    monitor = ctx.spec.operator.metrics.service_monitor
+    endpoint: dict[str, Any] = {"port": PORT_NAME, "path": "/metrics"}
+    if monitor.interval:
+        endpoint["interval"] = monitor.interval
+    if monitor.scrape_timeout:
+        endpoint["scrapeTimeout"] = monitor.scrape_timeout
+    if monitor.honor_labels:
+        endpoint["honorLabels"] = True
+    if monitor.relabelings:
+        endpoint["relabelings"] = [r.to_dict() for r in monitor.relabelings]
+    return service_monitor(ctx, APP, endpoint, labels=monitor.additional_labels)
+
+
+class OperatorServiceMonitor(BaseOperand):
+    """The operator's ServiceMonitor; enabled by `operator.metrics.serviceMonitor.enabled`."""
+
+    name: str = NAME
+    deploy_label: str | None = None
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.operator.metrics.service_monitor.enabled
+
+    def _render(self, ctx: Ctx) -> Rendered:
+        if ctx.view.has_service_monitor_crd:
+            return Rendered(objects=[_service_monitor(ctx)])
+        return Rendered(
+            conditions=[
+                (
+                    "ServiceMonitorCRDMissing",
+                    "operator.metrics.serviceMonitor.enabled is true but the ServiceMonitor "
+                    "CRD (servicemonitors.monitoring.coreos.com) is not installed",
+                )
+            ]
+        )
