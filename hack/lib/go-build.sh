@@ -24,13 +24,15 @@ progress() {
 
 # build NAME VERSION MODULE_DIR LDFLAGS PACKAGE...
 # Extra `go build` flags (build tags) can be passed in BUILD_FLAGS; they are part of the stamp.
+# OUTPUT_NAME names the binary of a single PACKAGE (helm 3 is built as helm3, beside helm 4).
 build() {
   local name="$1" version="$2" module="$3" ldflags="$4"
   shift 4
   local out="${bin}/${name}-${version}"
   local flags="${BUILD_FLAGS:-}"
+  local output="${OUTPUT_NAME:-}"
   local stamp
-  stamp="$( (cat "${module}/go.sum" "${module}/go.mod"; [[ -z "${flags}" ]] || echo "${flags}") | sha256sum | cut -c1-16)"
+  stamp="$( (cat "${module}/go.sum" "${module}/go.mod"; [[ -z "${flags}" ]] || echo "${flags}"; [[ -z "${output}" ]] || echo "${output}") | sha256sum | cut -c1-16)"
   if [[ -f "${out}/.stamp" && "$(cat "${out}/.stamp")" == "${stamp}" ]]; then
     echo "${name} ${version}: cached in ${out}"
     return
@@ -44,7 +46,7 @@ build() {
   trap 'rm -rf "${tmp}"' RETURN
   local log="${tmp}/build.log"
   # shellcheck disable=SC2086 # flags is a list of words
-  if ! (cd "${module}" && go build -v -trimpath ${flags} -ldflags "${ldflags}" -o "${tmp}/" "$@" 2> >(tee "${log}" | progress "${name}" >&2)); then
+  if ! (cd "${module}" && go build -v -trimpath ${flags} -ldflags "${ldflags}" -o "${tmp}/${output}" "$@" 2> >(tee "${log}" | progress "${name}" >&2)); then
     tail -n 30 "${log}" >&2
     fail "building ${name} ${version} failed (log above); fix the error or step back one release in ${versions_file:-hack/versions.env}."
   fi

@@ -1,6 +1,8 @@
 """The Helm chart, rendered by the real helm: it lints strictly, takes NVIDIA's chart's
 values file as it is, maps those values onto the ClusterPolicy, refuses what it cannot honour
-by name, and stays in step with config/ and the API models."""
+by name, and stays in step with config/ and the API models. Helm 3 (`helm3`, still what many
+clusters are managed with) lints it, renders the same manifests as Helm 4 and refuses the
+same values."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tests.tools import CHART, REPO, run
 from tests.unit.components.api.cases import COMPAT
 
 REFERENCE_VALUES = COMPAT / "reference-helm-values.yaml"
+HELMS = ["helm", "helm3"]
 
 
 def render(*args: str | Path) -> list[dict[str, Any]]:
@@ -29,15 +32,29 @@ def one(documents: list[dict[str, Any]], kind: str, name: str | None = None) -> 
     return found[0]
 
 
-def refused(*args: str) -> str:
-    done = run("helm", "template", "gpu", CHART, *args, check=False)
-    assert done.returncode != 0, "helm template accepted it"
+def refused(*args: str, helm: str = "helm") -> str:
+    done = run(helm, "template", "gpu", CHART, *args, check=False)
+    assert done.returncode != 0, f"{helm} template accepted it"
     return done.stderr
 
 
-def test_lint_strict_passes() -> None:
-    run("helm", "lint", "--strict", CHART)
-    run("helm", "lint", "--strict", CHART, "--values", REFERENCE_VALUES)
+@pytest.mark.parametrize("helm", HELMS)
+def test_lint_strict_passes(helm: str) -> None:
+    run(helm, "lint", "--strict", CHART)
+    run(helm, "lint", "--strict", CHART, "--values", REFERENCE_VALUES)
+
+
+@pytest.mark.parametrize(
+    "values", [(), ("--values", str(REFERENCE_VALUES))], ids=["defaults", "reference"]
+)
+def test_helm3_renders_what_helm4_renders(values: tuple[str, ...]) -> None:
+    def rendered(helm: str) -> list[dict[str, Any]]:
+        out = run(helm, "template", "gpu", CHART, "--namespace", "gpu-operator", *values).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    helm3 = rendered("helm3")
+    assert {d["kind"] for d in helm3} >= {"Deployment", "ClusterPolicy", "Job"}
+    assert helm3 == rendered("helm")
 
 
 def test_default_values_install_the_operator_and_a_valid_policy() -> None:
@@ -195,12 +212,14 @@ def test_no_policy_when_the_admin_brings_their_own() -> None:
         ("operator.logging.timeEncoding=iso8601", "operator.logging.timeEncoding is not supported"),
     ],
 )
-def test_unsupported_value_is_refused_by_name(setting: str, named: str) -> None:
-    assert named in refused("--set", setting)
+@pytest.mark.parametrize("helm", HELMS)
+def test_unsupported_value_is_refused_by_name(setting: str, named: str, helm: str) -> None:
+    assert named in refused("--set", setting, helm=helm)
 
 
-def test_unknown_key_is_refused_by_name() -> None:
-    message = refused("--set", "driver.verison=1")
+@pytest.mark.parametrize("helm", HELMS)
+def test_unknown_key_is_refused_by_name(helm: str) -> None:
+    message = refused("--set", "driver.verison=1", helm=helm)
     assert "/driver" in message and "verison" in message
 
 
