@@ -82,6 +82,7 @@ from components.api._labels import (
     mig_capable,
     opted_out,
 )
+from components.api._monitoring import ServiceMonitorConfig
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
 from components.api._status import (
     MAX_LISTED_NODES,
@@ -165,6 +166,7 @@ __all__ = [
     "PodDeletionSpec",
     "Reason",
     "ResourceRequirements",
+    "ServiceMonitorConfig",
     "UpgradeState",
     "UpgradeStatus",
     "crd",

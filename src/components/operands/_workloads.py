@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components.api import ServiceMonitorConfig
 from components.operands._context import Ctx
 from components.operands._pods import config_map_volume, mount
 
@@ -159,3 +160,20 @@ def service_monitor(
             "selector": {"matchLabels": {"app": app}},
         },
     }
+
+
+def configured_service_monitor(
+    ctx: Ctx, app: str, port: str, monitor: ServiceMonitorConfig
+) -> dict[str, Any]:
+    """`service_monitor` for the Service `app` on `port`, scraped as the policy's monitor
+    section asks (interval, timeout, honorLabels, relabelings, extra labels)."""
+    endpoint: dict[str, Any] = {"port": port, "path": "/metrics"}
+    if monitor.interval:
+        endpoint["interval"] = monitor.interval
+    if monitor.scrape_timeout:
+        endpoint["scrapeTimeout"] = monitor.scrape_timeout
+    if monitor.honor_labels:
+        endpoint["honorLabels"] = True
+    if monitor.relabelings:
+        endpoint["relabelings"] = [r.to_dict() for r in monitor.relabelings]
+    return service_monitor(ctx, app, endpoint, labels=monitor.additional_labels)

@@ -40,7 +40,12 @@ from components.operands._pods import (
     validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
-from components.operands._workloads import daemonset, prometheus_scrape, service, service_monitor
+from components.operands._workloads import (
+    configured_service_monitor,
+    daemonset,
+    prometheus_scrape,
+    service,
+)
 from components.operands.dcgm import APP as DCGM_APP
 from components.operands.dcgm import PORT as DCGM_PORT
 
@@ -56,17 +61,7 @@ DEFAULT_COLLECTORS = "/etc/dcgm-exporter/dcp-metrics-included.csv"
 
 
 def _service_monitor(ctx: Ctx) -> dict[str, Any]:
-    monitor = ctx.spec.dcgm_exporter.service_monitor
-    endpoint: dict[str, Any] = {"port": PORT_NAME, "path": "/metrics"}
-    if monitor.interval:
-        endpoint["interval"] = monitor.interval
-    if monitor.scrape_timeout:
-        endpoint["scrapeTimeout"] = monitor.scrape_timeout
-    if monitor.honor_labels:
-        endpoint["honorLabels"] = True
-    if monitor.relabelings:
-        endpoint["relabelings"] = [r.to_dict() for r in monitor.relabelings]
-    return service_monitor(ctx, APP, endpoint, labels=monitor.additional_labels)
+    return configured_service_monitor(ctx, APP, PORT_NAME, ctx.spec.dcgm_exporter.service_monitor)
 
 
 class DCGMExporter(BaseOperand):

@@ -14,7 +14,7 @@ from typing import Any
 from components.api import ClusterPolicy
 from components.operands._context import BaseOperand, Ctx
 from components.operands._contract import Rendered
-from components.operands._workloads import service_monitor
+from components.operands._workloads import configured_service_monitor
 
 NAME = "state-operator-metrics"
 #: The `app` label of the operator's metrics Service, which the ServiceMonitor selects.
@@ -23,17 +23,9 @@ PORT_NAME = "gpu-operator-metrics"
 
 
 def _service_monitor(ctx: Ctx) -> dict[str, Any]:
-    monitor = ctx.spec.operator.metrics.service_monitor
-    endpoint: dict[str, Any] = {"port": PORT_NAME, "path": "/metrics"}
-    if monitor.interval:
-        endpoint["interval"] = monitor.interval
-    if monitor.scrape_timeout:
-        endpoint["scrapeTimeout"] = monitor.scrape_timeout
-    if monitor.honor_labels:
-        endpoint["honorLabels"] = True
-    if monitor.relabelings:
-        endpoint["relabelings"] = [r.to_dict() for r in monitor.relabelings]
-    return service_monitor(ctx, APP, endpoint, labels=monitor.additional_labels)
+    return configured_service_monitor(
+        ctx, APP, PORT_NAME, ctx.spec.operator.metrics.service_monitor
+    )
 
 
 class OperatorServiceMonitor(BaseOperand):
