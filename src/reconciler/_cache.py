@@ -11,6 +11,7 @@ import asyncio
 import builtins
 from collections.abc import Iterable, Mapping
 
+from reconciler._connectivity import Connectivity
 from reconciler._exceptions import CacheSyncTimeout, NotCached
 from reconciler._indexers import NAMESPACE_INDEX, IndexFunc, by_label, label_index_name
 from reconciler._informer import Informer
@@ -26,6 +27,8 @@ class Cache:
         self._mapper = mapper
         self._informers: dict[GVK, Informer] = {}
         self._started = False
+        self.connectivity = Connectivity()
+        """Whether the informers reach the API server; one WARNING per outage for all."""
 
     @property
     def informers(self) -> builtins.list[Informer]:
@@ -77,6 +80,7 @@ class Cache:
             indexers=all_indexers,
             trimmer=Trimmer(drop, transform),
             inactivity_timeout=inactivity_timeout,
+            connectivity=self.connectivity,
         )
         self._informers[gvk] = informer
         if self._started:

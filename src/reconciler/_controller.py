@@ -9,6 +9,13 @@ failures grow), `requeue_after` forgets the failures and comes back after that d
 success forgets. There is no bare "requeue": a reconcile that wants to come back says when
 (controller-runtime deprecated its `Requeue` flag for the same reason). A reconcile that
 raises or times out never takes its worker down with it.
+
+A reconcile that failed only because the API server was unreachable is not retried on its
+growing backoff: twenty seconds of outage would otherwise leave it waiting as long again
+after the server is back. While the informers know the server is gone, such keys wait
+for the cache's `Connectivity` to report its return and are then queued at once, their
+failures forgotten; when the informers have not noticed (a blip), they retry within
+`UNREACHABLE_RETRY` seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ import anyio
 from prometheus_client import CollectorRegistry
 
 from reconciler._clock import Clock
-from reconciler._exceptions import ApiError, Conflict, ShutDown, TerminalError
+from reconciler._connectivity import Connectivity
+from reconciler._exceptions import ApiError, ApiUnreachable, Conflict, ShutDown, TerminalError
 from reconciler._handlers import MapFunc, WatchHandler, enqueue_object
 from reconciler._informer import Informer
 from reconciler._logging import reconciling
@@ -40,6 +48,9 @@ log = logging.getLogger("reconciler.controller")
 
 _TIME_SLICE = 0.002
 """Seconds a worker may keep the event loop before yielding between reconciles."""
+
+UNREACHABLE_RETRY = 1.0
+"""Longest wait before retrying a key that found the API server unreachable during a blip."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +81,7 @@ class Controller:
         rate_limiter: RateLimiter | None = None,
         metrics: Metrics | None = None,
         clock: Clock | None = None,
+        connectivity: Connectivity | None = None,
     ) -> None:
         self.name = name
         self._reconcile: ReconcileFunc = (
@@ -86,6 +98,11 @@ class Controller:
         self._finished = anyio.Event()
         self._in_flight = 0
         self._watches: list[tuple[Informer, WatchHandler]] = []
+        self._connectivity = connectivity
+        self._unreachable: set[Request] = set()
+        """Keys whose last reconcile failed because the API server could not be reached."""
+        if connectivity is not None:
+            connectivity.on_restored(self._retry_unreachable)
         m = self._metrics
         self._total = {
             r: m.reconcile_total.labels(controller=name, result=r)
@@ -199,12 +216,18 @@ class Controller:
             self._total["error"].inc()
             queue.forget(request)
             log.error("controller %s: %s: terminal error, not retried: %s", self.name, request, exc)
+        except ApiUnreachable as exc:
+            self._errors.inc()
+            self._total["error"].inc()
+            self._retry_when_reachable(request, exc)
         except Exception as exc:
+            self._unreachable.discard(request)
             self._errors.inc()
             self._total["error"].inc()
             queue.add_rate_limited(request)
             self._log_error(request, exc)
         else:
+            self._unreachable.discard(request)
             if result is not None and result.requeue_after > 0:
                 queue.forget(request)
                 queue.add_after(request, result.requeue_after)
@@ -216,6 +239,27 @@ class Controller:
             self._time.observe(time.perf_counter() - started)
             self._active.dec()
             self._in_flight -= 1
+
+    def _retry_when_reachable(self, request: Request, exc: ApiUnreachable) -> None:
+        self._unreachable.add(request)
+        if self._connectivity is not None and self._connectivity.down:
+            # The tracker said so at WARNING once; its report of the return requeues us.
+            log.debug("controller %s: %s: %s; retried when reachable", self.name, request, exc)
+            self.queue.add_rate_limited(request)
+        else:
+            log.warning("controller %s: %s: %s", self.name, request, exc)
+            self.queue.add_rate_limited(request, at_most=UNREACHABLE_RETRY)
+
+    def _retry_unreachable(self) -> None:
+        """The informers reach the server again: retry what failed for want of it, now."""
+        keys, self._unreachable = self._unreachable, set()
+        if self._runner is None or self.queue.shutting_down:
+            return
+        for request in keys:
+            self.queue.forget(request)
+            self.queue.add(request)
+        if keys:
+            log.debug("controller %s: retrying %d requests after the outage", self.name, len(keys))
 
     def _log_error(self, request: Request, exc: Exception) -> None:
         retries = self.queue.num_requeues(request)

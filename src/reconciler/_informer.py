@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from reconciler._connectivity import Connectivity
 from reconciler._decode import ObjectDecoder
 from reconciler._indexers import DEFAULT_INDEXERS, IndexFunc
 from reconciler._objects import GVK, Object, resource_version_of
@@ -46,7 +47,9 @@ class Informer:
         indexers: Mapping[str, IndexFunc] | None = None,
         trimmer: Trimmer | None = None,
         inactivity_timeout: float = 120.0,
+        connectivity: Connectivity | None = None,
     ) -> None:
+        """`connectivity` is shared by a cache's informers, so an outage is told once."""
         self.gvk = gvk
         self.namespace = namespace
         self.label_selector = label_selector
@@ -63,6 +66,7 @@ class Informer:
             field_selector=field_selector,
             decoder=ObjectDecoder(self.trimmer.paths),
             inactivity_timeout=inactivity_timeout,
+            connectivity=connectivity,
         )
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()

@@ -54,11 +54,16 @@ class Manager:
         cache_sync_timeout: float = 120.0,
         hash_annotation: str | None = None,
         handle_signals: bool = False,
+        unready_after_outage: float = 10.0,
     ) -> None:
         """`api_client` is a kubernetes_asyncio ApiClient; we use its transport and auth.
 
         `bind_address` ("host:port", port 0 for any) serves /healthz, /readyz and /metrics;
         None serves nothing. `registry` receives the metrics; a private one by default.
+        `/readyz` says not ready while the informers have lost the API server for longer
+        than `unready_after_outage` seconds (a stale cache is not serving), and ready again
+        when they are back; `/healthz` stays ok: restarting the pod would not bring the
+        API server back.
         """
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
@@ -87,6 +92,7 @@ class Manager:
         self.shutdown_timeout = shutdown_timeout
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals
+        self.unready_after_outage = unready_after_outage
         self.controllers: list[Controller] = []
         self._server = (
             ProbeServer(*split_address(bind_address), self.registry, ready=self._is_ready)
@@ -122,6 +128,7 @@ class Manager:
             reconcile_timeout=reconcile_timeout,
             rate_limiter=rate_limiter,
             metrics=self.metrics,
+            connectivity=self.cache.connectivity,
         )
         self.controllers.append(controller)
         return controller
@@ -149,7 +156,11 @@ class Manager:
         return self._server.port if self._server is not None else None
 
     def _is_ready(self) -> bool:
-        return self._synced and self.cache.synced
+        return (
+            self._synced
+            and self.cache.synced
+            and self.cache.connectivity.down_for <= self.unready_after_outage
+        )
 
     async def wait_leading(self) -> None:
         await self._leading.wait()

@@ -26,10 +26,13 @@ class RateLimitingQueue(DelayingQueue[T]):
             rate_limiter if rate_limiter is not None else default_controller_rate_limiter(clock)
         )
 
-    def add_rate_limited(self, item: T) -> None:
-        """Add `item` after the wait its failure count (and the overall rate) calls for."""
+    def add_rate_limited(self, item: T, at_most: float | None = None) -> None:
+        """Add `item` after the wait its failure count (and the overall rate) calls for.
+
+        `at_most` caps that wait; the failure is still counted."""
         self._metrics.retry()
-        self.add_after(item, self.rate_limiter.when(item))
+        delay = self.rate_limiter.when(item)
+        self.add_after(item, delay if at_most is None else min(delay, at_most))
 
     def forget(self, item: T) -> None:
         """Reset `item`'s failures; it does not remove `item` from the queue."""

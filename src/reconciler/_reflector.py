@@ -4,9 +4,12 @@ The server's watch cache answers `resourceVersion=0` lists without touching etcd
 first list is cheap. Watches ask for bookmarks so an idle watch still advances its
 resourceVersion, which keeps a re-watch after a normal timeout from falling off the end of
 the server's history. `410 Gone` means exactly that happened: relist. Throttling (429) and
-server errors back off from 0.8 s to 30 s; an unreachable server is retried with the same
-backoff from the last resourceVersion, so an API server restart costs a re-watch, not a
-relist, when its history allows.
+server errors back off from 0.8 s to 30 s: the server is there and asks for less. An
+unreachable server is different: nobody is being spared, and every second spent waiting
+after it returns is a second the operator does not act. Those retries back off only to
+about a second (jittered, so many clients spread out), from the last resourceVersion, so an
+API server restart costs a re-watch, not a relist, when its history allows. Each outage is
+reported to a shared `Connectivity`, which says so at WARNING once for every informer.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from reconciler._backoff import Backoff
+from reconciler._connectivity import Connectivity
 from reconciler._decode import ObjectDecoder
 from reconciler._exceptions import (
     ApiError,
@@ -62,6 +66,8 @@ class Reflector:
         watch_timeout: tuple[int, int] = (300, 600),
         inactivity_timeout: float = 120.0,
         backoff: Backoff | None = None,
+        reconnect_backoff: Backoff | None = None,
+        connectivity: Connectivity | None = None,
     ) -> None:
         self._transport = transport
         self._mapper = mapper
@@ -77,6 +83,8 @@ class Reflector:
         self.watch_timeout = watch_timeout
         self.inactivity_timeout = inactivity_timeout
         self._backoff = backoff or Backoff()
+        self._reconnect = reconnect_backoff or Backoff(initial=0.5, cap=1.5, jitter=0.5)
+        self._connectivity = connectivity or Connectivity()
         self.last_sync_resource_version = ""
         self.lists = 0
         """Completed lists, including the first: tests and metrics read it."""
@@ -109,6 +117,7 @@ class Reflector:
                     # A watch that ends at once with nothing in it would otherwise spin.
                     await asyncio.sleep(self._backoff.next())
             except asyncio.CancelledError:
+                self._connectivity.forget(str(self.gvk))
                 raise
             except Gone:
                 log.debug("%s: watch expired; relisting", self.gvk)
@@ -120,7 +129,8 @@ class Reflector:
                 log.debug("%s: %s; retrying in %.1fs", self.gvk, exc, delay)
                 await asyncio.sleep(delay)
             except ApiUnreachable as exc:
-                delay = self._backoff.next()
+                delay = self._reconnect.next()
+                self._connectivity.lost(str(self.gvk), exc)
                 log.debug("%s: %s; retrying in %.1fs", self.gvk, exc, delay)
                 await asyncio.sleep(delay)
             except UnknownKind as exc:
@@ -166,10 +176,15 @@ class Reflector:
             # List items come without apiVersion/kind; cached objects should carry theirs.
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
+        self._connected()
         self._sink.replace(items, rv)
         self.last_sync_resource_version = rv
         self.lists += 1
         log.debug("%s: listed %d objects at rv=%s", self.gvk, len(items), rv)
+
+    def _connected(self) -> None:
+        self._reconnect.reset()
+        self._connectivity.restored(str(self.gvk))
 
     async def _watch(self, path: str) -> int:
         """Follow one watch stream to its end; returns how many events it carried."""
@@ -184,6 +199,7 @@ class Reflector:
         inactivity = min(self.inactivity_timeout, timeout + 30.0)
         async with self._transport.watch(path, params, inactivity_timeout=inactivity) as events:
             self.watches += 1
+            self._connected()
             count = 0
             log.debug("%s: watching from rv=%s", self.gvk, self.last_sync_resource_version)
             decode_event = self._decoder.event

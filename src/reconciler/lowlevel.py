@@ -9,6 +9,7 @@ writes.
 from reconciler._backoff import Backoff
 from reconciler._client import desired_hash
 from reconciler._clock import Clock, FakeClock, MonotonicClock
+from reconciler._connectivity import Connectivity
 from reconciler._decode import ObjectDecoder
 from reconciler._delaying_queue import DelayingQueue
 from reconciler._exceptions import ShutDown, error_from_status
@@ -39,6 +40,7 @@ __all__ = [
     "Backoff",
     "BucketRateLimiter",
     "Clock",
+    "Connectivity",
     "DelayingQueue",
     "EventHandler",
     "FakeClock",

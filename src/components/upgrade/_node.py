@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 
 from components.api import COMPONENT_LABEL, UpgradeState, is_fenced
-from components.upgrade._model import PodView, is_driver_pod, node_view, pdb_view, pick_driver_pod
+from components.upgrade._clearing import gpu_pods
+from components.upgrade._model import (
+    PodView,
+    is_driver_pod,
+    node_view,
+    pdb_view,
+    pick_driver_pod,
+    pod_view,
+)
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     IN_PROGRESS,
@@ -37,6 +46,7 @@ from reconciler import WARNING, Client, Eviction, NotFound, Object, Request, Res
 from reconciler import Conflict as ApiConflict
 
 S = UpgradeState
+log = logging.getLogger("components.upgrade")
 
 REREAD_AFTER = 0.1
 """Seconds before a reconcile whose write was refused (the node moved) reads it again: the
@@ -173,6 +183,9 @@ class NodeReconciler:
     async def _run(self, obj: Object, ctx: NodeContext, pool: Pool) -> Result | None:
         step = self._plan(ctx, pool)
         for _ in range(MAX_HOPS):
+            if await self._gpu_pod_arrived(ctx, step):
+                # The cache has not shown it yet; its event sends the node back to clearing.
+                return Result(requeue_after=REREAD_AFTER)
             acted = await self._side_effects(ctx, step)
             if step.record_kernel and ctx.driver is not None:
                 recorded = replace(ctx.driver, kernel=step.record_kernel, kernel_recorded=True)
@@ -203,6 +216,25 @@ class NodeReconciler:
             # A timeout that fires unless an event moves the node first.
             return Result(requeue_after=step.requeue_after + 0.1)
         return None
+
+    async def _gpu_pod_arrived(self, ctx: NodeContext, step: Step) -> bool:
+        """Right before the driver restarts, whether the server shows a GPU pod on the node
+        that the cache did not (the scheduler may bind a pod that tolerates the cordon at
+        any moment): the one read from the server the walk makes before that step."""
+        moves_pin = step.transition is not None and step.transition.pin_kernel is not None
+        releases = step.transition is not None and step.transition.release_takeover
+        restarts = moves_pin or releases or any(is_driver_pod(p.labels) for p in step.delete)
+        if ctx.node.state is not S.POD_RESTART_REQUIRED or not restarts:
+            return False
+        path = (await self.client.mapper.resource_for(POD)).path(None)
+        doc = await self.client.request(
+            "GET", path, params={"fieldSelector": f"spec.nodeName={ctx.node.name}"}
+        )
+        live = [pod_view(p) for p in doc.get("items") or []]
+        arrived = [p for p in gpu_pods(live) if not p.terminating]
+        if arrived:
+            log.debug("%s: GPU pods %s arrived; not restarting the driver", ctx.node.name, arrived)
+        return bool(arrived)
 
     async def _side_effects(self, ctx: NodeContext, step: Step) -> bool:
         """Deletes, evictions and pod annotations; True when any pod was asked to go."""

@@ -334,6 +334,14 @@ def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
         return move_to(S.POD_RESTART_REQUIRED, "the driver changed again")
     expired, left = timed_out(ctx.node, timeout, now)
     if d is None or d.terminating or not d.ready:
+        # A pod tolerating every taint (the cordon's too) can be scheduled back while the
+        # driver restarts: clear the node again before that pod runs on no driver.
+        live = [p for p in gpu_pods(ctx.pods) if not p.terminating]
+        if live:
+            return move_to(
+                S.POD_DELETION_REQUIRED,
+                f"GPU pods {describe(live)} appeared on the node while its driver restarts",
+            )
         if expired:
             return fail_in(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
         return Step(wait="waiting for the driver pod to be ready", requeue_after=left)

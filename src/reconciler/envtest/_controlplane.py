@@ -242,6 +242,11 @@ class ControlPlane:
         raise self._not_ready(self.apiserver)
 
     def _launch_apiserver(self) -> bool:
+        self._spawn_apiserver()
+        assert self.apiserver is not None
+        return self._wait(self.apiserver, self._apiserver_ready)
+
+    def _spawn_apiserver(self) -> None:
         self.apiserver = Process(
             "kube-apiserver",
             self._apiserver_argv(),
@@ -249,18 +254,28 @@ class ControlPlane:
             die_with_parent=self._die_with_parent,
         )
         self.apiserver.start()
-        return self._wait(self.apiserver, self._apiserver_ready)
 
     def stop_apiserver(self) -> None:
         """Stop only the apiserver (etcd keeps the data), to test clients across a restart."""
         if self.apiserver is not None:
             self.apiserver.stop()
 
-    def start_apiserver(self) -> None:
-        """Start the apiserver again on the same port, certificates and etcd."""
+    def start_apiserver(self, *, wait: bool = True) -> None:
+        """Start the apiserver again on the same port, certificates and etcd.
+
+        Call it on the thread that should own the process (it dies with that thread).
+        `wait=False` returns as soon as the process runs, so a test's event loop keeps
+        turning while it starts; `wait_apiserver_ready()`, from any thread, then waits."""
         if self.apiserver is not None and self.apiserver.alive():
             return
-        if not self._launch_apiserver():
+        if not wait:
+            self._spawn_apiserver()
+        elif not self._launch_apiserver():
+            raise self._not_ready(self.apiserver)
+
+    def wait_apiserver_ready(self) -> None:
+        """Block until the apiserver started with `start_apiserver(wait=False)` is ready."""
+        if self.apiserver is None or not self._wait(self.apiserver, self._apiserver_ready):
             raise self._not_ready(self.apiserver)
 
     def ssl_context(self) -> ssl.SSLContext:

@@ -78,7 +78,14 @@ async def _rollout_done(watch: Watch, version: str, seconds: float = ROLLOUT_SEC
     await eventually(done, f"every GPU node upgraded to {version}", seconds)
 
 
-async def _workload(watch: Watch, name: str, replicas: int, *, empty_dir: bool = False) -> None:
+async def _workload(
+    watch: Watch,
+    name: str,
+    replicas: int,
+    *,
+    empty_dir: bool = False,
+    tolerate_everything: bool = False,
+) -> None:
     pod: Object = {
         "metadata": {"labels": {"app": name}},
         "spec": {
@@ -92,6 +99,8 @@ async def _workload(watch: Watch, name: str, replicas: int, *, empty_dir: bool =
             ],
         },
     }
+    if tolerate_everything:
+        pod["spec"]["tolerations"] = [{"operator": "Exists"}]
     if empty_dir:
         pod["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
         pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/s"}]
@@ -320,3 +329,30 @@ async def test_precompiled_drivers_follow_a_new_kernel_only_through_the_safe_pat
         and NEW_KERNEL in new_ds[0]["spec"]["template"]["spec"]["containers"][0]["image"]
     )
     await watch.client.delete(DEPLOYMENT, "infer", namespace="work")
+
+
+async def test_gpu_pods_tolerating_every_taint_never_run_under_a_restarting_driver(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    """A training Deployment whose pods tolerate every taint (the cordon included): the
+    scheduler puts its replacements straight back on the node being cleared. The walk must
+    see them before it restarts the driver and while it validates, and clear again."""
+    upgrade = {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 2,
+        "maxUnavailable": "25%",
+        "podDeletion": {"timeoutSeconds": 0},
+    }
+    await _set_policy(watch, "595.130.01", upgrade)
+    await _rollout_done(watch, "595.130.01")
+    await _workload(watch, "tolerant", 16, tolerate_everything=True)
+    inv = watch.invariants(2, 5, set())
+
+    await _set_policy(watch, "595.130.02", upgrade)
+    await _rollout_done(watch, "595.130.02")
+    watch.drop(inv)
+
+    assert not inv.violations, inv.violations[:5]
+    assert len(inv.cordons_seen) == 20
+    assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
+    await watch.client.delete(DEPLOYMENT, "tolerant", namespace="work")

@@ -358,6 +358,19 @@ def test_a_driver_changed_again_during_validation_is_restarted_again() -> None:
     assert to(NodeContext(n, driver("new"), "newer")) is S.POD_RESTART_REQUIRED
 
 
+def test_a_gpu_pod_scheduled_back_while_the_driver_restarts_sends_the_node_to_clearing() -> None:
+    # A pod tolerating every taint ignores the cordon; on a driver not yet ready it must go.
+    n = node(state=S.VALIDATION_REQUIRED, since=NOW)
+    back = gpu_pod("tolerant-1")
+    assert to(NodeContext(n, driver("new", ready=False), "new", pods=[back])) is (
+        S.POD_DELETION_REQUIRED
+    )
+    # On the new driver, ready, it runs on what it will keep: validation carries on.
+    d = driver("new", created=NOW - 50)
+    s = step(NodeContext(n, d, "new", pods=[d, back, validator(created=NOW - 10)]))
+    assert s.transition is not None and s.transition.to is S.UNCORDON_REQUIRED
+
+
 def test_a_node_cordoned_before_the_upgrade_is_done_without_an_uncordon() -> None:
     d = driver("new", created=NOW - 50)
     n = node(state=S.VALIDATION_REQUIRED, since=NOW, **{INITIALLY_UNSCHEDULABLE: "true"})
