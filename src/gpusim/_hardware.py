@@ -2,7 +2,8 @@
 
 Products are named as GPU feature discovery labels them (`nvidia.com/gpu.product`, spaces
 turned into dashes). The MIG profiles and `all-balanced` layouts are the product's own
-table (`components.api.mig_profiles`), read here, never copied.
+table (`components.api.mig_profiles`), read here, never copied. The media-engine and
+graphics variants (`1g.10gb+me`) are not simulated: a simulated GPU refuses those layouts.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ without MIG GPUs there is nothing for it to do.
 The layouts come from the `default-mig-parted-config` ConfigMap, generated from the MIG
 profile table (`components.api.mig_profiles`, which the simulator's GPUs read too): for
 every GPU, `all-disabled`, `all-enabled`, `all-<profile>` (the whole GPU cut into that
-profile, e.g. `all-1g.5gb` on an A100-40GB: seven 1g.5gb instances) and `all-balanced`.
-Entries that differ per GPU model carry a `device-filter` of PCI device IDs.
+profile, e.g. `all-1g.5gb` on an A100-40GB: seven 1g.5gb instances; media-engine variants
+as `all-1g.10gb.me`) and `all-balanced`. A layout whose count differs per GPU model has one
+entry per model with a `device-filter` of PCI device IDs, as the reference writes it.
 `migManager.config.name` pointing at another ConfigMap replaces it (then the default is not
 rendered); likewise `migManager.gpuClientsConfig.name` for `default-gpu-clients` (host
 services stopped while MIG mode changes).
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 
 from components.api import ClusterPolicy, OperandImage
-from components.api.mig_profiles import MIG_GPUS, MigGPU
+from components.api.mig_profiles import MIG_GPUS, Layout, MigGPU, whole_gpu_config
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import GPUNode, Rendered
 from components.operands._names import deploy_label, wants_operand
@@ -53,20 +54,24 @@ DEFAULT_CONFIG_MAP = "default-mig-parted-config"
 DEFAULT_GPU_CLIENTS_CONFIG_MAP = "default-gpu-clients"
 
 
-def _entries(layouts: Sequence[tuple[MigGPU, tuple[tuple[str, int], ...]]]) -> list[Any]:
-    """One mig-parted entry per distinct layout, filtered to the GPUs that use it."""
-    groups: dict[tuple[tuple[str, int], ...], list[str]] = {}
+def _entry(layout: Layout, device_ids: Sequence[str] | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {} if device_ids is None else {"device-filter": list(device_ids)}
+    entry.update({"devices": "all", "mig-enabled": True, "mig-devices": dict(layout)})
+    return entry
+
+
+def _grouped(layouts: Sequence[tuple[MigGPU, Layout]], always_filter: bool) -> list[Any]:
+    """One mig-parted entry per distinct layout, filtered to the GPUs that use it.
+
+    Where every GPU offering the layout agrees, one entry without a `device-filter` (as
+    the reference writes it), unless `always_filter`.
+    """
+    groups: dict[Layout, list[str]] = {}
     for gpu, layout in layouts:
         groups.setdefault(layout, []).extend(gpu.device_ids)
-    return [
-        {
-            "device-filter": ids,
-            "devices": "all",
-            "mig-enabled": True,
-            "mig-devices": dict(layout),
-        }
-        for layout, ids in groups.items()
-    ]
+    if len(groups) == 1 and not always_filter:
+        return [_entry(next(iter(groups)), None)]
+    return [_entry(layout, ids) for layout, ids in groups.items()]
 
 
 def mig_parted_config(gpus: Sequence[MigGPU] = MIG_GPUS) -> dict[str, Any]:
@@ -75,13 +80,14 @@ def mig_parted_config(gpus: Sequence[MigGPU] = MIG_GPUS) -> dict[str, Any]:
         "all-disabled": [{"devices": "all", "mig-enabled": False}],
         "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
     }
-    by_profile: dict[str, list[tuple[MigGPU, tuple[tuple[str, int], ...]]]] = {}
+    by_config: dict[str, list[tuple[MigGPU, Layout]]] = {}
     for gpu in gpus:
-        for profile, count in gpu.profiles:
-            by_profile.setdefault(profile, []).append((gpu, ((profile, count),)))
-    for profile, layouts in by_profile.items():
-        configs[f"all-{profile}"] = _entries(layouts)
-    configs["all-balanced"] = _entries([(gpu, gpu.balanced) for gpu in gpus])
+        for profile, count in (*gpu.profiles, *gpu.variants):
+            by_config.setdefault(whole_gpu_config(profile), []).append((gpu, ((profile, count),)))
+    for name, layouts in by_config.items():
+        configs[name] = _grouped(layouts, always_filter=False)
+    balanced = [(gpu, gpu.balanced) for gpu in gpus if gpu.balanced]
+    configs["all-balanced"] = _grouped(balanced, always_filter=True)
     return {"version": "v1", "mig-configs": configs}
 
 

@@ -25,6 +25,7 @@ def test_mig_profiles_per_gpu_from_the_user_guide() -> None:
     assert _table("A30-24GB") == {"1g.6gb": 4, "2g.12gb": 2, "4g.24gb": 1}
     assert _table("A100-40GB") == {
         "1g.5gb": 7,
+        "1g.10gb": 4,
         "2g.10gb": 3,
         "3g.20gb": 2,
         "4g.20gb": 1,

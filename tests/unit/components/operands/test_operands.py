@@ -432,12 +432,16 @@ def test_mig_parted_default_config() -> None:
     configs = config["mig-configs"]
     assert configs["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
     assert configs["all-enabled"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {}}]
-    (a100_40,) = configs["all-1g.5gb"]
-    assert a100_40["mig-devices"] == {"1g.5gb": 7}
-    assert "0x20B010DE" in a100_40["device-filter"]
-    (shared,) = configs["all-1g.10gb"]  # A100-80GB and H100-80GB: seven 1g.10gb each
+    # only the A100-40GB has 1g.5gb: no device filter, as the reference writes it
+    assert configs["all-1g.5gb"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
+    ]
+    # 1g.10gb fits seven times on the 80 GB A100 and H100, four times on the A100-40GB
+    shared, a100_40 = sorted(configs["all-1g.10gb"], key=lambda e: -e["mig-devices"]["1g.10gb"])
     assert shared["mig-devices"] == {"1g.10gb": 7}
     assert {"0x20B210DE", "0x233010DE"} <= set(shared["device-filter"])
+    assert a100_40["mig-devices"] == {"1g.10gb": 4}
+    assert "0x20B010DE" in a100_40["device-filter"]
     for profile in ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"):
         assert f"all-{profile}" in configs
     assert configs["all-7g.141gb"][0]["mig-devices"] == {"7g.141gb": 1}
