@@ -203,6 +203,7 @@ def build_pod_spec(
     node_selector: Mapping[str, str] | None = None,
     runtime_class: bool = False,
     host_pid: bool = False,
+    host_ipc: bool = False,
     host_network: bool = False,
 ) -> dict[str, Any]:
     """A pod spec with what every operand pod has: node selector on the deploy label,
@@ -219,6 +220,8 @@ def build_pod_spec(
     }
     if host_pid:
         spec["hostPID"] = True
+    if host_ipc:
+        spec["hostIPC"] = True
     if host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"

@@ -11,9 +11,14 @@ every GPU, `all-disabled`, `all-enabled`, `all-<profile>` (the whole GPU cut int
 profile, e.g. `all-1g.5gb` on an A100-40GB: seven 1g.5gb instances; media-engine variants
 as `all-1g.10gb.me`) and `all-balanced`. A layout whose count differs per GPU model has one
 entry per model with a `device-filter` of PCI device IDs, as the reference writes it.
-`migManager.config.name` pointing at another ConfigMap replaces it (then the default is not
-rendered); likewise `migManager.gpuClientsConfig.name` for `default-gpu-clients` (host
-services stopped while MIG mode changes).
+The built-in config is always there and reaches the manager as `DEFAULT_CONFIG_FILE`; a
+ConfigMap the user names in `migManager.config.name` comes as `CONFIG_FILE` and wins.
+`migManager.gpuClientsConfig.name` replaces `default-gpu-clients`: the host services
+(`nvsm`, `dcgm`, ...) to stop while the MIG mode changes. With a driver installed on the
+host (`driver.enabled: false`) those services run on the host, so the manager gets
+`WITH_SHUTDOWN_HOST_GPU_CLIENTS=true`; it always runs in the host's PID and IPC namespaces,
+to see and stop the processes holding the GPUs, and mounts the driver install directory
+and the CDI root, to reach the driver and regenerate CDI specs after a change.
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ APP = "nvidia-mig-manager"
 ACCOUNT = "nvidia-mig-manager"
 DEFAULT_CONFIG_MAP = "default-mig-parted-config"
 DEFAULT_GPU_CLIENTS_CONFIG_MAP = "default-gpu-clients"
+DEFAULT_CONFIG_DIR = "/mig-parted-default-config"
+USER_CONFIG_DIR = "/mig-parted-config"
+CDI_ROOT = "/var/run/cdi"
+DRIVER_ROOT_CTR_PATH = "/driver-root"
 
 
 def _entry(layout: Layout, device_ids: Sequence[str] | None) -> dict[str, Any]:
@@ -140,10 +149,9 @@ class MIGManager(BaseOperand):
                 cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "update", "patch"])],
             )
         )
-        if parted == DEFAULT_CONFIG_MAP:
-            rendered.objects.append(
-                config_map(ctx, DEFAULT_CONFIG_MAP, {"config.yaml": _dump(mig_parted_config())})
-            )
+        rendered.objects.append(
+            config_map(ctx, DEFAULT_CONFIG_MAP, {"config.yaml": _dump(mig_parted_config())})
+        )
         if clients == DEFAULT_GPU_CLIENTS_CONFIG_MAP:
             rendered.objects.append(
                 config_map(
@@ -159,11 +167,20 @@ class MIGManager(BaseOperand):
         image = image_or_condition(ctx, OperandImage.MIG_MANAGER, rendered)
         if image is None:
             return rendered
+        user_config = parted != DEFAULT_CONFIG_MAP
+        host_driver = not spec.driver.enabled
         envs = [
             env_field("NODE_NAME", "spec.nodeName"),
-            env("CONFIG_FILE", "/mig-parted-config/config.yaml"),
+            env("DEFAULT_CONFIG_FILE", f"{DEFAULT_CONFIG_DIR}/config.yaml"),
+        ]
+        if user_config:
+            envs.append(env("CONFIG_FILE", f"{USER_CONFIG_DIR}/config.yaml"))
+        envs += [
             env("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"),
             env_field("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
+            env("WITH_SHUTDOWN_HOST_GPU_CLIENTS", "true" if host_driver else "false"),
+            env("DRIVER_ROOT", "/" if host_driver else ctx.driver_install_dir),
+            env("DRIVER_ROOT_CTR_PATH", "/host" if host_driver else DRIVER_ROOT_CTR_PATH),
         ]
         if spec.cdi.enabled:
             envs.append(env("CDI_ENABLED", "true"))
@@ -181,10 +198,15 @@ class MIGManager(BaseOperand):
                 "securityContext": {"privileged": True},
                 "volumeMounts": [
                     mount("host-sys", "/sys"),
-                    mount("mig-parted-config", "/mig-parted-config"),
+                    mount("mig-parted-default-config", DEFAULT_CONFIG_DIR),
+                    *([mount("mig-parted-config", USER_CONFIG_DIR)] if user_config else []),
                     mount("host-root", "/host", propagation="HostToContainer"),
                     mount("gpu-clients", "/gpu-clients"),
                     mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer"),
+                    mount(
+                        "driver-install-dir", DRIVER_ROOT_CTR_PATH, propagation="HostToContainer"
+                    ),
+                    mount("cdi-root", CDI_ROOT),
                 ],
             },
             manager,
@@ -192,16 +214,21 @@ class MIGManager(BaseOperand):
         pod = build_pod_spec(
             ctx,
             host_network=ctx.spec.mig_manager.host_network,
+            host_pid=True,
+            host_ipc=True,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
             init_containers=[toolkit_validation(ctx)],
             containers=[container],
             volumes=[
                 host_path("host-sys", "/sys", "Directory"),
-                config_map_volume("mig-parted-config", parted),
+                config_map_volume("mig-parted-default-config", DEFAULT_CONFIG_MAP),
+                *([config_map_volume("mig-parted-config", parted)] if user_config else []),
                 validations_volume(),
                 host_path("host-root", ctx.host_root),
                 config_map_volume("gpu-clients", clients),
+                host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+                host_path("cdi-root", CDI_ROOT, "DirectoryOrCreate"),
             ],
             images=[manager],
             runtime_class=True,

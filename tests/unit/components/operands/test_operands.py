@@ -453,21 +453,62 @@ def test_mig_parted_default_config() -> None:
         "nvidia-dcgm.service" in yaml.safe_load(clients["data"]["clients.yaml"])["systemd-services"]
     )
     ds = only_ds(rendered)
-    assert volumes(ds)["mig-parted-config"]["configMap"]["name"] == "default-mig-parted-config"
-    assert volumes(ds)["gpu-clients"]["configMap"]["name"] == "default-gpu-clients"
+    vols = volumes(ds)
+    assert vols["mig-parted-default-config"]["configMap"]["name"] == "default-mig-parted-config"
+    assert "mig-parted-config" not in vols
+    assert vols["gpu-clients"]["configMap"]["name"] == "default-gpu-clients"
+    env = env_of(container(ds, "nvidia-mig-manager"))
+    assert env["DEFAULT_CONFIG_FILE"] == "/mig-parted-default-config/config.yaml"
+    assert "CONFIG_FILE" not in env
+    assert mounts(container(ds, "nvidia-mig-manager"))["/mig-parted-default-config"] == (
+        "mig-parted-default-config"
+    )
 
 
-def test_custom_mig_config_map_replaces_the_default() -> None:
+def test_custom_mig_config_map_is_used_over_the_default() -> None:
     spec = {
         "migManager": {"config": {"name": "my-mig"}, "gpuClientsConfig": {"name": "my-clients"}}
     }
     rendered = render(MIGManager(), spec)
     names = kinds_and_names(rendered)
-    assert ("ConfigMap", "default-mig-parted-config") not in names
+    # the built-in layouts stay available as the default; the user's file wins
+    assert ("ConfigMap", "default-mig-parted-config") in names
     assert ("ConfigMap", "default-gpu-clients") not in names
     ds = only_ds(rendered)
     assert volumes(ds)["mig-parted-config"]["configMap"]["name"] == "my-mig"
     assert volumes(ds)["gpu-clients"]["configMap"]["name"] == "my-clients"
+    ctr = container(ds, "nvidia-mig-manager")
+    assert env_of(ctr)["CONFIG_FILE"] == "/mig-parted-config/config.yaml"
+    assert env_of(ctr)["DEFAULT_CONFIG_FILE"] == "/mig-parted-default-config/config.yaml"
+    assert mounts(ctr)["/mig-parted-config"] == "mig-parted-config"
+
+
+def test_mig_manager_reaches_the_host_driver_and_its_clients() -> None:
+    ds = only_ds(render(MIGManager()))
+    spec = pod(ds)
+    assert spec["hostPID"] is True
+    assert spec["hostIPC"] is True
+    vols = volumes(ds)
+    assert vols["driver-install-dir"]["hostPath"]["path"] == "/run/nvidia/driver"
+    assert vols["cdi-root"]["hostPath"]["path"] == "/var/run/cdi"
+    ctr = container(ds, "nvidia-mig-manager")
+    assert mounts(ctr)["/driver-root"] == "driver-install-dir"
+    assert mounts(ctr)["/var/run/cdi"] == "cdi-root"
+    env = env_of(ctr)
+    # the operator's driver container: no host services to stop
+    assert env["WITH_SHUTDOWN_HOST_GPU_CLIENTS"] == "false"
+    assert (env["DRIVER_ROOT"], env["DRIVER_ROOT_CTR_PATH"]) == (
+        "/run/nvidia/driver",
+        "/driver-root",
+    )
+
+
+def test_mig_manager_stops_host_gpu_clients_with_a_host_driver() -> None:
+    ds = only_ds(render(MIGManager(), {"driver": {"enabled": False}}))
+    env = env_of(container(ds, "nvidia-mig-manager"))
+    assert env["WITH_SHUTDOWN_HOST_GPU_CLIENTS"] == "true"
+    assert (env["DRIVER_ROOT"], env["DRIVER_ROOT_CTR_PATH"]) == ("/", "/host")
+    assert env["GPU_CLIENTS_FILE"] == "/gpu-clients/clients.yaml"
 
 
 # --- validator ----------------------------------------------------------------------------
