@@ -66,6 +66,7 @@ from components.controllers._status import (
 from components.controllers._takeover import ReferenceTakeover, with_reference_driver
 from components.controllers._view import (
     any_nfd_labels,
+    config_map_data,
     config_map_keys,
     count_gpu_nodes,
     gpu_nodes,
@@ -270,6 +271,7 @@ class ClusterPolicyController:
             has_service_monitor_crd=any(name_of(c) == SERVICE_MONITOR_CRD for c in crds),
             owner=owner_reference(obj),
             config_map_keys=config_map_keys(config_maps),
+            config_map_data=config_map_data(config_maps),
         )
 
     # -- apply and prune -----------------------------------------------------------------

@@ -33,3 +33,8 @@ def config_map_keys(config_maps: Iterable[Object]) -> dict[str, list[str]]:
         name_of(cm): sorted([*(cm.get("data") or {}), *(cm.get("binaryData") or {})])
         for cm in config_maps
     }
+
+
+def config_map_data(config_maps: Iterable[Object]) -> dict[str, dict[str, str]]:
+    """ConfigMap name -> its data (the renderers that read a config's content)."""
+    return {name_of(cm): dict(cm.get("data") or {}) for cm in config_maps}

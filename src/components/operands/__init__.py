@@ -33,6 +33,7 @@ from components.operands.device_plugin import DevicePlugin
 from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
 from components.operands.mig_manager import MIGManager
+from components.operands.mps_control_daemon import MPSControlDaemon
 from components.operands.node_status_exporter import NodeStatusExporter
 from components.operands.operator_metrics import OperatorServiceMonitor
 from components.operands.prerequisites import Prerequisites
@@ -42,7 +43,7 @@ from components.operands.validator import Validator
 
 #: The operands in the reference's order (DESIGN "Operand order"; `state-operator-metrics`
 #: renders only the operator's ServiceMonitor, its Service ships with the operator;
-#: `mps-control-daemon` and the sandbox/vGPU states are not here yet).
+#: the sandbox/vGPU states are not here yet).
 OPERANDS: Sequence[Operand] = (
     Prerequisites(),
     OperatorServiceMonitor(),
@@ -50,6 +51,7 @@ OPERANDS: Sequence[Operand] = (
     Toolkit(),
     Validator(),
     DevicePlugin(),
+    MPSControlDaemon(),
     DCGM(),
     DCGMExporter(),
     GPUFeatureDiscovery(),
@@ -67,6 +69,7 @@ __all__ = [
     "GPUFeatureDiscovery",
     "GPUNode",
     "MIGManager",
+    "MPSControlDaemon",
     "NodeStatusExporter",
     "Operand",
     "OperatorServiceMonitor",

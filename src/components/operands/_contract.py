@@ -66,6 +66,9 @@ class ClusterView:
     #: policy names whose files are mounted one by one (driver `kernelModuleConfig`,
     #: `repoConfig`, `certConfig`). A named ConfigMap missing here gives a condition.
     config_map_keys: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: The data of the ConfigMaps in `namespace` (name -> key -> text), for the ones whose
+    #: content decides what is deployed (the device plugin's configs: MPS sharing).
+    config_map_data: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

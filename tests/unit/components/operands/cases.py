@@ -62,6 +62,7 @@ def view(
     *,
     service_monitors: bool = False,
     config_map_keys: Mapping[str, Sequence[str]] | None = None,
+    config_map_data: Mapping[str, Mapping[str, str]] | None = None,
 ) -> ClusterView:
     return ClusterView(
         namespace=NAMESPACE,
@@ -70,6 +71,7 @@ def view(
         owner=OWNER,
         image_env={},
         config_map_keys=dict(config_map_keys or {}),
+        config_map_data=dict(config_map_data or {}),
     )
 
 

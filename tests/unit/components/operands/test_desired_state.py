@@ -171,6 +171,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "state-container-toolkit",
         "state-operator-validation",
         "state-device-plugin",
+        "state-mps-control-daemon",
         "state-dcgm",
         "state-dcgm-exporter",
         "gpu-feature-discovery",
@@ -182,6 +183,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "nvidia.com/gpu.deploy.container-toolkit",
         "nvidia.com/gpu.deploy.operator-validator",
         "nvidia.com/gpu.deploy.device-plugin",
+        "nvidia.com/gpu.deploy.device-plugin",  # the MPS daemon runs with the plugin
         "nvidia.com/gpu.deploy.dcgm",
         "nvidia.com/gpu.deploy.dcgm-exporter",
         "nvidia.com/gpu.deploy.gpu-feature-discovery",

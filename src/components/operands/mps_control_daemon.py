@@ -1,0 +1,218 @@
+"""`state-mps-control-daemon`: the CUDA MPS control daemon, for nodes whose device plugin
+shares each GPU through MPS.
+
+The device plugin's configs live in the ConfigMap `devicePlugin.config.name` names, one per
+key; a node uses the one its `nvidia.com/device-plugin.config` label names, else
+`devicePlugin.config.default` (else the only one there is). A config with `sharing.mps`
+makes the plugin hand out MPS clients, and the plugin waits for an MPS control daemon on
+the node to serve them. So the daemon runs exactly where such a config is in use: its pods
+select the device plugin's nodes (`nvidia.com/gpu.deploy.device-plugin=true`, as the
+reference) and, by node affinity, the config label values that ask for MPS. The reference
+selects on GPU feature discovery's `nvidia.com/mps.capable` instead; the config label is the
+same fact without waiting for GFD.
+
+A node that uses an MPS config where the daemon cannot run (the node sets
+`nvidia.com/gpu.deploy.mps-control-daemon=false`) and a config that cannot be read are
+reported as conditions: the policy says what is wrong, nothing is deployed half-way.
+Like the device plugin, the daemon's own config-manager follows the node's label, so a
+label change reconfigures it in place.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from components.api import ClusterPolicy, OperandImage
+from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._contract import GPUNode, Rendered
+from components.operands._names import deploy_label, nodes_phrase, wants_operand
+from components.operands._pods import (
+    apply_component,
+    build_pod_spec,
+    env,
+    env_field,
+    host_path,
+    merge_env,
+    mount,
+    pull_policy,
+    toolkit_validation,
+    validations_volume,
+)
+from components.operands._rbac import account_and_rbac, rule
+from components.operands._workloads import daemonset
+from components.operands.device_plugin import (
+    CONFIG_LABEL,
+    DEFAULT_MPS_ROOT,
+    apply_plugin_config,
+)
+from components.operands.device_plugin import DEPLOY_LABEL as DEVICE_PLUGIN_DEPLOY_LABEL
+
+NAME = "state-mps-control-daemon"
+APP = "nvidia-device-plugin-mps-control-daemon"
+ACCOUNT = APP
+#: Set to `false` on a node to keep the daemon off it (ours; the reference has none).
+OPT_OUT_LABEL = deploy_label("mps-control-daemon")
+DAEMON_PROCESS = "/usr/bin/mps-control-daemon"
+MPS_WITHOUT_DAEMON = "MPSControlDaemonMissing"
+CONFIG_UNREADABLE = "DevicePluginConfigUnreadable"
+
+
+def asks_for_mps(config_text: str) -> bool:
+    """Whether one device-plugin config shares GPUs through MPS (`sharing.mps` set)."""
+    config = yaml.safe_load(config_text)
+    if not isinstance(config, Mapping):
+        return False
+    sharing = config.get("sharing")
+    return isinstance(sharing, Mapping) and bool(sharing.get("mps"))
+
+
+def mps_configs(configs: Mapping[str, str]) -> tuple[set[str], list[str]]:
+    """The config names that ask for MPS, and those that are not valid YAML."""
+    mps: set[str] = set()
+    unreadable: list[str] = []
+    for name, text in sorted(configs.items()):
+        try:
+            if asks_for_mps(text):
+                mps.add(name)
+        except yaml.YAMLError:
+            unreadable.append(name)
+    return mps, unreadable
+
+
+def node_config(node: GPUNode, default: str, configs: Mapping[str, str]) -> str | None:
+    """The device-plugin config a node uses: its label, else the default, else the only one."""
+    chosen = node.labels.get(CONFIG_LABEL) or default
+    if not chosen and len(configs) == 1:
+        chosen = next(iter(configs))
+    return chosen if chosen in configs else None
+
+
+def _affinity(mps: set[str], default: str, configs: Mapping[str, str]) -> dict[str, Any]:
+    """Nodes whose config label names an MPS config, or that have none and the default is."""
+    keep_in = {"key": OPT_OUT_LABEL, "operator": "NotIn", "values": ["false"]}
+    terms = [
+        {
+            "matchExpressions": [
+                {"key": CONFIG_LABEL, "operator": "In", "values": sorted(mps)},
+                keep_in,
+            ]
+        }
+    ]
+    unlabelled = default or (next(iter(configs)) if len(configs) == 1 else "")
+    if unlabelled in mps:
+        terms.append(
+            {"matchExpressions": [{"key": CONFIG_LABEL, "operator": "DoesNotExist"}, keep_in]}
+        )
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+
+
+class MPSControlDaemon(BaseOperand):
+    """The MPS control daemon DaemonSet and its ServiceAccount and RBAC, only while a
+    device-plugin node uses a config that asks for MPS."""
+
+    name: str = NAME
+    deploy_label: str | None = DEVICE_PLUGIN_DEPLOY_LABEL
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return policy.spec.device_plugin.enabled and bool(policy.spec.device_plugin.config.name)
+
+    def _render(self, ctx: Ctx) -> Rendered:
+        plugin = ctx.spec.device_plugin
+        configs = ctx.view.config_map_data.get(plugin.config.name) or {}
+        mps, unreadable = mps_configs(configs)
+        rendered = Rendered()
+        if unreadable:
+            rendered.conditions.append(
+                (
+                    CONFIG_UNREADABLE,
+                    f"device-plugin config {', '.join(unreadable)} in ConfigMap "
+                    f"{plugin.config.name} is not valid YAML; whether it asks for MPS "
+                    "sharing is unknown, so no MPS control daemon runs for it",
+                )
+            )
+        users = [
+            n
+            for n in ctx.view.gpu_nodes
+            if wants_operand(n, DEVICE_PLUGIN_DEPLOY_LABEL)
+            and node_config(n, plugin.config.default, configs) in mps
+        ]
+        left_out = [n.name for n in users if n.labels.get(OPT_OUT_LABEL) == "false"]
+        if left_out:
+            rendered.conditions.append(
+                (
+                    MPS_WITHOUT_DAEMON,
+                    f"{nodes_phrase(left_out, ('uses', 'use'))} a device-plugin config with "
+                    f"MPS sharing but {OPT_OUT_LABEL}=false keeps the MPS control daemon "
+                    "off; the device plugin there cannot serve MPS clients",
+                )
+            )
+        if len(users) == len(left_out):
+            return rendered
+        image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
+        if image is None:
+            return rendered
+        rendered.objects.extend(
+            account_and_rbac(
+                ctx, ACCOUNT, cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])]
+            )
+        )
+        rendered.objects.append(self._daemonset(ctx, image, mps, configs))
+        return rendered
+
+    def _daemonset(
+        self, ctx: Ctx, image: str, mps: set[str], configs: Mapping[str, str]
+    ) -> dict[str, Any]:
+        plugin = ctx.spec.device_plugin
+        mps_root = plugin.mps.root or DEFAULT_MPS_ROOT
+        mounts_shm = {
+            "name": "mps-control-daemon-mounts",
+            "image": image,
+            "imagePullPolicy": pull_policy(plugin),
+            "command": ["mps-control-daemon", "mount-shm"],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
+        }
+        envs: Sequence[dict[str, Any]] = [
+            env_field("NODE_NAME", "spec.nodeName"),
+            env("NVIDIA_VISIBLE_DEVICES", "all"),
+            env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+        ]
+        main = apply_component(
+            {
+                "name": "mps-control-daemon-ctr",
+                "image": image,
+                "imagePullPolicy": pull_policy(plugin),
+                "command": ["mps-control-daemon"],
+                "env": list(envs),
+                "securityContext": {"privileged": True},
+                "volumeMounts": [mount("mps-shm", "/dev/shm"), mount("mps-root", "/mps")],
+            },
+            plugin,
+        )
+        pod = build_pod_spec(
+            ctx,
+            account=ACCOUNT,
+            deploy=DEVICE_PLUGIN_DEPLOY_LABEL,
+            host_pid=True,
+            init_containers=[toolkit_validation(ctx), mounts_shm],
+            containers=[main],
+            volumes=[
+                validations_volume(),
+                host_path("mps-root", mps_root, "DirectoryOrCreate"),
+                host_path("mps-shm", posixpath.join(mps_root, "shm")),
+            ],
+            images=[plugin],
+            runtime_class=True,
+        )
+        pod["affinity"] = _affinity(mps, plugin.config.default, configs)
+        apply_plugin_config(ctx, pod, main, image=image, process=DAEMON_PROCESS)
+        main["env"] = merge_env(main["env"], plugin.env)
+        return daemonset(ctx, APP, pod)
