@@ -13,14 +13,18 @@ pytestmark = pytest.mark.unit
 RBAC = REPO / "config" / "rbac"
 
 
-def documents() -> dict[str, dict[str, Any]]:
-    out = {}
+def all_documents() -> list[dict[str, Any]]:
+    out = []
     for path in sorted(RBAC.glob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue
-        (document,) = list(yaml.safe_load_all(path.read_text()))
-        out[f"{document['kind']}"] = document
+        out.extend(yaml.safe_load_all(path.read_text()))
     return out
+
+
+def documents() -> dict[str, dict[str, Any]]:
+    """The operator's own objects (named gpu-operator), by kind."""
+    return {d["kind"]: d for d in all_documents() if d["metadata"]["name"] == "gpu-operator"}
 
 
 def rules(kind: str) -> list[dict[str, Any]]:
