@@ -112,6 +112,9 @@ def measure(nodes: int, steady_seconds: float, deadline_s: float) -> dict[str, A
                 f"--kubeconfig={sim.kubeconfig}",
                 f"--namespace={NAMESPACE}",
                 f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+                # Plain HTTP: the bench reads the request counters, and a secure scrape's
+                # TokenReview and SubjectAccessReview would be counted among them.
+                "--metrics-secure=false",
                 f"--health-probe-bind-address=127.0.0.1:{free_port()}",
             ],
             stdout=log,

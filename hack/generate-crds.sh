@@ -12,7 +12,7 @@ status=0
 for dir in config/crd "${chart}/crds"; do
   PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m components.cli crds --output-dir "${dir}" "$@" || status=1
 done
-for role in cluster_role role; do
+for role in cluster_role role metrics_reader_role; do
   if [[ "${1:-}" == --check ]]; then
     cmp -s "config/rbac/${role}.yaml" "${chart}/files/rbac/${role}.yaml" ||
       { echo "${chart}/files/rbac/${role}.yaml differs from config/rbac/${role}.yaml"; status=1; }

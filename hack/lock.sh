@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Write the hash-pinned lock files the image installs from (pip --require-hashes), with uv:
 #   requirements.lock        the operator's runtime dependencies ([project.dependencies] of
-#                            pyproject.toml; no extras, so no envtest/cryptography, no dev tools)
+#                            pyproject.toml; no extras, so no envtest, no dev tools)
 #   requirements-build.lock  the build backend (hatchling) that turns src/ into a wheel
 # Both resolve for CPython 3.11 on Linux (the base image), any CPU, and list the hashes of every
 # published file of each pinned version, so the build works on amd64 and arm64 alike.

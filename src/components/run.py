@@ -1,7 +1,8 @@
 """`gpu-operator run`: the operator process.
 
 One Manager with every controller (`components.controllers.build_operator`), the
-reference's flags and defaults (metrics on :8080, probes on :8081, leader election on the
+reference's flags and defaults (metrics on :8080, HTTPS for scrapers the API server
+allows unless `--metrics-secure=false`, probes on :8081, leader election on the
 reference's Lease when `--leader-elect`), and a clean exit on SIGTERM: in-flight
 reconciles finish, the lease is released, the process exits 0. Losing the lease exits 1,
 so the pod restarts as a standby.
@@ -15,17 +16,11 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 from typing import Any
 
-from aiohttp import web
 from kubernetes_asyncio import client, config
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    ProcessCollector,
-    disable_created_metrics,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics
 
 from components import reachability
 from components.commands.run import DISABLED
@@ -37,37 +32,11 @@ from reconciler import (
     CacheSyncTimeout,
     LeaderElectionConfig,
     LeaderElectionLost,
+    MetricsServing,
     configure_logging,
-    split_address,
 )
 
 log = logging.getLogger("components.run")
-
-
-class MetricsServer:
-    """`/metrics` on its own address (the manager also serves it beside the probes)."""
-
-    def __init__(self, address: str, registry: CollectorRegistry) -> None:
-        self.host, self.port = split_address(address)
-        self._registry = registry
-        self._runner: web.AppRunner | None = None
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def _metrics(self, _: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
 
 
 def operator_registry() -> CollectorRegistry:
@@ -93,7 +62,27 @@ async def api_client(kubeconfig: str | None) -> Any:
     return client.ApiClient(configuration)
 
 
+def metrics_serving(args: argparse.Namespace) -> MetricsServing | None:
+    """How /metrics is served: on its own address, HTTPS for scrapers the API server
+    allows (`--metrics-secure`, the default), else plain HTTP; None: beside the probes, in
+    plain HTTP, which only an insecure setup may share."""
+    address = args.metrics_bind_address
+    if address == DISABLED:
+        return MetricsServing(bind_address=None)
+    if address == args.health_probe_bind_address:
+        if args.metrics_secure:
+            raise CommandError(
+                "secure metrics need an address of their own: give --metrics-bind-address "
+                "and --health-probe-bind-address different ports (or --metrics-secure=false)"
+            )
+        return None
+    return MetricsServing(
+        bind_address=address, secure=args.metrics_secure, cert_dir=args.metrics_cert_dir
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
+    serving = metrics_serving(args)
     api = await api_client(args.kubeconfig)
     async with api:
         election = (
@@ -109,14 +98,8 @@ async def run(args: argparse.Namespace) -> None:
             leader_election=election,
             registry=operator_registry(),
             handle_signals=True,
+            metrics_serving=serving,
         )
-        metrics = (
-            MetricsServer(args.metrics_bind_address, operator.manager.registry)
-            if args.metrics_bind_address not in (DISABLED, probes)
-            else None
-        )
-        if metrics is not None:
-            await metrics.start()
         log.info(
             "gpu-operator starting in namespace %s (leader election %s)",
             args.namespace,
@@ -127,8 +110,6 @@ async def run(args: argparse.Namespace) -> None:
             await operator.manager.run()
         finally:
             probe.cancel()
-            if metrics is not None:
-                await metrics.stop()
     log.info("gpu-operator stopped")
 
 
@@ -148,6 +129,8 @@ def run_operator(args: argparse.Namespace) -> int:
         raise CommandError(f"could not read the cluster's state in time: {exc}") from exc
     except (ApiUnreachable, ApiError) as exc:
         raise CommandError(f"the API server refused or could not be reached: {exc}") from exc
+    except ssl.SSLError as exc:
+        raise CommandError(f"cannot load the metrics certificate: {exc}") from exc
     except OSError as exc:
         raise CommandError(f"cannot serve metrics or probes: {exc.strerror or exc}") from exc
     return 0

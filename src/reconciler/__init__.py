@@ -33,6 +33,7 @@ from reconciler._exceptions import (
     UnknownKind,
 )
 from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
+from reconciler._http_server import MetricsServing
 from reconciler._indexers import OWNER_INDEX, IndexFunc, by_label, by_owner_uid, label_index_name
 from reconciler._informer import Informer
 from reconciler._kinds import (
@@ -123,6 +124,7 @@ __all__ = [
     "MapFunc",
     "Matching",
     "Metrics",
+    "MetricsServing",
     "NotCached",
     "NotFound",
     "Object",

@@ -29,10 +29,11 @@ from reconciler._client import Client
 from reconciler._controller import Controller, ReconcileFunc, Reconciler
 from reconciler._events import EventRecorder
 from reconciler._exceptions import LeaderElectionLost
-from reconciler._http_server import ProbeServer
+from reconciler._http_server import MetricsServer, MetricsServing, ProbeServer
 from reconciler._informer import Informer
 from reconciler._leader_election import LeaderElectionConfig, LeaderElector
 from reconciler._metrics import metrics_for
+from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._objects import GVK
 from reconciler._rate_limiters import RateLimiter
 from reconciler._restmapper import RESTMapper
@@ -55,6 +56,7 @@ class Manager:
         hash_annotation: str | None = None,
         handle_signals: bool = False,
         unready_after_outage: float = 10.0,
+        metrics: MetricsServing | None = None,
     ) -> None:
         """`api_client` is a kubernetes_asyncio ApiClient; we use its transport and auth.
 
@@ -63,7 +65,9 @@ class Manager:
         `/readyz` says not ready while the informers have lost the API server for longer
         than `unready_after_outage` seconds (a stale cache is not serving), and ready again
         when they are back; `/healthz` stays ok: restarting the pod would not bring the
-        API server back.
+        API server back. `metrics` gives /metrics an address of its own (see
+        `MetricsServing`: HTTPS for scrapers the API server allows, by default); the probes
+        then serve no /metrics.
         """
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
@@ -95,10 +99,17 @@ class Manager:
         self.unready_after_outage = unready_after_outage
         self.controllers: list[Controller] = []
         self._server = (
-            ProbeServer(*split_address(bind_address), self.registry, ready=self._is_ready)
+            ProbeServer(
+                *split_address(bind_address),
+                self.registry,
+                ready=self._is_ready,
+                serve_metrics=metrics is None,
+            )
             if bind_address is not None
             else None
         )
+        self._metrics_serving = metrics
+        self._metrics_server: MetricsServer | None = None
         self._stop: asyncio.Event | None = None
         self._stop_requested = False
         self._synced = False
@@ -155,6 +166,28 @@ class Manager:
     def http_port(self) -> int | None:
         return self._server.port if self._server is not None else None
 
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of /metrics's own server, once `run()` started it."""
+        return self._metrics_server.port if self._metrics_server is not None else None
+
+    def _metrics_server_for(self, serving: MetricsServing) -> MetricsServer | None:
+        if serving.bind_address is None:
+            return None
+        host, port = split_address(serving.bind_address)
+        if not serving.secure:
+            return MetricsServer(host, port, self.registry)
+        # Imported here: only secure serving needs cryptography.
+        from reconciler._tls import serving_context
+
+        return MetricsServer(
+            host,
+            port,
+            self.registry,
+            tls=serving_context(serving.cert_dir),
+            authorizer=MetricsAuthorizer(self.transport, ttl=serving.auth_cache_ttl),
+        )
+
     def _is_ready(self) -> bool:
         return (
             self._synced
@@ -190,6 +223,10 @@ class Manager:
         try:
             if self._server is not None:
                 await self._server.start()
+            if self._metrics_serving is not None:
+                self._metrics_server = self._metrics_server_for(self._metrics_serving)
+                if self._metrics_server is not None:
+                    await self._metrics_server.start()
             await self.cache.start()
             if not await self._until_stopped(self._sync()):
                 graceful = True
@@ -230,6 +267,8 @@ class Manager:
             await self.cache.stop()
             if self._server is not None:
                 await self._server.stop()
+            if self._metrics_server is not None:
+                await self._metrics_server.stop()
             for sig, handler in previous.items():
                 # remove_signal_handler resets to the default; put back what was there.
                 loop.remove_signal_handler(sig)

@@ -14,10 +14,11 @@ from reconciler._decode import ObjectDecoder
 from reconciler._delaying_queue import DelayingQueue
 from reconciler._exceptions import ShutDown, error_from_status
 from reconciler._handlers import WatchHandler
-from reconciler._http_server import ProbeServer
+from reconciler._http_server import MetricsServer, ProbeServer
 from reconciler._indexers import NAMESPACE_INDEX, by_namespace
 from reconciler._informer import EventHandler
 from reconciler._leader_election import LeaderElector
+from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._queue import Queue
 from reconciler._queue_metrics import NoQueueMetrics, PrometheusQueueMetrics, QueueMetrics
 from reconciler._rate_limiters import (
@@ -47,6 +48,8 @@ __all__ = [
     "ItemExponentialFailureRateLimiter",
     "LeaderElector",
     "MaxOfRateLimiter",
+    "MetricsAuthorizer",
+    "MetricsServer",
     "MonotonicClock",
     "NoQueueMetrics",
     "ObjectDecoder",

@@ -33,6 +33,16 @@ def check_address(address: str) -> str:
     return address
 
 
+def check_boolean(value: str) -> bool:
+    """argparse type: `true`/`false` (also 1/0, yes/no), as Go's flags take them."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "t"):
+        return True
+    if lowered in ("false", "0", "no", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
+
+
 run_operator = deferred("components.run", "run_operator")
 
 
@@ -62,6 +72,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=check_address,
         metavar="ADDR",
         help="where /metrics is served (default :8080; 0 turns it off)",
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        nargs="?",
+        const=True,
+        default=True,
+        type=check_boolean,
+        metavar="BOOL",
+        help="serve /metrics over HTTPS, only to callers the API server authenticates and "
+        "allows to get the non-resource URL /metrics (default true; =false: plain HTTP)",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        metavar="DIR",
+        help="folder with tls.crt and tls.key for secure metrics (e.g. a mounted "
+        "kubernetes.io/tls Secret); default: a self-signed certificate made at start",
     )
     parser.add_argument(
         "--health-probe-bind-address",

@@ -24,7 +24,7 @@ from components.controllers._nvidiadriver import NVIDIADriverController
 from components.metrics import OperatorMetrics
 from components.operands import Operand
 from components.upgrade import UpgradeController
-from reconciler import Controller, LeaderElectionConfig, Manager
+from reconciler import Controller, LeaderElectionConfig, Manager, MetricsServing
 
 
 @dataclass
@@ -50,6 +50,7 @@ def setup_operator(
     namespace: str,
     operands: Sequence[Operand] | None = None,
     upgrade: bool = True,
+    metrics_serving: MetricsServing | None = None,
 ) -> Operator:
     """Register the informers and every controller on `manager`: node labels,
     ClusterPolicy, NVIDIADriver, and (unless `upgrade=False`) the driver upgrade."""
@@ -93,6 +94,7 @@ def build_operator(
     handle_signals: bool = False,
     operands: Sequence[Operand] | None = None,
     upgrade: bool = True,
+    metrics_serving: MetricsServing | None = None,
 ) -> Operator:
     """A Manager (field manager `gpu-operator`, the hash annotation on) with every
     controller, for a kubernetes_asyncio `ApiClient`; run it with `operator.manager.run()`."""
@@ -104,5 +106,6 @@ def build_operator(
         registry=registry,
         hash_annotation=HASH_ANNOTATION,
         handle_signals=handle_signals,
+        metrics=metrics_serving,
     )
     return setup_operator(manager, namespace=namespace, operands=operands, upgrade=upgrade)

@@ -3,8 +3,8 @@
 The operator's Service (`gpu-operator`, port `gpu-operator-metrics`, label
 `app: gpu-operator`) ships with the operator's manifests, since it must exist before any
 policy does; this state adds, as the reference's does, a prometheus-operator ServiceMonitor
-`gpu-operator` selecting it when `operator.metrics.serviceMonitor.enabled`. Without the
-ServiceMonitor CRD it gives a condition instead.
+`gpu-operator` selecting it when `operator.metrics.serviceMonitor.enabled`, scraping over
+HTTPS with Prometheus' token. Without the ServiceMonitor CRD it gives a condition instead.
 """
 
 from __future__ import annotations
@@ -22,10 +22,24 @@ APP = "gpu-operator"
 PORT_NAME = "gpu-operator-metrics"
 
 
+#: The operator serves /metrics over HTTPS to callers the API server authorizes (its
+#: `--metrics-secure` default): Prometheus sends its own ServiceAccount token (which needs
+#: the ClusterRole gpu-operator-metrics-reader) and skips verifying the self-signed
+#: certificate, as controller-runtime's docs suggest for that default.
+SECURE_ENDPOINT = {
+    "scheme": "https",
+    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    "tlsConfig": {"insecureSkipVerify": True},
+}
+
+
 def _service_monitor(ctx: Ctx) -> dict[str, Any]:
-    return configured_service_monitor(
+    monitor = configured_service_monitor(
         ctx, APP, PORT_NAME, ctx.spec.operator.metrics.service_monitor
     )
+    for endpoint in monitor["spec"]["endpoints"]:
+        endpoint.update(SECURE_ENDPOINT)
+    return monitor
 
 
 class OperatorServiceMonitor(BaseOperand):

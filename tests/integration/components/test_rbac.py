@@ -105,6 +105,9 @@ ALLOWED = [
     ("create", "configmaps", "", NAMESPACE, None),
     ("update", "leases", "coordination.k8s.io", NAMESPACE, None),
     ("create", "servicemonitors", "monitoring.coreos.com", NAMESPACE, None),
+    # Secure /metrics: who is this scraper, and may they get /metrics?
+    ("create", "tokenreviews", "authentication.k8s.io", None, None),
+    ("create", "subjectaccessreviews", "authorization.k8s.io", None, None),
 ]
 
 DENIED = [

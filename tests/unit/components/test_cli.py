@@ -103,3 +103,39 @@ def test_without_the_simulator_sim_and_demo_say_so_in_one_sentence(
     error = capsys.readouterr().err
     assert error.startswith("gpu-operator: this installation does not include the gpusim")
     assert error.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "secure"),
+    [
+        ([], True),
+        (["--metrics-secure"], True),
+        (["--metrics-secure=true"], True),
+        (["--metrics-secure=false"], False),
+        (["--metrics-secure", "false"], False),
+    ],
+)
+def test_metrics_are_secure_unless_turned_off(argv: list[str], secure: bool) -> None:
+    from components.run import metrics_serving
+
+    args = build_parser().parse_args(["run", *argv])
+    serving = metrics_serving(args)
+    assert serving is not None
+    assert (serving.bind_address, serving.secure, serving.cert_dir) == (":8080", secure, None)
+
+
+def test_secure_metrics_refuse_to_share_the_probes_port() -> None:
+    from components.errors import CommandError
+    from components.run import metrics_serving
+
+    shared = ["run", "--metrics-bind-address=:8081", "--health-probe-bind-address=:8081"]
+    with pytest.raises(CommandError, match="address of their own"):
+        metrics_serving(build_parser().parse_args(shared))
+    # Plain metrics may still be served beside the probes, as before.
+    assert metrics_serving(build_parser().parse_args([*shared, "--metrics-secure=false"])) is None
+
+
+def test_metrics_secure_takes_only_a_boolean(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--metrics-secure=maybe"])
+    assert "'maybe' is not true or false" in capsys.readouterr().err

@@ -44,7 +44,8 @@ def locked(path: Path) -> dict[str, tuple[Version, list[str], list[str]]]:
     current = ""
     for raw in path.read_text().splitlines():
         line = raw.strip().rstrip("\\").strip()
-        if match := re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)", line):
+        # A pin may carry an environment marker (`cffi==2.1.1 ; platform_python_...`).
+        if match := re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;]+)(?:\s*;.*)?", line):
             current = canonicalize_name(match[1])
             entries[current] = (Version(match[2]), [], [])
         elif line.startswith("--hash="):
@@ -89,7 +90,7 @@ def test_lock_holds_exactly_the_runtime_dependencies_of_pyproject() -> None:
     for name, (_, _, via) in lock.items():
         needed_by = {canonicalize_name(v.split()[0]) for v in via if "pyproject.toml" not in v}
         assert name in direct or needed_by & set(lock), f"{name} is locked but nothing needs it"
-    development_only = {"cryptography", "pytest", "mypy", "ruff", "hypothesis", "import-linter"}
+    development_only = {"pytest", "mypy", "ruff", "hypothesis", "import-linter"}
     assert not development_only & set(lock)
 
 

@@ -33,18 +33,51 @@ async def namespace(api_client: client.ApiClient) -> AsyncIterator[str]:
     await core.delete_namespace(name)
 
 
-async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+async def get(
+    session: aiohttp.ClientSession, url: str, token: str | None = None
+) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        async with session.get(url) as response:
+        # Secure metrics serve a self-signed certificate: not verified, as insecureSkipVerify.
+        async with session.get(url, headers=headers, ssl=False) as response:
             return response.status, await response.text()
     except aiohttp.ClientError:
         return 0, ""
+
+
+async def scraper_token(api_client: client.ApiClient, namespace: str) -> str:
+    """A token for a ServiceAccount bound to the shipped metrics-reader ClusterRole."""
+    core = client.CoreV1Api(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    role = load_documents([REPO / "config" / "rbac" / "metrics_reader_role.yaml"])[0]
+    try:
+        await rbac.create_cluster_role(role)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    await core.create_namespaced_service_account(namespace, {"metadata": {"name": "prometheus"}})
+    await rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": f"{namespace}-metrics-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+        }
+    )
+    answer = await core.create_namespaced_service_account_token(
+        "prometheus", namespace, {"spec": {"expirationSeconds": 600}}
+    )
+    return str(answer.status.token)
 
 
 async def test_run_serves_probes_and_metrics_and_stops_on_sigterm(
     control_plane: ControlPlane, api_client: client.ApiClient, namespace: str
 ) -> None:
     metrics, probes = free_port(), free_port()
+    token = await scraper_token(api_client, namespace)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -70,7 +103,15 @@ async def test_run_serves_probes_and_metrics_and_stops_on_sigterm(
 
             await eventually(ready, "/readyz to answer 200")
             assert (await get(session, f"http://127.0.0.1:{probes}/healthz"))[0] == 200
-            status, text = await get(session, f"http://127.0.0.1:{metrics}/metrics")
+            # Secure by default: HTTPS, and only for a scraper RBAC allows.
+            assert (await get(session, f"https://127.0.0.1:{metrics}/metrics"))[0] == 401
+
+            async def scraped() -> bool:
+                url = f"https://127.0.0.1:{metrics}/metrics"
+                return (await get(session, url, token))[0] == 200
+
+            await eventually(scraped, "the metrics reader to scrape")
+            status, text = await get(session, f"https://127.0.0.1:{metrics}/metrics", token)
             assert status == 200
             assert "gpu_operator_reconciliation_status" in text
             for controller in (

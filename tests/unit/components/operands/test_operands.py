@@ -361,8 +361,17 @@ def test_operator_service_monitor_selects_the_operator_service() -> None:
     assert monitor["metadata"]["labels"]["release"] == "prom"
     # The Service of config/manager and the Helm chart carries `app: gpu-operator`.
     assert monitor["spec"]["selector"] == {"matchLabels": {"app": "gpu-operator"}}
+    # Secure metrics: HTTPS, Prometheus' own token, the self-signed certificate unverified.
     assert monitor["spec"]["endpoints"] == [
-        {"port": "gpu-operator-metrics", "path": "/metrics", "interval": "30s", "honorLabels": True}
+        {
+            "port": "gpu-operator-metrics",
+            "path": "/metrics",
+            "interval": "30s",
+            "honorLabels": True,
+            "scheme": "https",
+            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "tlsConfig": {"insecureSkipVerify": True},
+        }
     ]
     assert with_crd.conditions == []
 
