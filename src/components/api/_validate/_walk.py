@@ -21,6 +21,9 @@ _TYPE_CHECKS = {
     "array": lambda v: isinstance(v, list),
 }
 
+#: The integer formats the API server checks (a value out of range is refused).
+_INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
@@ -69,6 +72,12 @@ class SchemaChecker:
             if "minLength" in schema and len(value) < schema["minLength"]:
                 self.add(path, f"must be at least {schema['minLength']} characters long")
         elif _TYPE_CHECKS["number"](value):
+            bounds = _INTEGER_FORMATS.get(schema.get("format", ""))
+            if bounds and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
+                self.add(
+                    path,
+                    f"must fit in {schema['format']} ({bounds[0]} to {bounds[1]}), not {value}",
+                )
             if "minimum" in schema and value < schema["minimum"]:
                 self.add(path, f"must be greater than or equal to {schema['minimum']}, not {value}")
             if "maximum" in schema and value > schema["maximum"]:
