@@ -1,6 +1,6 @@
 """The walk over a document along the CRD's OpenAPI schema: types, enums, patterns,
-bounds, unknown and required fields, list-map keys, and the Python twin of each CEL rule
-where the schema carries one."""
+bounds, unknown and required fields, list-map keys, and each CEL rule the schema carries,
+evaluated from its text (`_cel`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import difflib
 import re
 from typing import Any
 
-from components.api._crd import cel_rules
 from components.api._schema import Schema
+from components.api._validate._cel import holds, is_transition
 from components.api._validate._problems import Problem, show, show_typed
 
 _TYPE_CHECKS = {
@@ -31,7 +31,6 @@ def _join(path: str, key: str) -> str:
 
 class SchemaChecker:
     def __init__(self) -> None:
-        self.rules = cel_rules()
         self.problems: list[Problem] = []
 
     def add(self, path: str, message: str) -> None:
@@ -126,11 +125,8 @@ class SchemaChecker:
             {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
         )
         for entry in schema.get("x-kubernetes-validations", []):
-            rule = self.rules.get(entry["rule"])
-            if rule is None:
-                raise LookupError(f"CEL rule without a Python check: {entry['rule']}")
-            if rule.transition:
+            if is_transition(entry["rule"]):
                 continue
-            if not rule.check(subject):
+            if not holds(entry["rule"], subject):
                 where = path + entry.get("fieldPath", "") if entry.get("fieldPath") else path
                 self.add(where, entry["message"])

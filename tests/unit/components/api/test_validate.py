@@ -228,3 +228,24 @@ def test_integers_out_of_their_format_range(spec: dict[str, Any], path: str, say
         "spec": spec,
     }
     assert [(p.path, p.message) for p in validate_document(document)] == [(path, says)]
+
+
+def test_cel_rules_are_evaluated_from_the_crds_text() -> None:
+    """Every non-transition CEL rule in the CRDs compiles and runs with the CEL library, and
+    its verdict on the cases above is the one the Python twin on the models gives."""
+    from components.api._crd import cel_rules
+    from components.api._validate._cel import holds, is_transition
+
+    values: list[Any] = [0, 5, -1, "25%", "101%", "abc", "", {}, {"default": "x"}]
+    values += [{"default": "x", "name": "n"}, {"usePrecompiled": True, "version": "sha256:ab"}]
+    values += [{"default": True, "nodeSelector": {"a": "b"}}]
+    for text, rule in cel_rules().items():
+        assert is_transition(text) == rule.transition, text
+        if rule.transition:
+            continue
+        for value in values:
+            try:
+                expected = rule.check(value)
+            except (AttributeError, TypeError):
+                continue  # the twin only takes the value's own type
+            assert holds(text, value) == expected, (text, value)
