@@ -1,7 +1,7 @@
 """Offline validation of ClusterPolicy / NVIDIADriver documents, with the CRDs' rules.
 
-The checks walk the very schemas written into the CRDs (`_crd.object_schema`) and run the
-Python twin of each CEL rule, so a file that passes here is accepted by the API server and
+The checks walk the very schemas written into the CRDs (`_crd.object_schema`) and run each
+CEL rule from its text (`_cel`), so a file that passes here is accepted by the API server and
 one that fails is rejected for the same reason (transition rules such as "driverType is
 immutable" need the old object and are left to the API server). Two things are stricter
 than a `kubectl apply`: unknown fields (the API server would silently drop them) and
