@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from components.api._crd import KINDS, render, render_all, write_all
-from components.api._unsupported import unsupported_in_text
-from components.api._validate import Report, validate_files, validate_text
+from components.api._clusterpolicy import ClusterPolicy
+from components.api._crd import CLUSTER_POLICY, KINDS, render, render_all, write_all
+from components.api._nvidiadriver import NVIDIADriver
+from components.api._unsupported import not_acted_on, unsupported_fields
+from components.api._validate import Report, validate_bytes, validate_files
 from components.errors import CommandError
 
 
@@ -41,30 +44,29 @@ def run_crds(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Problems make the exit status 1; fields accepted but not acted on are warnings (also
-    printed with --quiet), as the operator's `Unsupported` condition would name them."""
-    reports: list[tuple[Report, list[str]]] = []
+    """Problems make the exit status 1; fields accepted but not acted on, and resources too
+    large for the API server, are warnings (also printed with --quiet), as the operator's
+    `Unsupported` condition would name them."""
+    reports: list[Report] = []
     files: list[str] = args.files
     for name in files:
         if name == "-":
-            text = sys.stdin.read()
-            reports.append(
-                (validate_text(text, "<stdin>"), list(unsupported_in_text(text, "<stdin>")))
-            )
-            continue
-        for report in validate_files([name]):
-            reports.append((report, _warnings(Path(name), report.source)))
-    for report, warnings in reports:
+            stdin = getattr(sys.stdin, "buffer", None)  # bytes, so bad encodings are reported
+            data = stdin.read() if stdin is not None else sys.stdin.read().encode()
+            reports.append(validate_bytes(data, "<stdin>"))
+        else:
+            reports.extend(validate_files([name]))
+    for report in reports:
         if report.ok and not args.quiet:
             print(f"{report.source}: ok")
-        for line in [*report.lines(), *warnings]:
+        for line in [*report.lines(), *_unsupported(report)]:
             print(line)
-    return 0 if all(r.ok for r, _ in reports) else 1
+    return 0 if all(r.ok for r in reports) else 1
 
 
-def _warnings(path: Path, source: str) -> list[str]:
-    try:
-        text = path.read_text()
-    except OSError:
-        return []  # the report says why it cannot be read
-    return list(unsupported_in_text(text, source))
+def _unsupported(report: Report) -> Iterator[str]:
+    for label, document in report.resources:
+        model = ClusterPolicy if document.get("kind") == CLUSTER_POLICY.kind else NVIDIADriver
+        spec = model.from_dict(document).spec  # it passed validation, so it parses
+        for field in unsupported_fields(spec):
+            yield f"{report.where(label)}: warning: {not_acted_on(field)}"

@@ -5,7 +5,7 @@ mapped to the same paths."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,31 +22,40 @@ class Problem:
     line: int | None = None
     column: int | None = None
 
-    def format(self, source: str) -> str:
+    def format(self, source: str, *, warning: bool = False) -> str:
         """`source: path: message` (`source:line:column: message` for YAML errors)."""
+        message = f"warning: {self.message}" if warning else self.message
         if self.line is not None:
             where = f"{source}:{self.line}" + (f":{self.column}" if self.column else "")
-            return f"{where}: {self.message}"
+            return f"{where}: {message}"
         if self.path:
-            return f"{source}: {self.path}: {self.message}"
-        return f"{source}: {self.message}"
+            return f"{source}: {self.path}: {message}"
+        return f"{source}: {message}"
 
 
 @dataclass(frozen=True)
 class Report:
-    """Problems of one source (a file), ready to print."""
+    """Problems of one source (a file), ready to print. Each problem and warning carries
+    where in the file it is (`document 2`, `item 3`, or None when the file holds one
+    resource); `resources` are the resources of ours that passed, for later warnings."""
 
     source: str
-    problems: list[tuple[int | None, Problem]]
+    problems: list[tuple[str | None, Problem]]
+    warnings: list[tuple[str | None, Problem]] = field(default_factory=list)
+    resources: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    def where(self, label: str | None) -> str:
+        return self.source if label is None else f"{self.source} ({label})"
+
     def lines(self) -> Iterator[str]:
-        for index, problem in self.problems:
-            source = self.source if index is None else f"{self.source} (document {index})"
-            yield problem.format(source)
+        for label, problem in self.problems:
+            yield problem.format(self.where(label))
+        for label, warning in self.warnings:
+            yield warning.format(self.where(label), warning=True)
 
 
 def type_name(value: Any) -> str:

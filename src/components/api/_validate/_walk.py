@@ -1,6 +1,6 @@
 """The walk over a document along the CRD's OpenAPI schema: types, enums, patterns,
-bounds, unknown and required fields, list-map keys, and the Python twin of each CEL rule
-where the schema carries one."""
+bounds, unknown and required fields, list-map keys, and each CEL rule the schema carries,
+evaluated from its text (`_cel`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import difflib
 import re
 from typing import Any
 
-from components.api._crd import cel_rules
 from components.api._schema import Schema
+from components.api._validate._cel import holds, is_transition
 from components.api._validate._problems import Problem, show, show_typed
 
 _TYPE_CHECKS = {
@@ -21,6 +21,9 @@ _TYPE_CHECKS = {
     "array": lambda v: isinstance(v, list),
 }
 
+#: The integer formats the API server checks (a value out of range is refused).
+_INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
@@ -28,7 +31,6 @@ def _join(path: str, key: str) -> str:
 
 class SchemaChecker:
     def __init__(self) -> None:
-        self.rules = cel_rules()
         self.problems: list[Problem] = []
 
     def add(self, path: str, message: str) -> None:
@@ -69,6 +71,12 @@ class SchemaChecker:
             if "minLength" in schema and len(value) < schema["minLength"]:
                 self.add(path, f"must be at least {schema['minLength']} characters long")
         elif _TYPE_CHECKS["number"](value):
+            bounds = _INTEGER_FORMATS.get(schema.get("format", ""))
+            if bounds and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
+                self.add(
+                    path,
+                    f"must fit in {schema['format']} ({bounds[0]} to {bounds[1]}), not {value}",
+                )
             if "minimum" in schema and value < schema["minimum"]:
                 self.add(path, f"must be greater than or equal to {schema['minimum']}, not {value}")
             if "maximum" in schema and value > schema["maximum"]:
@@ -117,11 +125,8 @@ class SchemaChecker:
             {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
         )
         for entry in schema.get("x-kubernetes-validations", []):
-            rule = self.rules.get(entry["rule"])
-            if rule is None:
-                raise LookupError(f"CEL rule without a Python check: {entry['rule']}")
-            if rule.transition:
+            if is_transition(entry["rule"]):
                 continue
-            if not rule.check(subject):
+            if not holds(entry["rule"], subject):
                 where = path + entry.get("fieldPath", "") if entry.get("fieldPath") else path
                 self.add(where, entry["message"])
