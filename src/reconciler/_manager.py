@@ -36,7 +36,7 @@ from reconciler._metrics import metrics_for
 from reconciler._objects import GVK
 from reconciler._rate_limiters import RateLimiter
 from reconciler._restmapper import RESTMapper
-from reconciler._transport import Transport
+from reconciler._transport import Transport, resource_of
 
 log = logging.getLogger("reconciler.manager")
 
@@ -63,11 +63,17 @@ class Manager:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
         requests = self.metrics.rest_client_requests_total
+        by_resource = self.metrics.rest_client_requests_by_resource_total
         host = str(api_client.configuration.host)
+
+        def observe(method: str, code: str, path: str) -> None:
+            requests.labels(code, method, host).inc()
+            by_resource.labels(method, resource_of(path)).inc()
+
         self.transport = Transport(
             api_client,
             user_agent=field_manager,
-            observe=lambda method, code: requests.labels(code, method, host).inc(),
+            observe=observe,
         )
         self.mapper = RESTMapper(self.transport)
         self.cache = Cache(self.transport, self.mapper)

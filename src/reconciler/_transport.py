@@ -27,8 +27,25 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 Params = Mapping[str, str | int | bool]
-# Called once per request with (method, status code or "<error>"), for request metrics.
-RequestObserver = Callable[[str, str], None]
+# Called once per request with (method, status code or "<error>", path), for request metrics.
+RequestObserver = Callable[[str, str, str], None]
+
+
+def resource_of(path: str) -> str:
+    """The resource (and subresource) a request path is about: `/api/v1/namespaces/x/pods/p/
+    status` -> "pods/status", `/apis/apps/v1/daemonsets` -> "daemonsets"; "" for others."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[0] == "api":
+        parts = parts[2:]
+    elif parts[0] == "apis":
+        parts = parts[3:]
+    else:
+        return ""
+    if len(parts) > 2 and parts[0] == "namespaces":
+        parts = parts[2:]
+    if not parts:
+        return ""
+    return "/".join(parts[0:1] + parts[2:3])
 
 
 def _query(params: Params | None) -> dict[str, str]:
@@ -71,7 +88,7 @@ class Transport:
         self._proxy: str | None = getattr(self._config, "proxy", None) or None
         self._user_agent = user_agent
         self.request_timeout = request_timeout
-        self._observe: RequestObserver = observe or (lambda method, code: None)
+        self._observe: RequestObserver = observe or (lambda method, code, path: None)
 
     @property
     def _session(self) -> aiohttp.ClientSession:
@@ -163,13 +180,13 @@ class Transport:
                 server_hostname=self._server_hostname,
                 proxy=self._proxy,
             ) as resp:
-                self._observe(method, str(resp.status))
+                self._observe(method, str(resp.status), path)
                 raw = await resp.read()
                 if resp.status >= 400:
                     raise error_from_status(resp.status, raw, _retry_after(resp.headers))
                 return resp.status, raw
         except (TimeoutError, aiohttp.ClientConnectionError) as exc:
-            self._observe(method, "<error>")
+            self._observe(method, "<error>", path)
             raise ApiUnreachable(f"{method} {path}: {exc!r}") from exc
 
     @asynccontextmanager
@@ -194,7 +211,7 @@ class Transport:
                 server_hostname=self._server_hostname,
                 proxy=self._proxy,
             ) as resp:
-                self._observe("WATCH", str(resp.status))
+                self._observe("WATCH", str(resp.status), path)
                 if resp.status >= 400:
                     raw = await resp.read()
                     raise error_from_status(resp.status, raw, _retry_after(resp.headers))
