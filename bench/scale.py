@@ -21,6 +21,7 @@ steady-state window (target 0).
         [--profile]       run the operator under py-spy (sampling, `pip install py-spy`) and
                           print the top of the profile (written to bench/results/)
         [--no-floor]      the operator only (profiling runs)
+        [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
 
 Prints figures as it goes; the last line is one JSON object (also bench/results/scale.json,
 or scale-<nodes>.json for one size).
@@ -32,6 +33,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from _common import RESULTS, finish
@@ -60,12 +63,10 @@ NAMESPACE = "gpu-operator"
 NODE = GVK("", "v1", "Node")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
-POLICY: dict[str, Any] = {
-    "apiVersion": "nvidia.com/v1",
-    "kind": "ClusterPolicy",
-    "metadata": {"name": "cluster-policy"},
-    "spec": {},
-}
+SAMPLE_POLICY = REPO / "config" / "samples" / "nvidia_v1_clusterpolicy_full.yaml"
+POLICY: dict[str, Any] = {}
+"""The ClusterPolicy both runs use (`--policy`; the full sample: autoUpgrade on, as the
+reference's sample and Helm chart have it)."""
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
@@ -409,8 +410,9 @@ def measure(
                 )
             )
         finally:
-            process.terminate()
-            process.wait(60)
+            # The operator first: py-spy writes its profile once its child has exited.
+            os.kill(pid, signal.SIGTERM)
+            process.wait(120)
     o = figures["operator"]
     if floor:
         figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
@@ -428,7 +430,6 @@ def measure(
         print(f"[{nodes}] apiserver, floor: {_top(figures['floor']['apiserver_requests'])}")
     print(f"[{nodes}] steady state: {o['steady_state_requests_by_verb']}", flush=True)
     if profile_path is not None:
-        process.wait(60)
         figures["profile"] = str(profile_path.relative_to(REPO))
         print(profile_top(profile_path), flush=True)
     return figures
@@ -463,7 +464,9 @@ def main() -> None:
     parser.add_argument("--deadline-seconds", type=float, default=1800.0)
     parser.add_argument("--profile", action="store_true", help="run the operator under py-spy")
     parser.add_argument("--no-floor", action="store_true", help="the operator only")
+    parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
     args = parser.parse_args()
+    POLICY.update(yaml.safe_load(args.policy.read_text()))
     sizes = [int(n) for n in args.nodes.split(",")]
     runs = [
         measure(

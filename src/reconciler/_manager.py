@@ -118,7 +118,11 @@ class Manager:
         max_concurrent_reconciles: int = 1,
         reconcile_timeout: float | None = None,
         rate_limiter: RateLimiter | None = None,
+        min_interval: float = 0.0,
+        busy_fraction: float = 1.0,
     ) -> Controller:
+        """A controller on this manager's cache and metrics (`Controller` says what the
+        pacing options do)."""
         if any(c.name == name for c in self.controllers):
             raise ValueError(f"a controller named {name!r} already exists")
         controller = Controller(
@@ -128,6 +132,8 @@ class Manager:
             reconcile_timeout=reconcile_timeout,
             rate_limiter=rate_limiter,
             metrics=self.metrics,
+            min_interval=min_interval,
+            busy_fraction=busy_fraction,
         )
         self.controllers.append(controller)
         return controller

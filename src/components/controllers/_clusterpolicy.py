@@ -52,6 +52,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
+from components.controllers._filters import POD_CHANGED
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import (
@@ -96,6 +97,11 @@ from reconciler import (
 log = logging.getLogger("components.controllers.clusterpolicy")
 
 NAME = "clusterpolicy"
+
+PACE_SECONDS = 0.2
+"""At most this often per policy (and status written at most as often)."""
+PACE_SHARE = 0.1
+"""At most this share of a core for one policy's reconciles under a burst of events."""
 
 INVALID_SPEC = "InvalidSpec"
 RENDER_FAILED = "RenderFailed"
@@ -158,17 +164,20 @@ class ClusterPolicyController:
         self.controller: Controller | None = None
         self._in_namespace = _namespace_is(namespace)
         self.set_auto_upgrade = set_auto_upgrade
+        self._parsed: tuple[tuple[str, str], ClusterPolicy | pydantic.ValidationError] | None = None
 
     # -- wiring --------------------------------------------------------------------------
 
     def setup(self) -> Controller:
         m = self.manager
-        c = m.controller(NAME, self)
+        # One key whose reconcile reads every node and operand pod: under the burst of a
+        # rollout, events collapse into a reconcile every so often instead of one each.
+        c = m.controller(NAME, self, min_interval=PACE_SECONDS, busy_fraction=PACE_SHARE)
         c.watch(_informers.cluster_policies(m), self._all_policies, GenerationChanged())
         c.watch(_informers.nodes(m), self._active_policy, NODE_CHANGED)
         c.watch(_informers.service_monitor_crd(m), self._all_policies)
         c.watch(_informers.config_maps(m, self.namespace), self._active_policy)
-        c.watch(_informers.pods(m), self._via_daemonset, self._in_namespace)
+        c.watch(_informers.pods(m), self._via_daemonset, self._in_namespace, POD_CHANGED)
         c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
         for informer in self.applier.owned_informers:
             c.watch(informer, self._owner_policy)
@@ -231,11 +240,11 @@ class ClusterPolicyController:
         if name_of(active) != name_of(obj):
             await self._ignore(obj, active)
             return None
-        try:
-            policy = ClusterPolicy.from_dict(obj)
-        except pydantic.ValidationError as exc:
-            await self._invalid(obj, exc)
+        parsed = self._parse(obj)
+        if isinstance(parsed, pydantic.ValidationError):
+            await self._invalid(obj, parsed)
             return None
+        policy = parsed
         nodes = self.client.list(NODE)
         view = self._view(obj, nodes)
         sync = await self._sync(policy, view)
@@ -254,6 +263,19 @@ class ClusterPolicyController:
         await self._write_status(obj, status)
         self._set_metrics(policy, findings, status.state)
         return None
+
+    def _parse(self, obj: Object) -> ClusterPolicy | pydantic.ValidationError:
+        """The policy as a model, parsed once per resourceVersion (not once per event)."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        if self._parsed is not None and self._parsed[0] == key:
+            return self._parsed[1]
+        try:
+            parsed: ClusterPolicy | pydantic.ValidationError = ClusterPolicy.from_dict(obj)
+        except pydantic.ValidationError as exc:
+            parsed = exc
+        self._parsed = (key, parsed)
+        return parsed
 
     def _view(self, obj: Object, nodes: Sequence[Object]) -> ClusterView:
         crds = self.client.list(CRD)

@@ -91,7 +91,11 @@ class UpgradeController:
         self.node_controller = manager.controller(
             NODE_CONTROLLER, self.nodes.reconcile, max_concurrent_reconciles=workers
         )
-        self.pool_controller = manager.controller(POOL_CONTROLLER, self.pools.reconcile)
+        # The pool reconcile weighs every node: paced, so that a burst of node events costs
+        # a bounded share of a core (admission waits a tenth of a second at most when idle).
+        self.pool_controller = manager.controller(
+            POOL_CONTROLLER, self.pools.reconcile, min_interval=0.1, busy_fraction=0.1
+        )
         self.waits.on_change = lambda: self.pool_controller.enqueue(POOL_REQUEST)
         Watches(self.reader).connect(informers, self.node_controller, self.pool_controller)
 

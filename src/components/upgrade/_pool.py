@@ -19,7 +19,7 @@ from components.upgrade._metrics import UpgradeMetrics
 from components.upgrade._model import NodeView
 from components.upgrade._names import NODE, STATUS_FIELD_MANAGER
 from components.upgrade._reader import ClusterReader, Pool, PoolKey
-from components.upgrade._status import Waits, status_body, upgrade_status
+from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._writer import NodeWriter
 from reconciler import Conflict as ApiConflict
@@ -37,6 +37,7 @@ class PoolReconciler:
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
+        self._entries = Entries()
 
     async def reconcile(self, request: Request) -> Result | None:
         # Admission is the only step that adds to what the limits count (every other step
@@ -84,7 +85,9 @@ class PoolReconciler:
         await self.writer.transition(obj, node, t, pool, admission=True)
 
     def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
-        status = upgrade_status(views, c, auto_upgrade=pool.enabled, waits=self.waits.by_node)
+        status = upgrade_status(
+            views, c, auto_upgrade=pool.enabled, waits=self.waits.by_node, entries=self._entries
+        )
         body = status_body(pool.obj, status)
         if body is None:
             return
