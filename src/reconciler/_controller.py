@@ -231,7 +231,7 @@ class Controller:
         self._in_flight += 1
         started = time.perf_counter()
         began = self._clock.now()
-        cpu_began = time.thread_time()
+        cpu_began = time.thread_time() if self._paced else 0.0  # a system call: only if read
         try:
             async with asyncio.timeout(self.reconcile_timeout):
                 result = await self._reconcile(request)

@@ -97,10 +97,15 @@ class PoolReconciler:
         writer.submit(body)
 
 
+STATUS_WRITE_INTERVAL = 0.25
+"""Seconds between two writes of one policy's `status.upgrade` (at most four a second)."""
+
+
 class _StatusWriter:
     """Writes one policy's `status.upgrade` off the reconcile's path: at most one write in
-    flight, and while one is, only the newest status waits for its turn. Admission never
-    waits behind a status write, and a burst of changes costs a couple of writes."""
+    flight and one per `STATUS_WRITE_INTERVAL`; meanwhile only the newest status waits for
+    its turn. Admission never waits behind a status write, and a burst of changes costs a
+    write every so often."""
 
     def __init__(self, client: Any, pool: Pool) -> None:
         self._client = client
@@ -122,3 +127,4 @@ class _StatusWriter:
                 log.debug("%s: status not written: %s", self._name, exc)
             except Exception as exc:  # a status write must never take anything down
                 log.warning("%s: status not written: %s", self._name, exc)
+            await asyncio.sleep(STATUS_WRITE_INTERVAL)
