@@ -53,6 +53,7 @@ from components.controllers._constants import (
 )
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
 from components.controllers._filters import POD_CHANGED
+from components.controllers._policies import parse_spec, spec_key
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import (
@@ -97,6 +98,9 @@ from reconciler import (
 log = logging.getLogger("components.controllers.clusterpolicy")
 
 NAME = "clusterpolicy"
+
+Parsed = tuple[tuple[str, str, str], ClusterPolicy | pydantic.ValidationError]
+"""A policy's spec key and what parsing it gave."""
 
 PACE_SECONDS = 0.2
 """At most this often per policy (and status written at most as often)."""
@@ -164,7 +168,7 @@ class ClusterPolicyController:
         self.controller: Controller | None = None
         self._in_namespace = _namespace_is(namespace)
         self.set_auto_upgrade = set_auto_upgrade
-        self._parsed: tuple[tuple[str, str], ClusterPolicy | pydantic.ValidationError] | None = None
+        self._parsed: Parsed | None = None
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -265,16 +269,15 @@ class ClusterPolicyController:
         return None
 
     def _parse(self, obj: Object) -> ClusterPolicy | pydantic.ValidationError:
-        """The policy as a model, parsed once per resourceVersion (not once per event)."""
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
-        if self._parsed is not None and self._parsed[0] == key:
+        """The policy as a model, parsed once per spec (not once per event)."""
+        key = spec_key(obj)
+        if key is not None and self._parsed is not None and self._parsed[0] == key:
             return self._parsed[1]
         try:
-            parsed: ClusterPolicy | pydantic.ValidationError = ClusterPolicy.from_dict(obj)
+            parsed: ClusterPolicy | pydantic.ValidationError = parse_spec(obj)
         except pydantic.ValidationError as exc:
             parsed = exc
-        self._parsed = (key, parsed)
+        self._parsed = (key, parsed) if key is not None else None
         return parsed
 
     def _view(self, obj: Object, nodes: Sequence[Object]) -> ClusterView:
