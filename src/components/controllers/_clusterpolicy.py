@@ -64,6 +64,7 @@ from components.controllers._status import (
     status_patch,
 )
 from components.controllers._view import (
+    GpuNodeViews,
     any_nfd_labels,
     config_map_keys,
     count_gpu_nodes,
@@ -170,6 +171,7 @@ class ClusterPolicyController:
         self._in_namespace = _namespace_is(namespace)
         self.set_auto_upgrade = set_auto_upgrade
         self._parsed: Parsed | None = None
+        self._gpu_node_views = GpuNodeViews()
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -286,7 +288,7 @@ class ClusterPolicyController:
         config_maps = self.client.list(CONFIG_MAP, namespace=self.namespace)
         return ClusterView(
             namespace=self.namespace,
-            gpu_nodes=gpu_nodes(nodes),
+            gpu_nodes=gpu_nodes(nodes, self._gpu_node_views),
             has_service_monitor_crd=any(name_of(c) == SERVICE_MONITOR_CRD for c in crds),
             owner=owner_reference(obj),
             config_map_keys=config_map_keys(config_maps),
