@@ -77,13 +77,15 @@ class Controller:
         clock: Clock | None = None,
         min_interval: float = 0.0,
         busy_fraction: float = 1.0,
+        max_interval: float = float("inf"),
     ) -> None:
         """`min_interval`: seconds from the start of one reconcile of a request to the start
         of the next; `busy_fraction` (0 < f <= 1): also wait, after a reconcile that cost d
         seconds of CPU, until d / f seconds have passed since it started (so it takes at most
         that share of a core). Requests that come sooner wait for their turn, collapsed into
         one. The cost is the event loop thread's CPU time while the reconcile ran: waiting on
-        the API server costs nothing, other work beside it counts (a busy process paces more).
+        the API server costs nothing, other work beside it counts (a busy process paces more;
+        `max_interval` bounds the wait that can make, so a status never lags by more).
         """
         if not 0 < busy_fraction <= 1:
             raise ValueError(f"busy_fraction must be in (0, 1], not {busy_fraction}")
@@ -100,6 +102,7 @@ class Controller:
         )
         self._min_interval = min_interval
         self._busy_fraction = busy_fraction
+        self._max_interval = max(max_interval, min_interval)
         self._paced = min_interval > 0 or busy_fraction < 1
         self._not_before: dict[Request, float] = {}
         self._runner: asyncio.Task[None] | None = None
@@ -222,7 +225,7 @@ class Controller:
 
     def _pace(self, request: Request, began: float, cpu_began: float) -> None:
         cost = time.thread_time() - cpu_began
-        gap = max(self._min_interval, cost / self._busy_fraction)
+        gap = min(self._max_interval, max(self._min_interval, cost / self._busy_fraction))
         self._not_before[request] = began + gap
 
     async def _process(self, request: Request) -> None:

@@ -120,6 +120,7 @@ class Manager:
         rate_limiter: RateLimiter | None = None,
         min_interval: float = 0.0,
         busy_fraction: float = 1.0,
+        max_interval: float = float("inf"),
     ) -> Controller:
         """A controller on this manager's cache and metrics (`Controller` says what the
         pacing options do)."""
@@ -134,6 +135,7 @@ class Manager:
             metrics=self.metrics,
             min_interval=min_interval,
             busy_fraction=busy_fraction,
+            max_interval=max_interval,
         )
         self.controllers.append(controller)
         return controller

@@ -312,6 +312,31 @@ async def test_busy_fraction_scales_the_wait_with_the_reconcile_cost() -> None:
     await c.stop(5)
 
 
+async def test_max_interval_bounds_the_wait() -> None:
+    clock = FakeClock()
+    calls = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        began = time.thread_time()
+        while time.thread_time() - began < 0.05:  # 50 ms of CPU: 50 s at 0.1%
+            pass
+        return None
+
+    c = Controller("t", reconcile, clock=clock, busy_fraction=0.001, max_interval=2.0)
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    c.enqueue(A)
+    await settle(c)
+    assert calls == 1
+    clock.advance(2.0)
+    await settle(c)
+    assert calls == 2
+    await c.stop(5)
+
+
 def test_busy_fraction_must_be_a_share() -> None:
     with pytest.raises(ValueError):
         Controller("t", lambda r: asyncio.sleep(0), busy_fraction=0)  # type: ignore[arg-type,return-value]
