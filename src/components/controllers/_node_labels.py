@@ -41,6 +41,7 @@ from reconciler import (
 log = logging.getLogger("components.controllers.nodelabels")
 
 NAME = "node-labels"
+LABEL_WORKERS = 8
 
 
 def deploy_labels(policy: ClusterPolicy, operands: Sequence[Operand]) -> dict[str, bool]:
@@ -74,7 +75,9 @@ class NodeLabelController:
 
     def setup(self) -> Controller:
         m = self.manager
-        c = m.controller(NAME, self)
+        # One write per node, independent of every other: several at once, so that labelling
+        # a thousand nodes takes a fraction of the round trips end to end.
+        c = m.controller(NAME, self, max_concurrent_reconciles=LABEL_WORKERS)
         c.watch(_informers.nodes(m), lambda n: [Request("", name_of(n))], LabelsChanged())
         c.watch(_informers.cluster_policies(m), self._every_node, GenerationChanged())
         return c
