@@ -1,10 +1,30 @@
-"""Scale: the operator on simulated clusters of 100 and 1,000 GPU nodes (5,000 on request).
+"""Scale: the operator on simulated clusters of 100 and 1,000 GPU nodes (5,000 on request),
+against the floor of the same cluster shape.
 
-For each size: time from ClusterPolicy created to `ready`, the operator process's CPU
-seconds and peak RSS, the requests it sent to the apiserver by verb (its own
-`rest_client_requests_total`), and the writes it sent during a steady-state window (target 0).
+For each size, two fresh simulated clusters of the same shape, one after the other:
+
+* **floor**: the GPU nodes pre-labelled the way the operator labels them, then the
+  operator's own objects (every enabled operand of the policy, rendered by our renderers:
+  DaemonSets and their prerequisites) created directly by the benchmark; timed from the
+  first create until every DaemonSet is fully rolled out and every GPU node advertises
+  `nvidia.com/gpu`. No operator runs: this is what the control plane itself needs.
+* **operator**: `gpu-operator run` as a process; timed from the ClusterPolicy's creation
+  until the same two facts hold and the policy says `ready`.
+
+Figures: both times and their ratio; the operator's CPU seconds (utime + stime of its
+process) and peak RSS at that moment; the requests it sent by verb and by resource (its own
+client's counts); the requests the API server served by verb and resource in each run (all
+clients: the difference is the operator's doing); and the writes it sent during a
+steady-state window (target 0).
 
     .venv/bin/python bench/scale.py [--nodes 100,1000] [--steady-seconds 300]
+        [--profile]       run the operator under py-spy (sampling, `pip install py-spy`) and
+                          print the top of the profile (written to bench/results/)
+        [--no-floor]      the operator only (profiling runs)
+        [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
+
+Prints figures as it goes; the last line is one JSON object (also bench/results/scale.json,
+or scale-<nodes>.json for one size).
 """
 
 from __future__ import annotations
@@ -12,23 +32,48 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from _common import finish
+from _common import RESULTS, finish
+from components.api import ClusterPolicy
+from components.controllers import deploy_labels, node_label_patch
+from components.controllers._view import gpu_nodes
+from components.operands import OPERANDS, ClusterView
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
+from reconciler import GVK, Cache, Client, Object, labels_of, name_of
 from reconciler.envtest import free_port
+from reconciler.lowlevel import RESTMapper, Transport
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "gpu-operator"
+NODE = GVK("", "v1", "Node")
+DAEMONSET = GVK("apps", "v1", "DaemonSet")
+CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
+SAMPLE_POLICY = REPO / "config" / "samples" / "nvidia_v1_clusterpolicy_full.yaml"
+POLICY: dict[str, Any] = {}
+"""The ClusterPolicy both runs use (`--policy`; the full sample: autoUpgrade on, as the
+reference's sample and Helm chart have it)."""
+GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 _TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- the operator process ----------------------------------------------------------------
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -43,112 +88,376 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def _requests_by_verb(metrics_url: str) -> dict[str, int]:
+def _child_pid(pid: int, timeout: float = 30) -> int:
+    """The one child of `pid` (py-spy runs the operator as its child)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.1)
+    raise TimeoutError("the profiled operator did not start")
+
+
+def _operator_requests(metrics_url: str) -> dict[str, dict[str, int]]:
+    """The operator's own counts: {"by_verb": ..., "by_resource": {"PATCH nodes": n}}."""
     with urllib.request.urlopen(metrics_url, timeout=10) as response:
         text = response.read().decode()
-    counts: dict[str, int] = {}
+    by_verb: Counter[str] = Counter()
+    by_resource: Counter[str] = Counter()
     for family in text_string_to_metric_families(text):
-        if family.name != "rest_client_requests":
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            if family.name == "rest_client_requests":
+                by_verb[sample.labels.get("method", "?")] += int(sample.value)
+            elif family.name == "rest_client_requests_by_resource":
+                key = f"{sample.labels.get('method')} {sample.labels.get('resource')}"
+                by_resource[key] += int(sample.value)
+    return {"by_verb": dict(by_verb), "by_resource": dict(sorted(by_resource.items()))}
+
+
+def _writes(by_verb: dict[str, int]) -> int:
+    return sum(by_verb.get(verb, 0) for verb in WRITE_VERBS)
+
+
+# -- the cluster, watched ------------------------------------------------------------------
+
+
+async def _apiserver_requests(transport: Transport) -> Counter[str]:
+    """Requests the API server served, "VERB resource[/subresource]" -> count (all clients)."""
+    raw = await transport.request_bytes("GET", "/metrics")
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(raw.decode()):
+        if family.name != "apiserver_request":
             continue
         for sample in family.samples:
-            if sample.name.endswith("_total"):
-                verb = sample.labels.get("method", "?")
-                counts[verb] = counts.get(verb, 0) + int(sample.value)
+            if not sample.name.endswith("_total"):
+                continue
+            labels = sample.labels
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            counts[f"{labels.get('verb')} {resource}"] += int(sample.value)
     return counts
 
 
-def _writes(counts: dict[str, int]) -> int:
-    return sum(counts.get(verb, 0) for verb in WRITE_VERBS)
+def _rolled_out(ds: Object) -> bool:
+    status = ds.get("status") or {}
+    desired = status.get("desiredNumberScheduled", -1)
+    return bool(
+        status.get("observedGeneration", 0) >= ds["metadata"].get("generation", 1)
+        and desired > 0
+        and status.get("numberReady") == desired
+        and status.get("updatedNumberScheduled") == desired
+        and status.get("numberAvailable") == desired
+    )
 
 
-async def _install(sim: SimulatedCluster) -> None:
+def _allocatable(node: Object) -> bool:
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, "0")
+    return str(value) not in ("", "0")
+
+
+class Watch:
+    """Nodes, the operator namespace's DaemonSets and the policy, from one cache: each
+    `until` answers on the event that makes it true, without polling the server."""
+
+    def __init__(self, cache: Cache, expected_daemonsets: int | None) -> None:
+        self.cache = cache
+        self.expected_daemonsets = expected_daemonsets
+
+    def gpu_nodes(self) -> list[Object]:
+        return [n for n in self.cache.list(NODE) if labels_of(n).get(GPU_LABEL) == "true"]
+
+    def all_allocatable(self) -> bool:
+        return all(_allocatable(n) for n in self.gpu_nodes())
+
+    def all_rolled_out(self) -> bool:
+        daemonsets = self.cache.list(DAEMONSET, namespace=NAMESPACE)
+        if self.expected_daemonsets is not None and len(daemonsets) < self.expected_daemonsets:
+            return False
+        return bool(daemonsets) and all(_rolled_out(ds) for ds in daemonsets)
+
+    def policy_ready(self) -> bool:
+        policy = self.cache.get(CLUSTER_POLICY, POLICY["metadata"]["name"])
+        return policy is not None and (policy.get("status") or {}).get("state") == "ready"
+
+    async def until(
+        self, checks: dict[str, Callable[[], bool]], began: float, deadline_s: float
+    ) -> dict[str, float]:
+        """Seconds from `began` until each check first held; returns when all have."""
+        reached: dict[str, float] = {}
+        while len(reached) < len(checks):
+            for name, check in checks.items():
+                if name not in reached and check():
+                    reached[name] = round(time.monotonic() - began, 1)
+            if time.monotonic() - began > deadline_s:
+                missing = sorted(set(checks) - set(reached))
+                raise TimeoutError(f"not reached within {deadline_s:.0f}s: {missing}")
+            await asyncio.sleep(0.2)
+        return reached
+
+
+async def _open(sim: SimulatedCluster, api: Any, *, policy: bool) -> tuple[Client, Cache]:
+    transport = Transport(api)
+    mapper = RESTMapper(transport)
+    cache = Cache(transport, mapper)
+    # Only what the checks read: nodes' labels and allocatable, DaemonSets' status.
+    cache.informer(NODE, drop=[("status", "images"), ("status", "conditions")])
+    cache.informer(DAEMONSET, namespace=NAMESPACE, drop=[("spec", "template")])
+    if policy:
+        cache.informer(CLUSTER_POLICY)
+    await cache.start()
+    await cache.wait_for_sync(300)
+    return Client(transport, mapper, cache, field_manager="bench"), cache
+
+
+def _diff(after: Counter[str], before: Counter[str]) -> dict[str, int]:
+    out = {k: after[k] - before.get(k, 0) for k in after}
+    return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
+
+
+def _top(counts: dict[str, int], n: int = 12) -> str:
+    return ", ".join(f"{k}={v}" for k, v in list(counts.items())[:n])
+
+
+# -- the floor ---------------------------------------------------------------------------
+
+
+def rendered_objects(nodes: Iterable[Object]) -> list[Object]:
+    """What the operator would create for `POLICY` on these nodes, without an owner."""
+    policy = ClusterPolicy.from_dict(POLICY)
+    view = ClusterView(
+        namespace=NAMESPACE,
+        gpu_nodes=gpu_nodes(nodes),
+        has_service_monitor_crd=False,
+        owner=None,
+    )
+    objects: list[Object] = []
+    for operand in OPERANDS:
+        if operand.enabled(policy):
+            objects += operand.render(policy, view).objects
+    return objects
+
+
+async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
     async with sim.api_client() as api:
         await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
-        await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        c, cache = await _open(sim, api, policy=False)
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        wanted = deploy_labels(ClusterPolicy.from_dict(POLICY), OPERANDS)
+        nodes = await c.list_live(NODE)
 
+        async def label(node: Object) -> None:
+            patch = node_label_patch(labels_of(node), wanted)
+            if patch:
+                await c.patch(NODE, name_of(node), {"metadata": {"labels": patch}})
 
-async def _create_policy_and_wait(sim: SimulatedCluster, deadline_s: float) -> float:
-    async with sim.api_client() as api:
-        custom = client.CustomObjectsApi(api)
+        await _gather(label(n) for n in nodes)
+        objects = rendered_objects(await c.list_live(NODE))
+        daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
+        watch = Watch(cache, daemonsets)
+        before = await _apiserver_requests(c.transport)
         began = time.monotonic()
-        await custom.create_cluster_custom_object(
-            "nvidia.com",
-            "v1",
-            "clusterpolicies",
-            {
-                "apiVersion": "nvidia.com/v1",
-                "kind": "ClusterPolicy",
-                "metadata": {"name": "cluster-policy"},
-                "spec": {},
-            },
+        for obj in objects:  # in order: prerequisites before the DaemonSets that use them
+            await c.create(obj)
+        reached = await watch.until(
+            {"rolled_out": watch.all_rolled_out, "allocatable": watch.all_allocatable},
+            began,
+            deadline_s,
         )
-        while time.monotonic() - began < deadline_s:
-            obj = await custom.get_cluster_custom_object(
-                "nvidia.com", "v1", "clusterpolicies", "cluster-policy"
-            )
-            if (obj.get("status") or {}).get("state") == "ready":
-                return time.monotonic() - began
-            await asyncio.sleep(1)
-    raise TimeoutError(f"policy not ready within {deadline_s:.0f}s")
+        requests = _diff(await _apiserver_requests(c.transport), before)
+        await cache.stop()
+    seconds = max(reached.values())
+    return {
+        "seconds": seconds,
+        "objects": len(objects),
+        "daemonsets": daemonsets,
+        "to_rolled_out_seconds": reached["rolled_out"],
+        "to_allocatable_seconds": reached["allocatable"],
+        "apiserver_requests": requests,
+    }
 
 
-def measure(nodes: int, steady_seconds: float, deadline_s: float) -> dict[str, Any]:
-    import subprocess
+async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
+    gate = asyncio.Semaphore(limit)
 
+    async def one(coro: Any) -> None:
+        async with gate:
+            await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+# -- the operator ------------------------------------------------------------------------
+
+
+def _start_operator(
+    sim: SimulatedCluster, metrics_port: int, profile: Path | None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The operator as its own process (under py-spy when profiling), and its pid."""
+    command = [
+        sys.executable,
+        "-m",
+        "components.cli",
+        "run",
+        f"--kubeconfig={sim.kubeconfig}",
+        f"--namespace={NAMESPACE}",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        # Plain HTTP: the bench reads the request counters, and a secure scrape's
+        # TokenReview and SubjectAccessReview would be counted among them.
+        "--metrics-secure=false",
+        f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+    ]
+    if profile is not None:
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        record = [spy, "record", "--nonblocking", "-r", "50", "-f", "raw", "-o", str(profile)]
+        command = [*record, "--", *command]
+    with (sim.workdir / "logs" / "gpu-operator.log").open("ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    pid = _child_pid(process.pid) if profile is not None else process.pid
+    return process, pid
+
+
+async def _operator(
+    sim: SimulatedCluster, metrics_url: str, pid: int, steady_seconds: float, deadline_s: float
+) -> dict[str, Any]:
+    async with sim.api_client() as api:
+        c, cache = await _open(sim, api, policy=True)
+        watch = Watch(cache, None)
+        await asyncio.sleep(5)  # the operator's caches sync before the policy exists
+        cpu_before = _cpu_seconds(pid)
+        ours_before = _operator_requests(metrics_url)
+        before = await _apiserver_requests(c.transport)
+        began = time.monotonic()
+        await c.create(POLICY)
+        reached = await watch.until(
+            {
+                "rolled_out": watch.all_rolled_out,
+                "allocatable": watch.all_allocatable,
+                "policy_ready": watch.policy_ready,
+            },
+            began,
+            deadline_s,
+        )
+        cpu = _cpu_seconds(pid)
+        ours = _operator_requests(metrics_url)
+        requests = _diff(await _apiserver_requests(c.transport), before)
+        await asyncio.sleep(steady_seconds)
+        after = _operator_requests(metrics_url)
+        await cache.stop()
+    by_verb = _sub(ours["by_verb"], ours_before["by_verb"])
+    steady = _sub(after["by_verb"], ours["by_verb"])
+    return {
+        "seconds": max(reached["rolled_out"], reached["allocatable"]),
+        "to_rolled_out_seconds": reached["rolled_out"],
+        "to_allocatable_seconds": reached["allocatable"],
+        "to_policy_ready_seconds": reached["policy_ready"],
+        "operator_cpu_seconds_to_ready": round(cpu - cpu_before, 2),
+        "operator_cpu_seconds_before_policy": round(cpu_before, 2),
+        "operator_peak_rss_mib": round(_peak_rss_mib(pid), 1),
+        "operator_requests_by_verb": by_verb,
+        "operator_requests_by_resource": _sub(ours["by_resource"], ours_before["by_resource"]),
+        "apiserver_requests": requests,
+        "steady_state_seconds": steady_seconds,
+        "steady_state_writes": _writes(steady),
+        "steady_state_requests_by_verb": steady,
+    }
+
+
+def _sub(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    out = {k: v - before.get(k, 0) for k, v in after.items()}
+    return {k: v for k, v in out.items() if v}
+
+
+def measure(
+    nodes: int, steady_seconds: float, deadline_s: float, *, floor: bool, profile: bool
+) -> dict[str, Any]:
     config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list("ubuntu22.04,rhel9.4"))
+    figures: dict[str, Any] = {"nodes": nodes}
+    if floor:
+        with SimulatedCluster(config, startup_timeout=900) as sim:
+            figures["floor"] = asyncio.run(_floor(sim, deadline_s))
+        f = figures["floor"]
+        print(
+            f"[{nodes}] floor: {f['seconds']}s (rolled out {f['to_rolled_out_seconds']}s, "
+            f"allocatable {f['to_allocatable_seconds']}s)",
+            flush=True,
+        )
     began = time.monotonic()
     with SimulatedCluster(config, startup_timeout=900) as sim:
-        sim_up = time.monotonic() - began
-        print(f"[{nodes}] simulated cluster up in {sim_up:.1f}s", flush=True)
-        asyncio.run(_install(sim))
+        figures["sim_up_seconds"] = round(time.monotonic() - began, 1)
+
+        async def install() -> None:
+            async with sim.api_client() as api:
+                crds = load_documents(sorted((REPO / "config" / "crd").glob("*.yaml")))
+                await apply_crds(api, crds)
+                transport = Transport(api)
+                await transport.request(
+                    "POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}}
+                )
+
+        asyncio.run(install())
         metrics_port = free_port()
-        log = (sim.workdir / "logs" / "gpu-operator.log").open("ab")
-        operator = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "components.cli",
-                "run",
-                f"--kubeconfig={sim.kubeconfig}",
-                f"--namespace={NAMESPACE}",
-                f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-                # Plain HTTP: the bench reads the request counters, and a secure scrape's
-                # TokenReview and SubjectAccessReview would be counted among them.
-                "--metrics-secure=false",
-                f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        profile_path = RESULTS / f"scale-profile-{nodes}.txt" if profile else None
+        process, pid = _start_operator(sim, metrics_port, profile_path)
         try:
-            time.sleep(5)  # the operator's caches sync before the policy exists
-            to_ready = asyncio.run(_create_policy_and_wait(sim, deadline_s))
-            print(f"[{nodes}] policy ready {to_ready:.1f}s after creation", flush=True)
-            at_ready = _requests_by_verb(metrics_url)
-            cpu_at_ready = _cpu_seconds(operator.pid)
-            time.sleep(steady_seconds)
-            after = _requests_by_verb(metrics_url)
-            figures = {
-                "nodes": nodes,
-                "sim_up_seconds": round(sim_up, 1),
-                "policy_to_ready_seconds": round(to_ready, 1),
-                "operator_cpu_seconds_to_ready": round(cpu_at_ready, 2),
-                "operator_cpu_seconds_total": round(_cpu_seconds(operator.pid), 2),
-                "operator_peak_rss_mib": round(_peak_rss_mib(operator.pid), 1),
-                "requests_to_ready_by_verb": at_ready,
-                "steady_state_seconds": steady_seconds,
-                "steady_state_writes": _writes(after) - _writes(at_ready),
-                "steady_state_requests_by_verb": {
-                    verb: after.get(verb, 0) - at_ready.get(verb, 0) for verb in after
-                },
-            }
-            print(f"[{nodes}] {figures}", flush=True)
-            return figures
+            figures["operator"] = asyncio.run(
+                _operator(
+                    sim,
+                    f"http://127.0.0.1:{metrics_port}/metrics",
+                    pid,
+                    steady_seconds,
+                    deadline_s,
+                )
+            )
         finally:
-            operator.terminate()
-            operator.wait(30)
-            log.close()
+            # The operator first: py-spy writes its profile once its child has exited.
+            os.kill(pid, signal.SIGTERM)
+            process.wait(120)
+    o = figures["operator"]
+    if floor:
+        figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
+    print(
+        f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
+        f"allocatable {o['to_allocatable_seconds']}s, policy ready "
+        f"{o['to_policy_ready_seconds']}s), ratio {figures.get('ratio', '-')}, "
+        f"CPU {o['operator_cpu_seconds_to_ready']}s, peak RSS {o['operator_peak_rss_mib']} MiB",
+        flush=True,
+    )
+    print(f"[{nodes}] operator requests: {o['operator_requests_by_verb']}", flush=True)
+    print(f"[{nodes}]   by resource: {_top(o['operator_requests_by_resource'], 20)}", flush=True)
+    print(f"[{nodes}] apiserver (all clients): {_top(o['apiserver_requests'])}", flush=True)
+    if floor:
+        print(f"[{nodes}] apiserver, floor: {_top(figures['floor']['apiserver_requests'])}")
+    print(f"[{nodes}] steady state: {o['steady_state_requests_by_verb']}", flush=True)
+    if profile_path is not None:
+        figures["profile"] = str(profile_path.relative_to(REPO))
+        print(profile_top(profile_path), flush=True)
+    return figures
+
+
+def profile_top(path: Path, n: int = 25) -> str:
+    """The top of a py-spy raw (collapsed stacks) profile: self and inclusive shares."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    lines = [f"profile: {total} samples ({path.name})", "  self%  frame"]
+    lines += [f"  {100 * c / total:5.1f}  {f}" for f, c in own.most_common(n)]
+    lines += ["  incl%  frame"]
+    lines += [f"  {100 * c / total:5.1f}  {f}" for f, c in inclusive.most_common(n)]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -156,11 +465,23 @@ def main() -> None:
     parser.add_argument("--nodes", default="100,1000", help="comma-separated cluster sizes")
     parser.add_argument("--steady-seconds", type=float, default=300.0)
     parser.add_argument("--deadline-seconds", type=float, default=1800.0)
+    parser.add_argument("--profile", action="store_true", help="run the operator under py-spy")
+    parser.add_argument("--no-floor", action="store_true", help="the operator only")
+    parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
     args = parser.parse_args()
+    POLICY.update(yaml.safe_load(args.policy.read_text()))
+    sizes = [int(n) for n in args.nodes.split(",")]
     runs = [
-        measure(int(n), args.steady_seconds, args.deadline_seconds) for n in args.nodes.split(",")
+        measure(
+            n,
+            args.steady_seconds,
+            args.deadline_seconds,
+            floor=not args.no_floor,
+            profile=args.profile,
+        )
+        for n in sizes
     ]
-    finish("scale", {"runs": runs})
+    finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", {"runs": runs})
 
 
 if __name__ == "__main__":

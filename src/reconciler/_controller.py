@@ -16,6 +16,12 @@ after the server is back. While the informers know the server is gone, such keys
 for the cache's `Connectivity` to report its return and are then queued at once, their
 failures forgotten; when the informers have not noticed (a blip), they retry within
 `UNREACHABLE_RETRY` seconds.
+
+A controller whose one reconcile reads the whole cluster (a status summed over every node)
+can be paced: `min_interval` and `busy_fraction` keep a request from being reconciled again
+too soon after its last reconcile; the events that arrive meanwhile are collapsed into one
+reconcile when its time comes. Under a burst of events such a reconcile then costs a
+bounded share of the time, whatever the size of the cluster, instead of once per event.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Protocol
 import anyio
 from prometheus_client import CollectorRegistry
 
-from reconciler._clock import Clock
+from reconciler._clock import Clock, MonotonicClock
 from reconciler._connectivity import Connectivity
 from reconciler._exceptions import ApiError, ApiUnreachable, Conflict, ShutDown, TerminalError
 from reconciler._handlers import MapFunc, WatchHandler, enqueue_object
@@ -82,7 +88,20 @@ class Controller:
         metrics: Metrics | None = None,
         clock: Clock | None = None,
         connectivity: Connectivity | None = None,
+        min_interval: float = 0.0,
+        busy_fraction: float = 1.0,
+        max_interval: float = float("inf"),
     ) -> None:
+        """`min_interval`: seconds from the start of one reconcile of a request to the start
+        of the next; `busy_fraction` (0 < f <= 1): also wait, after a reconcile that cost d
+        seconds of CPU, until d / f seconds have passed since it started (so it takes at most
+        that share of a core). Requests that come sooner wait for their turn, collapsed into
+        one. The cost is the event loop thread's CPU time while the reconcile ran: waiting on
+        the API server costs nothing, other work beside it counts (a busy process paces more;
+        `max_interval` bounds the wait that can make, so a status never lags by more).
+        """
+        if not 0 < busy_fraction <= 1:
+            raise ValueError(f"busy_fraction must be in (0, 1], not {busy_fraction}")
         self.name = name
         self._reconcile: ReconcileFunc = (
             reconcile if not hasattr(reconcile, "reconcile") else reconcile.reconcile
@@ -90,9 +109,15 @@ class Controller:
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.reconcile_timeout = reconcile_timeout
         self._metrics = metrics if metrics is not None else metrics_for(CollectorRegistry())
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
-            name, rate_limiter, PrometheusQueueMetrics(self._metrics, name), clock
+            name, rate_limiter, PrometheusQueueMetrics(self._metrics, name), self._clock
         )
+        self._min_interval = min_interval
+        self._busy_fraction = busy_fraction
+        self._max_interval = max(max_interval, min_interval)
+        self._paced = min_interval > 0 or busy_fraction < 1
+        self._not_before: dict[Request, float] = {}
         self._runner: asyncio.Task[None] | None = None
         self._cancel = anyio.CancelScope()
         self._finished = anyio.Event()
@@ -188,6 +213,8 @@ class Controller:
                 return
             if not slice_began:
                 slice_began = loop.time()
+            if self._paced and self._wait_turn(request):
+                continue
             try:
                 with reconciling(self.name, request):
                     await self._process(request)
@@ -202,11 +229,31 @@ class Controller:
                 await asyncio.sleep(0)
                 slice_began = loop.time()
 
+    def _wait_turn(self, request: Request) -> bool:
+        """Paced: put `request` back until its turn if it is not yet; whether it was."""
+        not_before = self._not_before.get(request)
+        if not_before is None:
+            return False
+        wait = not_before - self._clock.now()
+        if wait <= 0:
+            del self._not_before[request]
+            return False
+        self.queue.done(request)
+        self.queue.add_after(request, wait)
+        return True
+
+    def _pace(self, request: Request, began: float, cpu_began: float) -> None:
+        cost = time.thread_time() - cpu_began
+        gap = min(self._max_interval, max(self._min_interval, cost / self._busy_fraction))
+        self._not_before[request] = began + gap
+
     async def _process(self, request: Request) -> None:
         queue = self.queue
         self._active.inc()
         self._in_flight += 1
         started = time.perf_counter()
+        began = self._clock.now()
+        cpu_began = time.thread_time() if self._paced else 0.0  # a system call: only if read
         try:
             async with asyncio.timeout(self.reconcile_timeout):
                 result = await self._reconcile(request)
@@ -239,6 +286,8 @@ class Controller:
             self._time.observe(time.perf_counter() - started)
             self._active.dec()
             self._in_flight -= 1
+            if self._paced:
+                self._pace(request, began, cpu_began)
 
     def _retry_when_reachable(self, request: Request, exc: ApiUnreachable) -> None:
         self._unreachable.add(request)

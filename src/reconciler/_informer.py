@@ -119,7 +119,7 @@ class Informer:
             old = store.get(key)
             if old is not None and resource_version_of(old) == resource_version_of(raw):
                 continue  # unchanged since we last saw it: no event, keep the trimmed copy
-            obj = self.trimmer(raw)
+            obj = self.trimmer(raw, old)
             store.upsert(obj)
             if old is None:
                 added += 1
@@ -145,7 +145,8 @@ class Informer:
         self._synced.set()
 
     def on_watch_event(self, event_type: str, obj: Object) -> None:
-        obj = self.trimmer(obj)
+        previous = self.store.get(key_of(obj)) if event_type == "MODIFIED" else None
+        obj = self.trimmer(obj, previous)
         if event_type == "DELETED":
             # The event carries the final state, fresher than the cached copy.
             self.store.delete(key_of(obj))

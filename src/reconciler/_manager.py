@@ -37,7 +37,7 @@ from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._objects import GVK
 from reconciler._rate_limiters import RateLimiter
 from reconciler._restmapper import RESTMapper
-from reconciler._transport import Transport
+from reconciler._transport import Transport, resource_of
 
 log = logging.getLogger("reconciler.manager")
 
@@ -72,11 +72,17 @@ class Manager:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
         requests = self.metrics.rest_client_requests_total
+        by_resource = self.metrics.rest_client_requests_by_resource_total
         host = str(api_client.configuration.host)
+
+        def observe(method: str, code: str, path: str) -> None:
+            requests.labels(code, method, host).inc()
+            by_resource.labels(method, resource_of(path)).inc()
+
         self.transport = Transport(
             api_client,
             user_agent=field_manager,
-            observe=lambda method, code: requests.labels(code, method, host).inc(),
+            observe=observe,
         )
         self.mapper = RESTMapper(self.transport)
         self.cache = Cache(self.transport, self.mapper)
@@ -129,7 +135,12 @@ class Manager:
         max_concurrent_reconciles: int = 1,
         reconcile_timeout: float | None = None,
         rate_limiter: RateLimiter | None = None,
+        min_interval: float = 0.0,
+        busy_fraction: float = 1.0,
+        max_interval: float = float("inf"),
     ) -> Controller:
+        """A controller on this manager's cache and metrics (`Controller` says what the
+        pacing options do)."""
         if any(c.name == name for c in self.controllers):
             raise ValueError(f"a controller named {name!r} already exists")
         controller = Controller(
@@ -140,6 +151,9 @@ class Manager:
             rate_limiter=rate_limiter,
             metrics=self.metrics,
             connectivity=self.cache.connectivity,
+            min_interval=min_interval,
+            busy_fraction=busy_fraction,
+            max_interval=max_interval,
         )
         self.controllers.append(controller)
         return controller

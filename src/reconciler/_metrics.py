@@ -114,6 +114,13 @@ class Metrics:
             ("code", "method", "host"),
             registry=registry,
         )
+        # Ours: which resources those requests were about (the benchmarks count writes by it).
+        self.rest_client_requests_by_resource_total = Counter(
+            "rest_client_requests_by_resource_total",
+            "Number of HTTP requests, partitioned by method and resource[/subresource].",
+            ("method", "resource"),
+            registry=registry,
+        )
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "

@@ -125,7 +125,9 @@ class Trimmer:
         self.transform = transform
         self.intern = intern
 
-    def __call__(self, obj: Object) -> Object:
+    def __call__(self, obj: Object, previous: Object | None = None) -> Object:
+        """`obj` trimmed; `previous` is the cached copy it replaces, whose (interned) parts
+        are reused where `obj` has equal ones: an update interns only what it changed."""
         drop_paths(obj, self.paths)
         meta = obj.get("metadata")
         if isinstance(meta, dict) and meta.get("annotations") == {}:
@@ -133,5 +135,25 @@ class Trimmer:
         if self.transform is not None:
             obj = self.transform(obj)
         if self.intern:
-            obj = intern_strings(obj)
+            obj = intern_strings(obj) if previous is None else _reuse(obj, previous, 2)
         return obj
+
+
+_MISSING: Any = object()
+
+
+def _reuse(new: dict[str, Any], old: dict[str, Any], depth: int) -> dict[str, Any]:
+    """`new` interned, sharing `old`'s values where they are equal (a C-level comparison,
+    far cheaper than interning again), down to `depth` levels of maps."""
+    intern = sys.intern
+    out = {}
+    for key, value in new.items():
+        before = old.get(key, _MISSING)
+        if before is value or (before is not _MISSING and before == value):
+            value = before
+        elif depth > 1 and type(value) is dict and type(before) is dict:
+            value = _reuse(value, before, depth - 1)
+        else:
+            value = intern_strings(value)
+        out[intern(key)] = value
+    return out

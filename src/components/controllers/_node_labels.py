@@ -40,6 +40,7 @@ from reconciler import (
 log = logging.getLogger("components.controllers.nodelabels")
 
 NAME = "node-labeling-controller"
+LABEL_WORKERS = 8
 
 
 def concerns_us(node: Object) -> bool:
@@ -60,7 +61,9 @@ class NodeLabelController:
 
     def setup(self) -> Controller:
         m = self.manager
-        c = m.controller(NAME, self)
+        # One write per node, independent of every other: several at once, so that labelling
+        # a thousand nodes takes a fraction of the round trips end to end.
+        c = m.controller(NAME, self, max_concurrent_reconciles=LABEL_WORKERS)
         c.watch(_informers.nodes(m), lambda n: [Request("", name_of(n))], LabelsChanged())
         c.watch(_informers.cluster_policies(m), self._every_node, GenerationChanged())
         return c

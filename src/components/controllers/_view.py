@@ -13,9 +13,32 @@ def gpu_node(node: Object) -> GPUNode:
     return GPUNode.from_node(node)
 
 
-def gpu_nodes(nodes: Iterable[Object]) -> list[GPUNode]:
+def gpu_nodes(nodes: Iterable[Object], views: GpuNodeViews | None = None) -> list[GPUNode]:
     """Every node with a GPU, sorted by name (renderers skip the opted-out ones)."""
-    return sorted((gpu_node(n) for n in nodes if has_gpu(labels_of(n))), key=lambda n: n.name)
+    view = views.view if views is not None else gpu_node
+    return sorted((view(n) for n in nodes if has_gpu(labels_of(n))), key=lambda n: n.name)
+
+
+class GpuNodeViews:
+    """Each node's `GPUNode`, kept while the node is unchanged (same resourceVersion): the
+    view is built for every reconcile, and most nodes did not change since the last."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self._limit = limit
+        self._views: dict[tuple[str, str], GPUNode] = {}
+
+    def view(self, node: Object) -> GPUNode:
+        meta = node.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
+        if not version:
+            return gpu_node(node)
+        key = (str(meta.get("name")), version)
+        found = self._views.get(key)
+        if found is None:
+            if len(self._views) >= self._limit:
+                self._views.clear()
+            found = self._views[key] = gpu_node(node)
+        return found
 
 
 def count_gpu_nodes(nodes: Iterable[Object]) -> int:

@@ -19,7 +19,7 @@ from components.upgrade._metrics import UpgradeMetrics
 from components.upgrade._model import NodeView
 from components.upgrade._names import NODE, STATUS_FIELD_MANAGER
 from components.upgrade._reader import ClusterReader, Pool, PoolKey
-from components.upgrade._status import Waits, status_body, upgrade_status
+from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._writer import NodeWriter
 from reconciler import Conflict as ApiConflict
@@ -37,6 +37,7 @@ class PoolReconciler:
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
+        self._entries = Entries()
 
     async def reconcile(self, request: Request) -> Result | None:
         # Admission is the only step that adds to what the limits count (every other step
@@ -84,7 +85,9 @@ class PoolReconciler:
         await self.writer.transition(obj, node, t, pool, admission=True)
 
     def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
-        status = upgrade_status(views, c, auto_upgrade=pool.enabled, waits=self.waits.by_node)
+        status = upgrade_status(
+            views, c, auto_upgrade=pool.enabled, waits=self.waits.by_node, entries=self._entries
+        )
         body = status_body(pool.obj, status)
         if body is None:
             return
@@ -94,10 +97,15 @@ class PoolReconciler:
         writer.submit(body)
 
 
+STATUS_WRITE_INTERVAL = 0.25
+"""Seconds between two writes of one policy's `status.upgrade` (at most four a second)."""
+
+
 class _StatusWriter:
     """Writes one policy's `status.upgrade` off the reconcile's path: at most one write in
-    flight, and while one is, only the newest status waits for its turn. Admission never
-    waits behind a status write, and a burst of changes costs a couple of writes."""
+    flight and one per `STATUS_WRITE_INTERVAL`; meanwhile only the newest status waits for
+    its turn. Admission never waits behind a status write, and a burst of changes costs a
+    write every so often."""
 
     def __init__(self, client: Any, pool: Pool) -> None:
         self._client = client
@@ -119,3 +127,4 @@ class _StatusWriter:
                 log.debug("%s: status not written: %s", self._name, exc)
             except Exception as exc:  # a status write must never take anything down
                 log.warning("%s: status not written: %s", self._name, exc)
+            await asyncio.sleep(STATUS_WRITE_INTERVAL)

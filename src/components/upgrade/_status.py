@@ -15,6 +15,31 @@ from components.upgrade._limits import Counts
 from components.upgrade._model import NodeView, format_time
 from reconciler import Object
 
+_EntryKey = tuple[str, str, str, float | None]
+
+
+class Entries:
+    """Each node's status entry, kept while what it shows is unchanged: the pool status is
+    recomputed over every node, but a burst of events changes only a few entries."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self._limit = limit
+        self._entries: dict[_EntryKey, NodeUpgradeStatus] = {}
+
+    def entry(self, name: str, state: str, message: str, since: float | None) -> NodeUpgradeStatus:
+        key = (name, state, message, since)
+        found = self._entries.get(key)
+        if found is None:
+            if len(self._entries) >= self._limit:
+                self._entries.clear()
+            found = self._entries[key] = NodeUpgradeStatus(
+                name=name,
+                state=state,
+                message=message,
+                since=format_time(since) if since is not None else None,
+            )
+        return found
+
 
 def upgrade_status(
     nodes: Sequence[NodeView],
@@ -22,19 +47,14 @@ def upgrade_status(
     *,
     auto_upgrade: bool,
     waits: Mapping[str, str],
+    entries: Entries | None = None,
 ) -> UpgradeStatus:
-    entries = []
-    for n in nodes:
-        since = n.since
-        entries.append(
-            NodeUpgradeStatus(
-                name=n.name,
-                state=n.state.value,
-                message=(waits.get(n.name) or n.message)[:1024],
-                since=format_time(since) if since is not None else None,
-            )
-        )
-    return UpgradeStatus.build(entries, auto_upgrade=auto_upgrade, available=counts.available)
+    entries = entries if entries is not None else Entries()
+    listed = [
+        entries.entry(n.name, n.state.value, (waits.get(n.name) or n.message)[:1024], n.since)
+        for n in nodes
+    ]
+    return UpgradeStatus.build(listed, auto_upgrade=auto_upgrade, available=counts.available)
 
 
 def status_body(policy: Object, status: UpgradeStatus) -> Object | None:

@@ -103,7 +103,10 @@ class Watches:
         node_changed = Funcs(update=_node_changed)
         nc.watch(i.nodes, lambda o: (Request("", name_of(o)),), node_changed)
         nc.watch(i.pods, self._pod_to_node)
-        nc.watch(i.daemonsets, self._daemonset_to_nodes)
+        # Not on status writes: a driver DaemonSet's status changes with every pod of it
+        # that comes up, and each would re-check every node it runs on (nodes^2 in a rollout);
+        # no step reads that status.
+        nc.watch(i.daemonsets, self._daemonset_to_nodes, Funcs(update=_spec_or_labels_changed))
         nc.watch(i.revisions, self._revision_to_nodes)
         nc.watch(i.pdbs, self._nodes_in_states(S.DRAIN_REQUIRED, S.UPGRADE_FAILED))
         policy_changed = Funcs(update=_spec_changed)

@@ -146,8 +146,16 @@ async def test_a_joining_node_gets_the_stack(
         return pods if has_plugin and any(a.startswith("nvidia-driver") for a in apps) else None
 
     await eventually(stack_on_new_node, "driver and device plugin on the new node", seconds=180)
-    status = await _wait_ready(kube)
-    plugin = next(c for c in status["components"] if c["name"] == "state-device-plugin")
+
+    async def ready_on_every_node() -> dict[str, Any] | None:
+        # The status follows the pods within the policy reconcile's pacing (under a second):
+        # a `ready` read at once may still be the one from before the node joined.
+        status = await _wait_ready(kube)
+        plugin = next(c for c in status["components"] if c["name"] == "state-device-plugin")
+        counts = (plugin["nodesReady"], plugin["nodesDesired"])
+        return plugin if counts == (len(operator_cluster.gpu_nodes),) * 2 else None
+
+    plugin = await eventually(ready_on_every_node, "ready, counting the new node")
     assert plugin["nodesReady"] == plugin["nodesDesired"] == len(operator_cluster.gpu_nodes)
     node = await client.CoreV1Api(kube).read_node("gpu-late")
     assert node.metadata.labels["nvidia.com/gpu.present"] == "true"

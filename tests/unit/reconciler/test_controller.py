@@ -252,3 +252,91 @@ async def test_a_backlog_of_cheap_reconciles_does_not_starve_the_event_loop() ->
     await asyncio.wait_for(ticker(), 30)
     assert ticks_during_backlog > 10, "other tasks ran while the backlog drained"
     await c.stop(5)
+
+
+async def test_paced_requests_collapse_until_their_turn() -> None:
+    """A burst of events during `min_interval` becomes one reconcile when the time is up;
+    other requests are not held back by it."""
+    clock = FakeClock()
+    calls: list[Request] = []
+
+    async def reconcile(req: Request) -> Result | None:
+        calls.append(req)
+        return None
+
+    c = Controller("t", reconcile, clock=clock, min_interval=0.5)
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    assert calls == [A], "an idle controller reconciles at once"
+    for _ in range(10):
+        c.enqueue(A)
+        await settle(c)
+    c.enqueue(B)
+    await settle(c)
+    assert calls == [A, B], "A waits for its turn; B does not wait for A's"
+    clock.advance(0.5)
+    await settle(c)
+    assert calls == [A, B, A], "ten events, one reconcile"
+    clock.advance(5)
+    await settle(c)
+    assert calls == [A, B, A]
+    await c.stop(5)
+
+
+async def test_busy_fraction_scales_the_wait_with_the_reconcile_cost() -> None:
+    clock = FakeClock()
+    calls = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        began = time.thread_time()
+        while time.thread_time() - began < 0.05:  # 50 ms of CPU
+            pass
+        return None
+
+    c = Controller("t", reconcile, clock=clock, busy_fraction=0.05)
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    c.enqueue(A)
+    await settle(c)
+    assert calls == 1
+    clock.advance(0.9)  # 50 ms of CPU at 5% of a core: at least 1 s apart
+    await settle(c)
+    assert calls == 1
+    clock.advance(30)
+    await settle(c)
+    assert calls == 2
+    await c.stop(5)
+
+
+async def test_max_interval_bounds_the_wait() -> None:
+    clock = FakeClock()
+    calls = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        began = time.thread_time()
+        while time.thread_time() - began < 0.05:  # 50 ms of CPU: 50 s at 0.1%
+            pass
+        return None
+
+    c = Controller("t", reconcile, clock=clock, busy_fraction=0.001, max_interval=2.0)
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    c.enqueue(A)
+    await settle(c)
+    assert calls == 1
+    clock.advance(2.0)
+    await settle(c)
+    assert calls == 2
+    await c.stop(5)
+
+
+def test_busy_fraction_must_be_a_share() -> None:
+    with pytest.raises(ValueError):
+        Controller("t", lambda r: asyncio.sleep(0), busy_fraction=0)  # type: ignore[arg-type,return-value]

@@ -50,3 +50,31 @@ def test_strings_are_shared_between_objects() -> None:
     assert key_a is key_b
     assert a["status"]["nodeInfo"]["osImage"] is b["status"]["nodeInfo"]["osImage"]
     assert sys.intern("nvidia.com/gpu.present") is key_a
+
+
+def test_an_update_shares_the_unchanged_parts_of_the_copy_it_replaces() -> None:
+    trimmer = Trimmer()
+    first = trimmer(
+        {
+            "metadata": {"name": "n", "resourceVersion": "1", "labels": {"a": "b"}},
+            "spec": {"x": ["y"]},
+            "status": {"phase": "Pending"},
+        }
+    )
+    second = trimmer(
+        {
+            "metadata": {"name": "n", "resourceVersion": "2", "labels": {"a": "b"}},
+            "spec": {"x": ["y"]},
+            "status": {"phase": "Running"},
+        },
+        first,
+    )
+    assert second == {
+        "metadata": {"name": "n", "resourceVersion": "2", "labels": {"a": "b"}},
+        "spec": {"x": ["y"]},
+        "status": {"phase": "Running"},
+    }
+    assert second["spec"] is first["spec"]
+    assert second["metadata"]["labels"] is first["metadata"]["labels"]
+    assert second["status"] is not first["status"]
+    assert first["status"] == {"phase": "Pending"}, "the replaced copy is left as it was"

@@ -81,10 +81,16 @@ async def test_every_node_walks_the_states_within_max_parallel(kit: Kit) -> None
     policy_events = await kit.events(name)
     assert any(nodes[0] in e["message"] for e in policy_events)
 
-    cp = await kit.client.get_live(CLUSTER_POLICY, name)
+    async def summed_up() -> Object | None:
+        # The status follows the nodes within a status write's pacing (a fraction of a second).
+        cp = await kit.client.get_live(CLUSTER_POLICY, name)
+        upgrade = cp["status"]["upgrade"]
+        counts = (upgrade["managed"], upgrade["done"], upgrade["inProgress"])
+        return cp if counts == (3, 3, 0) else None
+
+    cp = await eventually(summed_up, "status.upgrade to count 3 nodes done")
     upgrade = cp["status"]["upgrade"]
     assert upgrade["autoUpgrade"] is True
-    assert (upgrade["managed"], upgrade["done"], upgrade["inProgress"]) == (3, 3, 0)
     assert cp["status"]["state"] == "ready"  # the policy controller's part is untouched
 
     assert kit.manager is not None
