@@ -1,0 +1,208 @@
+"""Applying one ClusterPolicy's operands and judging their readiness: the part of the
+ClusterPolicy reconcile that writes objects.
+
+Every enabled operand is rendered before anything is written, so the takeover of a
+reference operator's driver is fenced before ours exists; then each object is applied
+(skipped when unchanged), driver DaemonSets that are no longer wanted hand their pods over
+or stay while a node depends on them alone, and what we own but no longer want is pruned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from components.api import DRIVER_DEPLOY_LABEL, ClusterPolicy
+from components.controllers._apply import (
+    Applier,
+    Change,
+    ObjectRef,
+    component_of,
+    describe,
+    owned_by_kind,
+    ref_of,
+)
+from components.controllers._constants import CLUSTER_POLICY, DAEMONSET, NODE, NVIDIA_DRIVER
+from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
+from components.controllers._driver_handover import hand_over
+from components.controllers._readiness import operand_readiness
+from components.controllers._selection import nodes_only_served_by
+from components.controllers._status import OperandReadiness
+from components.controllers._takeover import ReferenceTakeover, with_reference_driver
+from components.operands import ClusterView, Operand, Rendered
+from reconciler import BadRequest, Client, Forbidden, Invalid, Object, name_of
+
+log = logging.getLogger("components.controllers.clusterpolicy")
+
+RENDER_FAILED = "RenderFailed"
+APPLY_FAILED = "ApplyFailed"
+
+
+@dataclass
+class Sync:
+    """What applying one policy's operands did and found."""
+
+    desired: set[ObjectRef] = field(default_factory=set)
+    rendered: dict[str, Rendered] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+    """Operands whose render failed: their existing objects are left alone."""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    driver_daemonsets: list[Object] | None = None
+    """The driver DaemonSets that should serve the nodes (None: the driver is disabled)."""
+    reference_driver_nodes: set[str] = field(default_factory=set)
+    """Nodes whose driver is still the reference operator's (a takeover in progress)."""
+
+
+class OperandSync:
+    """The operands of the active policy, written and judged."""
+
+    def __init__(
+        self, client: Client, applier: Applier, operands: Sequence[Operand], namespace: str
+    ) -> None:
+        self.client = client
+        self.applier = applier
+        self.operands = list(operands)
+        self.namespace = namespace
+        self.driver = next(
+            (op.name for op in self.operands if op.deploy_label == DRIVER_DEPLOY_LABEL), None
+        )
+        self.takeover = ReferenceTakeover(client, namespace)
+
+    async def sync(self, policy: ClusterPolicy, view: ClusterView) -> Sync:
+        """Render every enabled operand, apply what it wants, prune what nobody wants."""
+        sync = Sync()
+        for operand in self.operands:
+            if not self.enabled(operand, policy):
+                continue
+            try:
+                rendered = self._render(operand, policy, view)
+            except ValueError as exc:  # a renderer should say so in a condition instead
+                sync.failed.add(operand.name)
+                sync.problems.append((RENDER_FAILED, f"{operand.name}: {exc}"))
+                continue
+            sync.rendered[operand.name] = rendered
+            sync.problems += rendered.conditions
+            sync.desired.update(ref_of(obj) for obj in rendered.objects)
+        # Nodes on the reference operator's driver are fenced off before ours is applied.
+        policy_uid = str((view.owner or {}).get("uid") or "")
+        sync.changes += await self.takeover.fence(policy_uid, sync.desired)
+        for name, rendered in sync.rendered.items():
+            for obj in rendered.objects:
+                await self._apply(obj, name, sync)
+        sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
+        handed = await self._hand_over_drivers(sync)
+        sync.changes += await self.applier.prune(
+            sync.desired,
+            owned_by_kind(CLUSTER_POLICY.kind),
+            keep=lambda o: ref_of(o) in handed or self._keep(o, sync),
+        )
+        sync.changes += await self.takeover.clean(
+            policy_uid,
+            sync.desired,
+            applied=not sync.failed,
+            service_monitors=view.has_service_monitor_crd,
+        )
+        sync.reference_driver_nodes = self.takeover.waiting(policy_uid)
+        return sync
+
+    async def _hand_over_drivers(self, sync: Sync) -> set[ObjectRef]:
+        """Replace each undesired driver DaemonSet that still has pods by the desired one
+        on their nodes without restarting them (`_driver_handover`)."""
+        desired = sync.driver_daemonsets
+        if not desired:
+            return set()
+        handed: set[ObjectRef] = set()
+        for obj in self.applier.owned_objects(owned_by_kind(CLUSTER_POLICY.kind)):
+            if obj.get("kind") != DAEMONSET.kind or component_of(obj) != self.driver:
+                continue
+            if ref_of(obj) in sync.desired or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if self._keep(obj, sync):
+                continue
+            if await hand_over(self.client, obj, desired):
+                handed.add(ref_of(obj))
+                sync.changes.append(Change("deleted", describe(obj), self.driver or ""))
+        return handed
+
+    def enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
+        if operand.name == self.driver and uses_driver_crd(policy):
+            return True  # its shared objects are ours; its DaemonSets NVIDIADrivers'
+        return operand.enabled(policy)
+
+    def _render(self, operand: Operand, policy: ClusterPolicy, view: ClusterView) -> Rendered:
+        if operand.name != self.driver or not uses_driver_crd(policy):
+            return operand.render(policy, view)
+        # The ServiceAccount, RBAC and ConfigMaps every driver pod uses, and no DaemonSet:
+        # those come from the NVIDIADriver controller, one set per NVIDIADriver.
+        shared = operand.render(policy_without_driver_crd(policy), replace(view, gpu_nodes=[]))
+        return Rendered(objects=[o for o in shared.objects if o.get("kind") != DAEMONSET.kind])
+
+    async def _apply(self, obj: Object, component: str, sync: Sync) -> None:
+        try:
+            change = await self.applier.write(obj, component)
+        except (Invalid, BadRequest, Forbidden) as exc:
+            # The object as rendered cannot be written; say so and go on with the rest.
+            what = f"{obj.get('kind')} {name_of(obj)}"
+            sync.problems.append((APPLY_FAILED, f"{component}: {what}: {exc}"))
+            sync.failed.add(component)
+            return
+        if change is not None:
+            sync.changes.append(change)
+
+    def _keep(self, obj: Object, sync: Sync) -> bool:
+        """Whether an undesired object must stay: its operand failed to render, or it is a
+        driver DaemonSet some node still depends on alone."""
+        component = component_of(obj)
+        if component in sync.failed:
+            return True
+        if obj.get("kind") != DAEMONSET.kind or component != self.driver:
+            return False
+        if sync.driver_daemonsets is None:
+            return False  # the driver is disabled: its DaemonSets go
+        stranded = nodes_only_served_by(obj, sync.driver_daemonsets, self.client.list(NODE))
+        if stranded:
+            log.debug(
+                "keeping %s: nodes %s have no other driver DaemonSet",
+                name_of(obj),
+                sorted(stranded),
+            )
+        return bool(stranded)
+
+    # -- readiness -----------------------------------------------------------------------
+
+    def readiness(self, policy: ClusterPolicy, sync: Sync) -> list[OperandReadiness]:
+        out = []
+        for operand in self.operands:
+            if not self.enabled(operand, policy):
+                out.append(OperandReadiness(operand.name, enabled=False))
+                continue
+            if operand.name == self.driver and uses_driver_crd(policy):
+                daemonsets = self._nvidia_driver_daemonsets()
+            else:
+                rendered = sync.rendered.get(operand.name)
+                objects = rendered.objects if rendered else []
+                daemonsets = [o for o in objects if o.get("kind") == DAEMONSET.kind]
+            readiness = operand_readiness(self.client, operand.name, daemonsets)
+            if operand.name == self.driver:
+                readiness = with_reference_driver(readiness, sync.reference_driver_nodes)
+            out.append(readiness)
+        return out
+
+    def _driver_daemonsets(self, policy: ClusterPolicy, sync: Sync) -> list[Object] | None:
+        if uses_driver_crd(policy):
+            return self._nvidia_driver_daemonsets()
+        rendered = sync.rendered.get(self.driver or "")
+        if rendered is None:
+            return None
+        return [o for o in rendered.objects if o.get("kind") == DAEMONSET.kind]
+
+    def _nvidia_driver_daemonsets(self) -> list[Object]:
+        """The driver DaemonSets NVIDIADriver resources made (cached)."""
+        owned = owned_by_kind(NVIDIA_DRIVER.kind)
+        return [
+            ds
+            for ds in self.client.list(DAEMONSET, namespace=self.namespace)
+            if component_of(ds) == self.driver and owned(ds)
+        ]
