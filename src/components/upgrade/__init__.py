@@ -38,6 +38,8 @@ from components.upgrade._model import (
 )
 from components.upgrade._names import (
     CORDONED_AT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DEVICE_PLUGIN_PAUSED,
     DRAIN_SKIP_LABEL,
     DRIVER_KERNEL_ANNOTATION,
     EVENT_REASON,
@@ -60,6 +62,8 @@ from components.upgrade._tracker import WriteTracker
 
 __all__ = [
     "CORDONED_AT",
+    "DEVICE_PLUGIN_DEPLOY_LABEL",
+    "DEVICE_PLUGIN_PAUSED",
     "DRAIN_SKIP_LABEL",
     "DRIVER_KERNEL_ANNOTATION",
     "EVENT_REASON",

@@ -21,6 +21,7 @@ from components.api import (
 )
 from components.upgrade._names import (
     CORDONED_AT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
     DRIVER_KERNEL_ANNOTATION,
     DRIVER_POD_LABELS,
     FAILED_STATE,
@@ -232,6 +233,10 @@ class NodeView:
     """`DRIVER_KERNEL_PIN_LABEL`: the kernel whose precompiled driver the node gets."""
     taken_over: bool = False
     """`DRIVER_TAKEOVER_LABEL`: the node waits for the walk to hand it to our driver."""
+    device_plugin: str | None = None
+    """`DEVICE_PLUGIN_DEPLOY_LABEL` as it is (None when absent)."""
+    gpus_advertised: bool = False
+    """Whether the node's allocatable offers any GPU resource (the device plugin's)."""
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Only the upgrade's own annotations."""
     has_labels: bool = True
@@ -278,6 +283,15 @@ def _node_ready(status: Mapping[str, Any]) -> bool:
     )
 
 
+def gpus_advertised(obj: Object) -> bool:
+    """Whether `status.allocatable` offers a GPU resource: a quantity other than zero."""
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    return any(
+        str(k).startswith(GPU_RESOURCE_PREFIXES) and str(v).strip() not in ("", "0")
+        for k, v in allocatable.items()
+    )
+
+
 def node_view(obj: Object) -> NodeView:
     labels = labels_of(obj)
     all_annotations = annotations_of(obj)
@@ -293,6 +307,8 @@ def node_view(obj: Object) -> NodeView:
         kernel=labels.get(KERNEL_LABEL),
         pinned_kernel=labels.get(DRIVER_KERNEL_PIN_LABEL),
         taken_over=DRIVER_TAKEOVER_LABEL in labels,
+        device_plugin=labels.get(DEVICE_PLUGIN_DEPLOY_LABEL),
+        gpus_advertised=gpus_advertised(obj),
         annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
         has_labels=bool(labels),
         has_annotations=bool(all_annotations),

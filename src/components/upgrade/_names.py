@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from components.api import UpgradeState
+from components.api import DEPLOY_LABEL_PREFIX, UpgradeState
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
 from reconciler import CONTROLLER_REVISION as CONTROLLER_REVISION
@@ -94,6 +94,17 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
 """A pod requesting a resource with one of these prefixes uses a GPU."""
 
+DEVICE_PLUGIN_DEPLOY_LABEL: Final = DEPLOY_LABEL_PREFIX + "device-plugin"
+"""The device plugin DaemonSet selects nodes on this label being `true`."""
+DEVICE_PLUGIN_PAUSED: Final = "paused-for-driver-upgrade"
+"""The reference's value for "this operand stays off the node while its driver restarts":
+the device plugin leaves, and the node stops advertising GPUs, so the scheduler cannot
+put a GPU pod back on it (an `Exists` toleration gets past any cordon or taint)."""
+DEVICE_PLUGIN_PAUSE_TIMEOUT: Final = 120.0
+"""Seconds (from entering pod-restart-required) to wait for the node's GPUs to vanish once
+the device plugin is paused. Past it (a device plugin that is not ours still advertises)
+the restart goes ahead behind the live re-check of the node's pods alone."""
+
 DRIVER_POD_LABELS: Final = (
     ("app", "nvidia-driver-daemonset"),
     ("app.kubernetes.io/component", "nvidia-driver"),
@@ -130,6 +141,13 @@ failed node keeps its slot until it recovers: it is still cordoned and still not
 
 CORDONED_BY_US: Final = IN_PROGRESS - {S.CORDON_REQUIRED}
 """States in which the upgrade has cordoned the node (unless it was cordoned before)."""
+
+DEVICE_PLUGIN_PAUSE_STATES: Final = frozenset(
+    {S.POD_DELETION_REQUIRED, S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, S.UPGRADE_FAILED}
+)
+"""States in which the walk may hold the device plugin paused: from the driver restart
+(which pauses it) back to clearing, or failed. Every transition out of them resumes it;
+outside them a paused value is another agent's (the driver manager's own) and is left be."""
 
 
 def parse_state(value: str | None) -> UpgradeState:

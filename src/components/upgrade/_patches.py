@@ -16,6 +16,8 @@ from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL, Upgra
 from components.upgrade._model import NodeView, format_time
 from components.upgrade._names import (
     CORDONED_AT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DEVICE_PLUGIN_PAUSED,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
@@ -68,6 +70,16 @@ def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, s
     }
 
 
+def device_plugin_change(node: NodeView, t: Transition) -> tuple[str, str] | None:
+    """(from, to) of the device plugin's deploy label, when `t` changes it: a pause only
+    from `true`, a resume only from our own pause."""
+    if t.device_plugin is False and node.device_plugin == "true":
+        return "true", DEVICE_PLUGIN_PAUSED
+    if t.device_plugin is True and node.device_plugin == DEVICE_PLUGIN_PAUSED:
+        return DEVICE_PLUGIN_PAUSED, "true"
+    return None
+
+
 def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
     """The JSON patch for `t` on `node`; empty when it would change nothing."""
     ops: list[Op] = []
@@ -91,6 +103,12 @@ def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
         )
     if t.release_takeover and node.taken_over:
         ops.append({"op": "remove", "path": _pointer("metadata", "labels", DRIVER_TAKEOVER_LABEL)})
+    plugin = device_plugin_change(node, t)
+    if plugin is not None:
+        # Tested too: a value another agent wrote since we read the node is never replaced.
+        path = _pointer("metadata", "labels", DEVICE_PLUGIN_DEPLOY_LABEL)
+        ops.append({"op": "test", "path": path, "value": plugin[0]})
+        ops.append({"op": "replace", "path": path, "value": plugin[1]})
     changes = annotation_changes(node, t, now)
     sets = {k: v for k, v in changes.items() if v is not None}
     if sets and not node.has_annotations:

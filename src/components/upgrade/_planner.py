@@ -24,6 +24,8 @@ pool against the limits (`_limits.admit`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from components.api import DriverUpgradePolicySpec, UpgradeState
 from components.upgrade._clearing import (
     deletion_plan,
@@ -37,6 +39,9 @@ from components.upgrade._model import NodeView, PodView, format_time_ms
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
     CORDONED_BY_US,
+    DEVICE_PLUGIN_PAUSE_STATES,
+    DEVICE_PLUGIN_PAUSE_TIMEOUT,
+    DEVICE_PLUGIN_PAUSED,
     NODE_ANNOTATIONS,
     UPGRADE_REQUESTED,
 )
@@ -71,7 +76,7 @@ def plan_node(
     validation_timeout: float = DEFAULT_VALIDATION_TIMEOUT,
 ) -> Step:
     """The next step for `ctx.node` under `policy` (auto upgrade is on)."""
-    step = _plan(ctx, policy, now, validation_timeout)
+    step = _resuming(ctx.node, _plan(ctx, policy, now, validation_timeout))
     d = ctx.driver
     if (
         d is not None
@@ -91,6 +96,25 @@ def plan_node(
             requeue_after=step.requeue_after,
         )
     return step
+
+
+def _resuming(node: NodeView, step: Step) -> Step:
+    """`step`, resuming the device plugin when its transition leaves the states the walk
+    pauses it in (a retry back into one of them keeps the pause)."""
+    t = step.transition
+    if (
+        t is None
+        or node.device_plugin != DEVICE_PLUGIN_PAUSED
+        or node.state not in DEVICE_PLUGIN_PAUSE_STATES
+        or (t.to is not None and t.to in DEVICE_PLUGIN_PAUSE_STATES)
+    ):
+        return step
+    resumed = replace(t, device_plugin=True, reason=_with(t.reason, "resumed the device plugin"))
+    return replace(step, transition=resumed)
+
+
+def _with(reason: str, more: str) -> str:
+    return f"{reason}; {more}" if reason else more
 
 
 def _plan(
@@ -245,6 +269,28 @@ def _settling(node: NodeView, now: float) -> Step | None:
     return Step(wait="letting the cordon reach the scheduler", requeue_after=left)
 
 
+def _pausing(node: NodeView, now: float) -> Step | None:
+    """Before the driver restarts, the node must stop offering GPUs: a pod that tolerates
+    every taint gets past the cordon, but never past a node with no GPU to give. The device
+    plugin is paused (its DaemonSet selects `true`), then the node's allocatable awaited.
+    A value of another agent (`false`, a MIG change's pause) keeps the plugin off anyway."""
+    if node.device_plugin == "true":
+        return Step(
+            transition=Transition(
+                S.POD_RESTART_REQUIRED,
+                "paused the device plugin: the node stops offering GPUs before its driver restarts",
+                device_plugin=False,
+            ),
+            wait="pausing the device plugin",
+        )
+    if node.device_plugin != DEVICE_PLUGIN_PAUSED or not node.gpus_advertised:
+        return None
+    expired, left = timed_out(node, DEVICE_PLUGIN_PAUSE_TIMEOUT, now)
+    if expired:
+        return None  # a device plugin not ours advertises: the live re-check alone guards
+    return Step(wait="waiting for the node to stop offering GPUs", requeue_after=left)
+
+
 def _pod_restart(ctx: NodeContext, now: float) -> Step:
     gpu = gpu_pods(ctx.pods)
     live = [p for p in gpu if not p.terminating]
@@ -257,10 +303,12 @@ def _pod_restart(ctx: NodeContext, now: float) -> Step:
         return Step(wait="waiting for the driver pod to be recreated")
     if d.terminating:
         return Step(wait=f"waiting for driver pod {d.key} to terminate")
+    pin = _wanted_pin(ctx)
+    restart = ctx.replacing or pin != ctx.node.pinned_kernel or ctx.outdated() is not None
+    if restart and (pausing := _pausing(ctx.node, now)) is not None:
+        return pausing
     if ctx.replacing:
         return _hand_over(ctx, d, now)
-    pin = _wanted_pin(ctx)
-    restart = pin != ctx.node.pinned_kernel or ctx.outdated() is not None
     if restart and (settling := _settling(ctx.node, now)) is not None:
         return settling
     if pin != ctx.node.pinned_kernel:
@@ -397,12 +445,15 @@ def cleanup(node: NodeView) -> Step:
     uncordon = (
         node.state in CORDONED_BY_US and node.unschedulable and not node.initially_unschedulable
     )
+    resume = node.state in DEVICE_PLUGIN_PAUSE_STATES and node.device_plugin == DEVICE_PLUGIN_PAUSED
     return Step(
         transition=Transition(
             None,
             "driver auto upgrade is off: the upgrade state is cleared"
-            + ("; uncordoned the node it had cordoned" if uncordon else ""),
+            + ("; uncordoned the node it had cordoned" if uncordon else "")
+            + ("; resumed the device plugin" if resume else ""),
             unschedulable=False if uncordon else None,
             annotations=dict.fromkeys(ours),
+            device_plugin=True if resume else None,
         )
     )

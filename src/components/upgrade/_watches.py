@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.api import KERNEL_LABEL, UpgradeState
-from components.upgrade._model import is_driver_pod, is_validator_pod
+from components.upgrade._model import gpus_advertised, is_driver_pod, is_validator_pod
 from components.upgrade._names import (
     CLUSTER_POLICY,
     CONTROLLER_REVISION,
@@ -212,9 +212,11 @@ def _ours(obj: Object) -> dict[str, str]:
 
 def _node_changed(old: Object, new: Object) -> bool:
     """Updates that can matter to the upgrade: labels (state, skip, kernel, NFD, ...), our
-    annotations, the cordon, readiness. Heartbeats and image lists are not."""
+    annotations, the cordon, readiness, whether GPUs are offered (a paused device plugin's
+    are awaited). Heartbeats and image lists are not."""
     return (
         labels_of(old) != labels_of(new)
+        or gpus_advertised(old) != gpus_advertised(new)
         or _ours(old) != _ours(new)
         or bool((old.get("spec") or {}).get("unschedulable"))
         != bool((new.get("spec") or {}).get("unschedulable"))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL
 from components.upgrade._model import NodeView
 from components.upgrade._names import EVENT_REASON, NODE
-from components.upgrade._patches import transition_patch
+from components.upgrade._patches import device_plugin_change, transition_patch
 from components.upgrade._pin import PinChange
 from components.upgrade._reader import Pool
 from components.upgrade._step import Transition
@@ -58,6 +58,7 @@ class NodeWriter:
         """The node as written; `obj` itself when there was nothing to write; None when
         the server refused (the node changed since it was read) or the node is gone."""
         ops = transition_patch(node, t, self.clock())
+        plugin = device_plugin_change(node, t)
         if not ops:
             return obj
         try:
@@ -76,7 +77,7 @@ class NodeWriter:
         after = t.to.value if t.to is not None else "(none)"
         moved_pin = t.pin_kernel is not None and (t.pin_kernel or None) != node.pinned_kernel
         handed_over = t.release_takeover and node.taken_over
-        if before != after or moved_pin or handed_over:
+        if before != after or moved_pin or handed_over or plugin is not None:
             change = f"{before} -> {after}" if before != after else before
             message = f"{change}: {t.reason}" if t.reason else change
             log.info("node %s: %s", node.name, message)

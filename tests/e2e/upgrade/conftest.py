@@ -17,7 +17,12 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import UpgradeState
-from components.upgrade import IN_PROGRESS, STATE_LABEL
+from components.upgrade import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DEVICE_PLUGIN_PAUSED,
+    IN_PROGRESS,
+    STATE_LABEL,
+)
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
 from reconciler import GVK, Cache, Client, Object, labels_of, name_of
 from reconciler.lowlevel import RESTMapper, Transport
@@ -70,6 +75,8 @@ class Invariants:
     peak_unavailable: int = 0
     transitions: int = 0
     cordons_seen: set[str] = field(default_factory=set)
+    device_plugin_paused: set[str] = field(default_factory=set)
+    """Nodes seen with the device plugin paused for their driver restart."""
     armed: bool = True
     _last: dict[str, str] = field(default_factory=dict)
 
@@ -98,6 +105,8 @@ class Invariants:
             cordoned = bool((n.get("spec") or {}).get("unschedulable"))
             if cordoned:
                 self.cordons_seen.add(name_of(n))
+            if labels_of(n).get(DEVICE_PLUGIN_DEPLOY_LABEL) == DEVICE_PLUGIN_PAUSED:
+                self.device_plugin_paused.add(name_of(n))
             if cordoned or states[name_of(n)] == S.CORDON_REQUIRED or not _node_ready(n):
                 unavailable += 1
         self.peak_in_progress = max(self.peak_in_progress, in_progress)

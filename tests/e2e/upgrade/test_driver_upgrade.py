@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
-from components.upgrade import STATE_LABEL
+from components.upgrade import DEVICE_PLUGIN_DEPLOY_LABEL, STATE_LABEL
 from gpusim import SimulatedCluster
 from reconciler import GVK, NotFound, Object, labels_of, name_of
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
@@ -355,4 +355,7 @@ async def test_gpu_pods_tolerating_every_taint_never_run_under_a_restarting_driv
     assert not inv.violations, inv.violations[:5]
     assert len(inv.cordons_seen) == 20
     assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
+    # Each node stopped offering GPUs for its driver restart, and offers them again.
+    assert inv.device_plugin_paused == inv.cordons_seen
+    assert all(labels_of(n).get(DEVICE_PLUGIN_DEPLOY_LABEL) == "true" for n in watch.gpu_nodes())
     await watch.client.delete(DEPLOYMENT, "tolerant", namespace="work")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from components.api import UpgradeState
 from components.upgrade import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DEVICE_PLUGIN_PAUSED,
     EVENT_REASON,
     INITIALLY_UNSCHEDULABLE,
     SKIP_LABEL,
@@ -170,7 +173,7 @@ async def test_auto_upgrade_off_touches_nothing(kit: Kit) -> None:
 
 
 async def test_turning_auto_upgrade_off_mid_walk_clears_the_marks_and_uncordons(kit: Kit) -> None:
-    node = await kit.add_node("a")
+    node = await kit.add_node("a", **{DEVICE_PLUGIN_DEPLOY_LABEL: "true"})
     kit.hold_driver_ready.add(node)
     name = await kit.cluster_policy({"autoUpgrade": True})
     await kit.start_operator()
@@ -178,9 +181,13 @@ async def test_turning_auto_upgrade_off_mid_walk_clears_the_marks_and_uncordons(
     await kit.add_revision("rev2")
 
     async def restarting() -> bool:
-        return (await kit.states())[node] == S.POD_RESTART_REQUIRED
+        n = await kit.node(node)
+        return (
+            labels_of(n).get(STATE_LABEL) == S.POD_RESTART_REQUIRED
+            and labels_of(n).get(DEVICE_PLUGIN_DEPLOY_LABEL) == DEVICE_PLUGIN_PAUSED
+        )
 
-    await eventually(restarting, "the node waiting for its new driver")
+    await eventually(restarting, "the node waiting for its new driver, device plugin paused")
     assert (await kit.node(node))["spec"].get("unschedulable") is True
     await kit.client.patch(
         CLUSTER_POLICY, name, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": False}}}}
@@ -192,3 +199,37 @@ async def test_turning_auto_upgrade_off_mid_walk_clears_the_marks_and_uncordons(
 
     await eventually(cleared, "the upgrade marks removed and the node uncordoned")
     assert STATE_SINCE not in annotations_of(await kit.node(node))
+    # The device plugin the walk paused is back.
+    assert labels_of(await kit.node(node))[DEVICE_PLUGIN_DEPLOY_LABEL] == "true"
+
+
+async def test_the_node_stops_offering_gpus_before_its_driver_restarts(kit: Kit) -> None:
+    """A pod tolerating every taint gets past the cordon: the driver restarts only once the
+    node offers no GPU (device plugin paused), and the plugin comes back after."""
+    node = await kit.add_node("a", **{DEVICE_PLUGIN_DEPLOY_LABEL: "true"})
+    await _offer_gpus(kit, node, "8")
+    await kit.cluster_policy({"autoUpgrade": True})
+    await kit.start_operator()
+    await eventually(kit.all_done, "the first pass")
+    assert labels_of(await kit.node(node))[DEVICE_PLUGIN_DEPLOY_LABEL] == "true"
+    await kit.add_revision("rev2")
+
+    async def paused() -> bool:
+        labels = labels_of(await kit.node(node))
+        return labels.get(DEVICE_PLUGIN_DEPLOY_LABEL) == DEVICE_PLUGIN_PAUSED
+
+    await eventually(paused, "the device plugin paused")
+    assert (await kit.states())[node] == S.POD_RESTART_REQUIRED
+    await asyncio.sleep(3)  # past the cordon's settling: only the offered GPUs hold it
+    drivers = await kit.pods(app="nvidia-driver-daemonset")
+    assert [labels_of(d)["controller-revision-hash"] for d in drivers] == ["rev1"]
+    assert not drivers[0]["metadata"].get("deletionTimestamp")
+
+    await _offer_gpus(kit, node, "0")  # the device plugin has left the node
+    await eventually(kit.upgraded, "the node upgraded", seconds=60)
+    assert labels_of(await kit.node(node))[DEVICE_PLUGIN_DEPLOY_LABEL] == "true"
+
+
+async def _offer_gpus(kit: Kit, node: str, count: str) -> None:
+    status = {"capacity": {"nvidia.com/gpu": count}, "allocatable": {"nvidia.com/gpu": count}}
+    await kit.client.patch(NODE, node, {"status": status}, subresource="status")

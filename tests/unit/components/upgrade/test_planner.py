@@ -7,11 +7,13 @@ from dataclasses import replace
 from components.api import UpgradeState
 from components.upgrade import (
     CORDONED_AT,
+    DEVICE_PLUGIN_PAUSED,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
     UPGRADE_REQUESTED,
     NodeContext,
+    NodeView,
     PdbView,
     Step,
     cleanup,
@@ -440,3 +442,78 @@ def test_cleanup_removes_our_marks_and_uncordons_only_what_we_cordoned() -> None
     assert INITIALLY_UNSCHEDULABLE in theirs.transition.annotations
     pending = cleanup(node(state=S.UPGRADE_REQUIRED, unschedulable=True))
     assert pending.transition is not None and pending.transition.unschedulable is None
+
+
+# -- the device plugin's pause around the driver restart ---------------------------------
+
+
+def _restart_node(plugin: str | None, *, gpus: bool = False, since: float = NOW) -> NodeView:
+    n = node(state=S.POD_RESTART_REQUIRED, since=since)
+    return replace(n, device_plugin=plugin, gpus_advertised=gpus)
+
+
+def test_the_node_stops_offering_gpus_before_its_driver_restarts() -> None:
+    # A pod tolerating every taint gets past the cordon: first the device plugin is
+    # paused, so the node offers no GPU to schedule it on.
+    s = step(NodeContext(_restart_node("true", gpus=True), driver("old"), "new"))
+    assert s.delete == () and s.transition is not None
+    assert s.transition.to is S.POD_RESTART_REQUIRED and s.transition.device_plugin is False
+    # Paused, but the node still offers GPUs: the driver stays until they are gone.
+    waiting = step(
+        NodeContext(_restart_node(DEVICE_PLUGIN_PAUSED, gpus=True), driver("old"), "new")
+    )
+    assert waiting.empty and "offering GPUs" in waiting.wait
+    assert waiting.requeue_after is not None and waiting.requeue_after > 60
+    # Gone: the restart goes ahead.
+    gone = NodeContext(_restart_node(DEVICE_PLUGIN_PAUSED), driver("old"), "new")
+    assert step(gone).delete == (driver("old"),)
+    # The takeover's hand-over is a restart too.
+    s = step(NodeContext(_restart_node("true"), driver("old"), "old", replacing=True))
+    assert s.transition is not None and s.transition.device_plugin is False
+    assert not s.transition.release_takeover
+
+
+def test_another_agents_device_plugin_value_is_never_paused_over() -> None:
+    for value in ("false", "paused-for-mig-change", None):
+        s = step(NodeContext(_restart_node(value, gpus=False), driver("old"), "new"))
+        assert s.delete == (driver("old"),), value
+    # A plugin that is not ours keeps advertising: past the timeout the restart goes
+    # ahead, guarded by the live re-check of the node's pods alone.
+    stuck = _restart_node(DEVICE_PLUGIN_PAUSED, gpus=True, since=NOW - 600)
+    assert step(NodeContext(stuck, driver("old"), "new")).delete == (driver("old"),)
+
+
+def test_no_pause_when_the_driver_needs_no_restart() -> None:
+    ready = NodeContext(_restart_node("true", gpus=True), driver("new"), "new")
+    s = step(ready)
+    assert s.transition is not None and s.transition.to is S.VALIDATION_REQUIRED
+    assert s.transition.device_plugin is None
+
+
+def test_the_device_plugin_resumes_when_the_walk_leaves_the_restart() -> None:
+    paused = _restart_node(DEVICE_PLUGIN_PAUSED)
+    s = step(NodeContext(paused, driver("new"), "new"))
+    assert s.transition is not None and s.transition.to is S.VALIDATION_REQUIRED
+    assert s.transition.device_plugin is True and "resumed the device plugin" in s.transition.reason
+    # Back to clearing (a GPU pod got on the node) keeps the pause.
+    back = step(NodeContext(paused, driver("old"), "new", pods=[gpu_pod()]))
+    assert back.transition is not None and back.transition.to is S.POD_DELETION_REQUIRED
+    assert back.transition.device_plugin is None
+    # A failed node that recovers resumes it.
+    failed = replace(node(state=S.UPGRADE_FAILED), device_plugin=DEVICE_PLUGIN_PAUSED)
+    recovered = step(NodeContext(failed, driver("new"), "new", pods=[validator(created=NOW)]))
+    assert recovered.transition is not None and recovered.transition.device_plugin is True
+    # Outside the walk's pause states the value is the driver manager's own: left alone.
+    done = replace(node(state=S.UPGRADE_DONE), device_plugin=DEVICE_PLUGIN_PAUSED)
+    s = step(NodeContext(done, driver("old"), "new"))
+    assert s.transition is not None and s.transition.device_plugin is None
+
+
+def test_turning_auto_upgrade_off_mid_restart_resumes_the_device_plugin() -> None:
+    paused = replace(_restart_node(DEVICE_PLUGIN_PAUSED), unschedulable=True)
+    s = cleanup(paused)
+    assert s.transition is not None and s.transition.to is None
+    assert s.transition.device_plugin is True
+    other = replace(paused, device_plugin="paused-for-mig-change")
+    s = cleanup(other)
+    assert s.transition is not None and s.transition.device_plugin is None
