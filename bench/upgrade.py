@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import finish, percentile
 from components.upgrade import IN_PROGRESS, STATE_LABEL
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
-from reconciler import GVK, Cache, Client, NotFound, Object, labels_of, name_of
+from reconciler import GVK, Cache, Client, Object, labels_of, name_of
 from reconciler.envtest import free_port
+from reconciler.errors import NotFound
 from reconciler.lowlevel import RESTMapper, Transport
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,7 +18,8 @@ from components.api import KINDS, crd
 from components.errors import CommandError
 from components.kinds import CLUSTER_POLICY
 from components.run import api_client
-from reconciler import ApiError, ApiUnreachable, Cache, Client, name_of
+from reconciler import Cache, Client, name_of
+from reconciler.errors import ApiError, ApiUnreachable
 from reconciler.lowlevel import RESTMapper, Transport
 
 log = logging.getLogger("components.hooks")

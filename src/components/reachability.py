@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
-from reconciler import ApiError, ApiUnreachable
+from reconciler.errors import ApiError, ApiUnreachable
 from reconciler.lowlevel import Transport
 
 log = logging.getLogger("components.reachability")

@@ -26,15 +26,8 @@ from components import reachability
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
 from components.errors import CommandError
-from reconciler import (
-    ApiError,
-    ApiUnreachable,
-    CacheSyncTimeout,
-    LeaderElectionConfig,
-    LeaderElectionLost,
-    MetricsServing,
-    configure_logging,
-)
+from reconciler import LeaderElectionConfig, MetricsServing, configure_logging
+from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
 
 log = logging.getLogger("components.run")
 

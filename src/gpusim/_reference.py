@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import GVK, NODE, Client, Object, name_of
+from reconciler import GVK, Client, Object, name_of
+from reconciler.kinds import NODE
 
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 

@@ -52,8 +52,6 @@ from typing import Any
 from gpusim._node_model import MigProgress, plan_node
 from gpusim._node_software import node_info, pod_info, trim_node, trim_pod
 from reconciler import (
-    NODE,
-    POD,
     Funcs,
     Manager,
     Object,
@@ -63,6 +61,7 @@ from reconciler import (
     enqueue_object,
     resource_version_of,
 )
+from reconciler.kinds import NODE, POD
 
 log = logging.getLogger("gpusim.gpu_node_behaviour")
 

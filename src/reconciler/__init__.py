@@ -2,57 +2,25 @@
 
 This face is what an operator author uses: a `Manager` that owns the cache, the client and
 the controllers; `Reconciler`s that take a `Request` and return a `Result`; the predicates
-and mappings that decide what a watch enqueues; the object helpers; and the typed errors.
-The machinery under it (queues, stores, reflectors, the transport, clocks and rate
-limiters) is in `reconciler.lowlevel`, for tests, benchmarks and unusual wiring.
+and mappings that decide what a watch enqueues; and the object helpers. Two small faces
+beside it: `reconciler.errors` (the typed errors a reconcile catches) and `reconciler.kinds`
+(the built-in kinds as GVKs). The machinery under it all (queues, stores, reflectors, the
+transport, clocks, rate limiters, log formatters) is in `reconciler.lowlevel`, for tests,
+benchmarks and unusual wiring.
 """
 
+from reconciler import errors, kinds
 from reconciler._address import split_address
 from reconciler._cache import Cache
 from reconciler._client import Applied, Client, Eviction, EvictionResult, Operation
 from reconciler._controller import Controller, ReconcileFunc, Reconciler, Result
 from reconciler._events import NORMAL, WARNING, EventRecorder
-from reconciler._exceptions import (
-    AlreadyExists,
-    ApiError,
-    ApiUnreachable,
-    BadRequest,
-    CacheSyncTimeout,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    LeaderElectionLost,
-    NotCached,
-    NotFound,
-    ReconcilerError,
-    ServerError,
-    TerminalError,
-    TooManyRequests,
-    Unauthorized,
-    UnknownKind,
-)
 from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
 from reconciler._http_server import MetricsServing
 from reconciler._indexers import OWNER_INDEX, IndexFunc, by_label, by_owner_uid, label_index_name
 from reconciler._informer import Informer
-from reconciler._kinds import (
-    CONFIG_MAP,
-    CONTROLLER_REVISION,
-    CRD,
-    DAEMONSET,
-    EVENT,
-    NODE,
-    PDB,
-    POD,
-)
 from reconciler._leader_election import LeaderElectionConfig
-from reconciler._logging import (
-    JsonFormatter,
-    TextFormatter,
-    configure_logging,
-    reconciling,
-)
+from reconciler._logging import configure_logging
 from reconciler._manager import Manager
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import (
@@ -82,51 +50,30 @@ from reconciler._predicates import (
 )
 
 __all__ = [
-    "CONFIG_MAP",
-    "CONTROLLER_REVISION",
-    "CRD",
-    "DAEMONSET",
-    "EVENT",
     "GVK",
-    "NODE",
     "NORMAL",
     "OWNER_INDEX",
-    "PDB",
-    "POD",
     "WARNING",
-    "AlreadyExists",
     "And",
     "AnnotationsChanged",
-    "ApiError",
-    "ApiUnreachable",
     "Applied",
-    "BadRequest",
     "Cache",
-    "CacheSyncTimeout",
     "Client",
-    "Conflict",
     "Controller",
     "EventRecorder",
     "Eviction",
     "EvictionResult",
-    "Forbidden",
     "Funcs",
     "GenerationChanged",
-    "Gone",
     "IndexFunc",
     "Informer",
-    "Invalid",
-    "JsonFormatter",
     "LabelsChanged",
     "LeaderElectionConfig",
-    "LeaderElectionLost",
     "Manager",
     "MapFunc",
     "Matching",
     "Metrics",
     "MetricsServing",
-    "NotCached",
-    "NotFound",
     "Object",
     "ObjectKey",
     "Operation",
@@ -134,16 +81,9 @@ __all__ = [
     "Predicate",
     "ReconcileFunc",
     "Reconciler",
-    "ReconcilerError",
     "Request",
     "ResourceVersionChanged",
     "Result",
-    "ServerError",
-    "TerminalError",
-    "TextFormatter",
-    "TooManyRequests",
-    "Unauthorized",
-    "UnknownKind",
     "annotations_of",
     "by_label",
     "by_owner_uid",
@@ -151,7 +91,9 @@ __all__ = [
     "enqueue_mapped",
     "enqueue_object",
     "enqueue_owner",
+    "errors",
     "generation_of",
+    "kinds",
     "label_index_name",
     "labels_of",
     "metrics_for",
@@ -159,7 +101,6 @@ __all__ = [
     "namespace_of",
     "owner_reference",
     "owner_references_of",
-    "reconciling",
     "resource_version_of",
     "split_address",
 ]

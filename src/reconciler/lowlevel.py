@@ -18,6 +18,7 @@ from reconciler._http_server import MetricsServer, ProbeServer
 from reconciler._indexers import NAMESPACE_INDEX, by_namespace
 from reconciler._informer import EventHandler
 from reconciler._leader_election import LeaderElector
+from reconciler._logging import JsonFormatter, TextFormatter, reconciling
 from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._queue import Queue
 from reconciler._queue_metrics import NoQueueMetrics, PrometheusQueueMetrics, QueueMetrics
@@ -46,6 +47,7 @@ __all__ = [
     "EventHandler",
     "FakeClock",
     "ItemExponentialFailureRateLimiter",
+    "JsonFormatter",
     "LeaderElector",
     "MaxOfRateLimiter",
     "MetricsAuthorizer",
@@ -66,6 +68,7 @@ __all__ = [
     "ShutDown",
     "Sink",
     "Store",
+    "TextFormatter",
     "Transform",
     "Transport",
     "Trimmer",
@@ -75,4 +78,5 @@ __all__ = [
     "desired_hash",
     "drop_paths",
     "error_from_status",
+    "reconciling",
 ]

@@ -64,7 +64,6 @@ from components.controllers._view import (
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
 from reconciler import (
-    CONFIG_MAP,
     NORMAL,
     WARNING,
     Controller,
@@ -83,6 +82,7 @@ from reconciler import (
     namespace_of,
     owner_reference,
 )
+from reconciler.kinds import CONFIG_MAP
 
 log = logging.getLogger("components.controllers.clusterpolicy")
 

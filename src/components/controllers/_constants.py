@@ -9,11 +9,11 @@ from typing import Final
 
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
-from reconciler import CONTROLLER_REVISION as CONTROLLER_REVISION
-from reconciler import CRD as CRD
-from reconciler import DAEMONSET as DAEMONSET
-from reconciler import NODE as NODE
-from reconciler import POD as POD
+from reconciler.kinds import CONTROLLER_REVISION as CONTROLLER_REVISION
+from reconciler.kinds import CRD as CRD
+from reconciler.kinds import DAEMONSET as DAEMONSET
+from reconciler.kinds import NODE as NODE
+from reconciler.kinds import POD as POD
 
 FIELD_MANAGER: Final = "gpu-operator"
 """The one field manager every server-side apply and patch is sent with."""

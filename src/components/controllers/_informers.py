@@ -37,7 +37,8 @@ from components.controllers._constants import (
     POD,
     SERVICE_MONITOR_CRD,
 )
-from reconciler import CONFIG_MAP, GVK, Informer, Manager
+from reconciler import GVK, Informer, Manager
+from reconciler.kinds import CONFIG_MAP
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 

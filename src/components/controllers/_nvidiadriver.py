@@ -68,15 +68,11 @@ from components.controllers._status import OperandReadiness, driver_status, stat
 from components.controllers._view import config_map_keys, gpu_nodes
 from components.operands import OPERANDS, ClusterView, Operand
 from reconciler import (
-    CONFIG_MAP,
     NORMAL,
     WARNING,
-    BadRequest,
     Controller,
     EventRecorder,
-    Forbidden,
     GenerationChanged,
-    Invalid,
     Manager,
     Object,
     Request,
@@ -86,6 +82,8 @@ from reconciler import (
     name_of,
     owner_reference,
 )
+from reconciler.errors import BadRequest, Forbidden, Invalid
+from reconciler.kinds import CONFIG_MAP
 
 log = logging.getLogger("components.controllers.nvidiadriver")
 

@@ -31,7 +31,8 @@ from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover import ReferenceTakeover, with_reference_driver
 from components.operands import ClusterView, Operand, Rendered
-from reconciler import BadRequest, Client, Forbidden, Invalid, Object, name_of
+from reconciler import Client, Object, name_of
+from reconciler.errors import BadRequest, Forbidden, Invalid
 
 log = logging.getLogger("components.controllers.clusterpolicy")
 

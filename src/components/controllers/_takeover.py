@@ -38,17 +38,8 @@ from components.controllers._apply import Change, ObjectRef, describe, ref_of
 from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED
 from components.controllers._status import OperandReadiness
-from reconciler import (
-    GVK,
-    OWNER_INDEX,
-    Client,
-    Conflict,
-    NotFound,
-    Object,
-    labels_of,
-    name_of,
-    namespace_of,
-)
+from reconciler import GVK, OWNER_INDEX, Client, Object, labels_of, name_of, namespace_of
+from reconciler.errors import Conflict, NotFound
 
 log = logging.getLogger("components.controllers.takeover")
 

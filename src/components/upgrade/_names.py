@@ -14,11 +14,11 @@ from typing import Final
 from components.api import DEPLOY_LABEL_PREFIX, UpgradeState
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
-from reconciler import CONTROLLER_REVISION as CONTROLLER_REVISION
-from reconciler import DAEMONSET as DAEMONSET
-from reconciler import NODE as NODE
-from reconciler import PDB as PDB
-from reconciler import POD as POD
+from reconciler.kinds import CONTROLLER_REVISION as CONTROLLER_REVISION
+from reconciler.kinds import DAEMONSET as DAEMONSET
+from reconciler.kinds import NODE as NODE
+from reconciler.kinds import PDB as PDB
+from reconciler.kinds import POD as POD
 
 # -- node labels -------------------------------------------------------------------------
 

@@ -42,8 +42,9 @@ from components.upgrade._step import NodeContext, Step
 from components.upgrade._takeover import takeover_release
 from components.upgrade._tracker import WriteTracker
 from components.upgrade._writer import NodeWriter
-from reconciler import WARNING, Client, Eviction, NotFound, Object, Request, Result, labels_of
-from reconciler import Conflict as ApiConflict
+from reconciler import WARNING, Client, Eviction, Object, Request, Result, labels_of
+from reconciler.errors import Conflict as ApiConflict
+from reconciler.errors import NotFound
 
 S = UpgradeState
 log = logging.getLogger("components.upgrade")

@@ -22,8 +22,9 @@ from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._writer import NodeWriter
-from reconciler import Conflict as ApiConflict
-from reconciler import Invalid, NotFound, Object, Request, Result
+from reconciler import Object, Request, Result
+from reconciler.errors import Conflict as ApiConflict
+from reconciler.errors import Invalid, NotFound
 
 log = logging.getLogger("components.upgrade")
 

@@ -20,8 +20,9 @@ from components.upgrade._pin import PinChange
 from components.upgrade._reader import Pool
 from components.upgrade._step import Transition
 from components.upgrade._tracker import WriteTracker
-from reconciler import NORMAL, WARNING, Client, EventRecorder, Invalid, NotFound, Object
-from reconciler import Conflict as ApiConflict
+from reconciler import NORMAL, WARNING, Client, EventRecorder, Object
+from reconciler.errors import Conflict as ApiConflict
+from reconciler.errors import Invalid, NotFound
 
 log = logging.getLogger("components.upgrade")
 

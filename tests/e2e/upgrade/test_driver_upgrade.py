@@ -14,7 +14,8 @@ from typing import Any
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.upgrade import DEVICE_PLUGIN_DEPLOY_LABEL, STATE_LABEL
 from gpusim import SimulatedCluster
-from reconciler import GVK, NotFound, Object, labels_of, name_of
+from reconciler import GVK, Object, labels_of, name_of
+from reconciler.errors import NotFound
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.polling import eventually
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import GVK, Cache, Client, ReconcilerError
+from reconciler import GVK, Cache, Client
+from reconciler.errors import ReconcilerError
 from reconciler.lowlevel import RESTMapper, Transport
 
 NAMESPACE = GVK("", "v1", "Namespace")

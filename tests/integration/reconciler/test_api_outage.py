@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from reconciler import Manager, NotFound, Request, enqueue_object
+from reconciler import Manager, Request, enqueue_object
 from reconciler.envtest import ControlPlane
+from reconciler.errors import NotFound
 from tests.polling import eventually
 
 from .conftest import CONFIGMAP, Kit, configmap

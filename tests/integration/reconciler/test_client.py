@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import GVK, Client, Conflict, EventRecorder, Eviction, Invalid, NotFound, Operation
+from reconciler import GVK, Client, EventRecorder, Eviction, Operation
+from reconciler.errors import Conflict, Invalid, NotFound
 from reconciler.lowlevel import desired_hash
 from tests.polling import eventually
 

@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import (
-    GVK,
-    LeaderElectionConfig,
-    LeaderElectionLost,
-    Manager,
-    Request,
-    Result,
-)
+from reconciler import GVK, LeaderElectionConfig, Manager, Request, Result
+from reconciler.errors import LeaderElectionLost
 from tests.polling import eventually
 
 from .conftest import CONFIGMAP, Kit, configmap

@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler import Conflict, Manager, Request, Result
+from reconciler import Manager, Request, Result
+from reconciler.errors import Conflict
 from tests.polling import eventually
 
 from .conftest import CONFIGMAP, WIDGET, Kit, configmap, ensure_widget_crd

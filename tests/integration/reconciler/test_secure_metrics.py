@@ -14,7 +14,8 @@ import aiohttp
 import pytest
 import yaml
 
-from reconciler import Manager, MetricsServing, NotFound
+from reconciler import Manager, MetricsServing
+from reconciler.errors import NotFound
 from reconciler.lowlevel import Transport
 from tests.polling import eventually
 

@@ -18,7 +18,9 @@ import pytest
 
 from gpusim import gpu_node, node_manifest
 from gpusim.gpu_node_behaviour import GpuNodeBehaviour
-from reconciler import NODE, POD, Client, Manager, ReconcilerError
+from reconciler import Client, Manager
+from reconciler.errors import ReconcilerError
+from reconciler.kinds import NODE, POD
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration

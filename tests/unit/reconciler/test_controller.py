@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reconciler import Controller, Request, Result, TerminalError, metrics_for
+from reconciler import Controller, Request, Result, metrics_for
+from reconciler.errors import TerminalError
 from reconciler.lowlevel import FakeClock, ItemExponentialFailureRateLimiter
 
 from ._util import wait_until

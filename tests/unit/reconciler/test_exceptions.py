@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reconciler import (
+from reconciler.errors import (
     AlreadyExists,
     ApiError,
     Conflict,

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler import Request, configure_logging, reconciling
+from reconciler import Request, configure_logging
+from reconciler.lowlevel import reconciling
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from reconciler import GVK, Gone, Informer, ObjectKey, TooManyRequests
+from reconciler import GVK, Informer, ObjectKey
+from reconciler.errors import Gone, TooManyRequests
 from reconciler.lowlevel import Backoff, Reflector, Resource, RESTMapper, Transport
 
 pytestmark = pytest.mark.unit

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from reconciler import ApiUnreachable
 from reconciler._tls import self_signed_pem, serving_context
+from reconciler.errors import ApiUnreachable
 from reconciler.lowlevel import MetricsAuthorizer, MetricsServer, ProbeServer
 
 pytestmark = pytest.mark.unit

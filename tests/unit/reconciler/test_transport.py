@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from reconciler import ApiUnreachable, NotFound
+from reconciler.errors import ApiUnreachable, NotFound
 from reconciler.lowlevel import Transport
 
 pytestmark = pytest.mark.unit

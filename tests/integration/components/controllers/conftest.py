@@ -20,7 +20,8 @@ from kubernetes_asyncio import client
 
 from components.controllers import Operator, build_operator
 from gpusim import apply_crds, load_documents
-from reconciler import GVK, Client, NotFound, Object, Request
+from reconciler import GVK, Client, Object, Request
+from reconciler.errors import NotFound
 from tests.polling import eventually
 
 REPO = Path(__file__).resolve().parents[4]

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from components.controllers._driver_crd import short_hash
-from reconciler import POD, Object, labels_of, owner_reference
+from reconciler import Object, labels_of, owner_reference
+from reconciler.kinds import POD
 from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
     DAEMONSET,

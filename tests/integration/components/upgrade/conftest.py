@@ -33,7 +33,8 @@ from components.upgrade import (
     max_unavailable,
 )
 from gpusim import apply_crds, load_documents
-from reconciler import GVK, Cache, Client, Manager, NotFound, Object, labels_of, name_of
+from reconciler import GVK, Cache, Client, Manager, Object, labels_of, name_of
+from reconciler.errors import NotFound
 from reconciler.lowlevel import RESTMapper, Transport
 from tests import polling
 
