@@ -35,16 +35,15 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView, PodView, format_time_ms
+from components.upgrade._model import NodeView, format_time_ms
 from components.upgrade._names import (
-    CORDON_SETTLE_SECONDS,
     CORDONED_BY_US,
     DEVICE_PLUGIN_PAUSE_STATES,
-    DEVICE_PLUGIN_PAUSE_TIMEOUT,
     DEVICE_PLUGIN_PAUSED,
     NODE_ANNOTATIONS,
     UPGRADE_REQUESTED,
 )
+from components.upgrade._restart import pod_restart
 from components.upgrade._selectors import SelectorError
 from components.upgrade._step import (
     DEFAULT_VALIDATION_TIMEOUT,
@@ -147,7 +146,7 @@ def _plan(
     if state is S.DRAIN_REQUIRED:
         return _drain(ctx, policy, now)
     if state is S.POD_RESTART_REQUIRED:
-        return _pod_restart(ctx, now)
+        return pod_restart(ctx, now)
     if state is S.VALIDATION_REQUIRED:
         return _validation(ctx, now, validation_timeout)
     if state is S.UNCORDON_REQUIRED:
@@ -254,126 +253,6 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
             "running on the old driver",
         )
     return move_to(S.POD_RESTART_REQUIRED, "drained the node")
-
-
-def _settling(node: NodeView, now: float) -> Step | None:
-    """A wait while the cordon may not have reached the scheduler yet: a pod it placed
-    from an older view can still be bound to the node, and must be seen before the driver
-    goes. A node without the cordon time (cordoned by an older operator) has settled."""
-    cordoned = node.cordoned_at
-    if cordoned is None:
-        return None
-    left = cordoned + CORDON_SETTLE_SECONDS - now
-    if left <= 0:
-        return None
-    return Step(wait="letting the cordon reach the scheduler", requeue_after=left)
-
-
-def _pausing(node: NodeView, now: float) -> Step | None:
-    """Before the driver restarts, the node must stop offering GPUs: a pod that tolerates
-    every taint gets past the cordon, but never past a node with no GPU to give. The device
-    plugin is paused (its DaemonSet selects `true`), then the node's allocatable awaited.
-    A value of another agent (`false`, a MIG change's pause) keeps the plugin off anyway."""
-    if node.device_plugin == "true":
-        return Step(
-            transition=Transition(
-                S.POD_RESTART_REQUIRED,
-                "paused the device plugin: the node stops offering GPUs before its driver restarts",
-                device_plugin=False,
-            ),
-            wait="pausing the device plugin",
-        )
-    if node.device_plugin != DEVICE_PLUGIN_PAUSED or not node.gpus_advertised:
-        return None
-    expired, left = timed_out(node, DEVICE_PLUGIN_PAUSE_TIMEOUT, now)
-    if expired:
-        return None  # a device plugin not ours advertises: the live re-check alone guards
-    return Step(wait="waiting for the node to stop offering GPUs", requeue_after=left)
-
-
-def _pod_restart(ctx: NodeContext, now: float) -> Step:
-    gpu = gpu_pods(ctx.pods)
-    live = [p for p in gpu if not p.terminating]
-    if live:
-        return move_to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
-    if gpu:
-        return Step(wait=f"waiting for GPU pods {describe(gpu)} to terminate")
-    d = ctx.driver
-    if d is None:
-        return Step(wait="waiting for the driver pod to be recreated")
-    if d.terminating:
-        return Step(wait=f"waiting for driver pod {d.key} to terminate")
-    pin = _wanted_pin(ctx)
-    restart = ctx.replacing or pin != ctx.node.pinned_kernel or ctx.outdated() is not None
-    if restart and (pausing := _pausing(ctx.node, now)) is not None:
-        return pausing
-    if ctx.replacing:
-        return _hand_over(ctx, d, now)
-    if restart and (settling := _settling(ctx.node, now)) is not None:
-        return settling
-    if pin != ctx.node.pinned_kernel:
-        # The pin picks the DaemonSet (a precompiled one per kernel, or the per-OS one when
-        # unpinned): deleting the pod would only bring the same driver back. Moving the pin
-        # hands the node to the right DaemonSet, whose controller replaces the pod.
-        what = f"the precompiled driver for kernel {pin}" if pin else "the per-OS driver"
-        return Step(
-            transition=Transition(
-                S.POD_RESTART_REQUIRED,
-                f"moved the node to {what}",
-                annotations={UPGRADE_REQUESTED: None} if ctx.node.upgrade_requested else {},
-                pin_kernel=pin or "",
-            ),
-            wait=f"restarting the driver: moving the node to {what}",
-        )
-    reason = ctx.outdated()
-    if reason is not None:
-        wait = f"restarting the driver: {reason}"
-        if ctx.node.upgrade_requested:
-            # The request is served by this restart: clear it (after the delete).
-            return Step(
-                delete=(d,),
-                wait=wait,
-                transition=Transition(
-                    S.POD_RESTART_REQUIRED,
-                    "restarting the driver as requested",
-                    annotations={UPGRADE_REQUESTED: None},
-                ),
-            )
-        return Step(delete=(d,), wait=wait)
-    if d.ready:
-        return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
-    if d.failing:
-        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
-    return Step(wait=f"waiting for driver pod {d.key} to be ready")
-
-
-def _hand_over(ctx: NodeContext, d: PodView, now: float) -> Step:
-    """The restart of a node on the reference operator's driver: removing the takeover
-    label makes its fenced DaemonSet let the node go (its controller deletes the pod) and
-    ours take it, as moving the pin does between our own DaemonSets."""
-    if (settling := _settling(ctx.node, now)) is not None:
-        return settling
-    if not ctx.node.taken_over:
-        return Step(wait=f"waiting for the reference operator's driver pod {d.key} to go")
-    return Step(
-        transition=Transition(
-            S.POD_RESTART_REQUIRED,
-            "handed the node from the reference operator's driver to ours",
-            annotations={UPGRADE_REQUESTED: None} if ctx.node.upgrade_requested else {},
-            release_takeover=True,
-        ),
-        wait="restarting the driver: the reference operator's pod goes, ours comes",
-    )
-
-
-def _wanted_pin(ctx: NodeContext) -> str | None:
-    """The kernel the node should be pinned to once cleared (None: unpinned, per-OS)."""
-    precompiled = ctx.precompiled
-    if precompiled is None:
-        precompiled = ctx.driver is not None and ctx.driver.pinned
-    if not precompiled:
-        return None
-    return ctx.node.kernel or ctx.node.pinned_kernel
 
 
 def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:

@@ -1,0 +1,145 @@
+"""The restart step of the walk: the one moment a node's driver goes away.
+
+Everything before it exists to make this safe (no GPU pod on the node, the cordon seen by
+the scheduler); everything here re-checks that, because a pod that tolerates every taint
+can still be bound: GPU pods that appeared send the node back to clearing, and the device
+plugin is paused so the node stops offering GPUs before the driver restarts.
+"""
+
+from __future__ import annotations
+
+from components.api import UpgradeState
+from components.upgrade._clearing import describe, gpu_pods
+from components.upgrade._model import NodeView, PodView
+from components.upgrade._names import (
+    CORDON_SETTLE_SECONDS,
+    DEVICE_PLUGIN_PAUSE_TIMEOUT,
+    DEVICE_PLUGIN_PAUSED,
+    UPGRADE_REQUESTED,
+)
+from components.upgrade._step import NodeContext, Step, Transition, fail_in, move_to, timed_out
+
+S = UpgradeState
+
+
+def _settling(node: NodeView, now: float) -> Step | None:
+    """A wait while the cordon may not have reached the scheduler yet: a pod it placed
+    from an older view can still be bound to the node, and must be seen before the driver
+    goes. A node without the cordon time (cordoned by an older operator) has settled."""
+    cordoned = node.cordoned_at
+    if cordoned is None:
+        return None
+    left = cordoned + CORDON_SETTLE_SECONDS - now
+    if left <= 0:
+        return None
+    return Step(wait="letting the cordon reach the scheduler", requeue_after=left)
+
+
+def _pausing(node: NodeView, now: float) -> Step | None:
+    """Before the driver restarts, the node must stop offering GPUs: a pod that tolerates
+    every taint gets past the cordon, but never past a node with no GPU to give. The device
+    plugin is paused (its DaemonSet selects `true`), then the node's allocatable awaited.
+    A value of another agent (`false`, a MIG change's pause) keeps the plugin off anyway."""
+    if node.device_plugin == "true":
+        return Step(
+            transition=Transition(
+                S.POD_RESTART_REQUIRED,
+                "paused the device plugin: the node stops offering GPUs before its driver restarts",
+                device_plugin=False,
+            ),
+            wait="pausing the device plugin",
+        )
+    if node.device_plugin != DEVICE_PLUGIN_PAUSED or not node.gpus_advertised:
+        return None
+    expired, left = timed_out(node, DEVICE_PLUGIN_PAUSE_TIMEOUT, now)
+    if expired:
+        return None  # a device plugin not ours advertises: the live re-check alone guards
+    return Step(wait="waiting for the node to stop offering GPUs", requeue_after=left)
+
+
+def pod_restart(ctx: NodeContext, now: float) -> Step:
+    """`pod-restart-required`: the node is cleared; pause the device plugin, let the cordon
+    settle, then restart the driver (delete its pod, move the pin, or hand the node over
+    from the reference operator), and wait for the new one to be ready."""
+    gpu = gpu_pods(ctx.pods)
+    live = [p for p in gpu if not p.terminating]
+    if live:
+        return move_to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
+    if gpu:
+        return Step(wait=f"waiting for GPU pods {describe(gpu)} to terminate")
+    d = ctx.driver
+    if d is None:
+        return Step(wait="waiting for the driver pod to be recreated")
+    if d.terminating:
+        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+    pin = _wanted_pin(ctx)
+    restart = ctx.replacing or pin != ctx.node.pinned_kernel or ctx.outdated() is not None
+    if restart and (pausing := _pausing(ctx.node, now)) is not None:
+        return pausing
+    if ctx.replacing:
+        return _hand_over(ctx, d, now)
+    if restart and (settling := _settling(ctx.node, now)) is not None:
+        return settling
+    if pin != ctx.node.pinned_kernel:
+        # The pin picks the DaemonSet (a precompiled one per kernel, or the per-OS one when
+        # unpinned): deleting the pod would only bring the same driver back. Moving the pin
+        # hands the node to the right DaemonSet, whose controller replaces the pod.
+        what = f"the precompiled driver for kernel {pin}" if pin else "the per-OS driver"
+        return Step(
+            transition=Transition(
+                S.POD_RESTART_REQUIRED,
+                f"moved the node to {what}",
+                annotations={UPGRADE_REQUESTED: None} if ctx.node.upgrade_requested else {},
+                pin_kernel=pin or "",
+            ),
+            wait=f"restarting the driver: moving the node to {what}",
+        )
+    reason = ctx.outdated()
+    if reason is not None:
+        wait = f"restarting the driver: {reason}"
+        if ctx.node.upgrade_requested:
+            # The request is served by this restart: clear it (after the delete).
+            return Step(
+                delete=(d,),
+                wait=wait,
+                transition=Transition(
+                    S.POD_RESTART_REQUIRED,
+                    "restarting the driver as requested",
+                    annotations={UPGRADE_REQUESTED: None},
+                ),
+            )
+        return Step(delete=(d,), wait=wait)
+    if d.ready:
+        return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
+    if d.failing:
+        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
+    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+
+
+def _hand_over(ctx: NodeContext, d: PodView, now: float) -> Step:
+    """The restart of a node on the reference operator's driver: removing the takeover
+    label makes its fenced DaemonSet let the node go (its controller deletes the pod) and
+    ours take it, as moving the pin does between our own DaemonSets."""
+    if (settling := _settling(ctx.node, now)) is not None:
+        return settling
+    if not ctx.node.taken_over:
+        return Step(wait=f"waiting for the reference operator's driver pod {d.key} to go")
+    return Step(
+        transition=Transition(
+            S.POD_RESTART_REQUIRED,
+            "handed the node from the reference operator's driver to ours",
+            annotations={UPGRADE_REQUESTED: None} if ctx.node.upgrade_requested else {},
+            release_takeover=True,
+        ),
+        wait="restarting the driver: the reference operator's pod goes, ours comes",
+    )
+
+
+def _wanted_pin(ctx: NodeContext) -> str | None:
+    """The kernel the node should be pinned to once cleared (None: unpinned, per-OS)."""
+    precompiled = ctx.precompiled
+    if precompiled is None:
+        precompiled = ctx.driver is not None and ctx.driver.pinned
+    if not precompiled:
+        return None
+    return ctx.node.kernel or ctx.node.pinned_kernel
