@@ -1,5 +1,7 @@
 """Is a DaemonSet ready, and on which nodes is it not? (the reference's rules)
 
+* the DaemonSet controller has not seen the newest spec (`observedGeneration <
+  generation`, e.g. a DaemonSet just created, with no status yet): not ready;
 * nothing to run (`desiredNumberScheduled == 0`): ready;
 * any pod unavailable (`numberUnavailable > 0`): not ready;
 * `RollingUpdate`: the controller has seen the newest spec (`observedGeneration >=
@@ -87,6 +89,10 @@ def daemonset_ready(
     uid = meta.get("uid")
     own_pods = [p for p in pods if _owned_by(p, uid)]
 
+    if _int(status.get("observedGeneration")) < _int(meta.get("generation")):
+        # The DaemonSet controller has not looked at this spec yet: a DaemonSet just
+        # created (no status at all) or just changed says nothing about its pods.
+        return False, []
     desired = _int(status.get("desiredNumberScheduled"))
     if desired == 0:
         return True, []

@@ -164,3 +164,11 @@ def test_on_delete_without_revisions_uses_the_status_counts() -> None:
 def test_on_delete_unavailable_count() -> None:
     state = ds("OnDelete", unavailable=1)
     assert daemonset_ready(state, [pod("a"), pod("b")], REVISIONS)[0] is False
+
+
+@pytest.mark.parametrize("strategy", ["RollingUpdate", "OnDelete"])
+def test_a_daemonset_the_controller_has_not_seen_yet_is_not_ready(strategy: str) -> None:
+    # Just created: no status at all, so "nothing to run" must not read as ready.
+    fresh = ds(strategy, desired=0, updated=0, available=0, generation=1, observed=0)
+    fresh["status"] = {}
+    assert daemonset_ready(fresh, [], []) == (False, [])
