@@ -296,6 +296,29 @@ async def clean_slate(c: Client) -> None:
         await eventually(lambda gvk=gvk: _empty(c, gvk), f"every {gvk.kind} to be gone", 30)
 
 
+async def observe_daemonsets(c: Client, namespace: str) -> None:
+    """The one thing kube-controller-manager's DaemonSet controller does that these tests
+    need (there is none beside a bare API server): mark each new spec observed. Nothing runs
+    on the test nodes, so a DaemonSet then has nothing to run unless a test writes pod
+    counts into its status itself; readiness never trusts a spec the controller has not
+    seen."""
+    while True:
+        for ds in await c.list_live(DAEMONSET, namespace=namespace):
+            meta = ds["metadata"]
+            if (ds.get("status") or {}).get("observedGeneration", 0) >= meta["generation"]:
+                continue
+            with contextlib.suppress(NotFound):
+                await c.patch(
+                    DAEMONSET,
+                    meta["name"],
+                    {"status": {"observedGeneration": meta["generation"]}},
+                    namespace=namespace,
+                    subresource="status",
+                    quiet=True,
+                )
+        await asyncio.sleep(0.2)
+
+
 async def _empty(c: Client, gvk: GVK) -> bool:
     return not await c.list_live(gvk)
 
@@ -310,11 +333,15 @@ async def cluster(api_client: client.ApiClient) -> AsyncIterator[Cluster]:
     await clean_slate(c)
     await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     task = asyncio.create_task(operator.manager.run())
+    observer = asyncio.create_task(observe_daemonsets(c, namespace))
     await operator.manager.wait_leading()
     made = Cluster(operator, api_client, namespace, tag)
     try:
         yield made
     finally:
+        observer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await observer
         operator.manager.stop()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 60)
