@@ -232,3 +232,13 @@ def test_odd_yaml_is_one_sentence(text: str) -> None:
     report = validate_text(text, "f.yaml")
     for line in report.lines():
         assert "\n" not in line
+
+
+def test_an_integer_beyond_int64_is_one_error_not_a_traceback() -> None:
+    text = (
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: p}\n"
+        "spec: {driver: {livenessProbe: {periodSeconds: 9223372036854775808}}}\n"
+    )
+    report = validate_text(text)
+    messages = [str(p) for p in report.problems]
+    assert any("periodSeconds" in m for m in messages), messages
