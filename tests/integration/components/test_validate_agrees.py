@@ -8,6 +8,7 @@ fields with CEL rules, each with valid and invalid values, several at a time."""
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -113,6 +114,9 @@ async def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
 
 
 @settings(
+    # The same 60 examples on every CI run (a red run is always reproducible); set
+    # HYPOTHESIS_EXPLORE=1 to draw new ones (that is how the int overflows were found).
+    derandomize=not os.environ.get("HYPOTHESIS_EXPLORE"),
     max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
