@@ -33,7 +33,6 @@ from components.api._affinity import (
     template_pod_spec,
 )
 from components.api._clusterpolicy import (
-    DEFAULT_RUNTIME,
     ClusterPolicy,
     ClusterPolicySpec,
     MIGStrategy,
@@ -65,11 +64,9 @@ from components.api._labels import (
     DRIVER_KERNEL_PIN_LABEL,
     DRIVER_UPGRADE_ENABLED_ANNOTATION,
     GPU_PRESENT_LABEL,
-    GPU_PRODUCT_LABEL,
     KERNEL_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
-    MIG_CAPABLE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
     NFD_GPU_LABELS,
     NFD_PREFIX,
@@ -77,7 +74,6 @@ from components.api._labels import (
     OPERANDS_OPT_OUT_LABEL,
     OS_ID_LABEL,
     OS_VERSION_LABEL,
-    VGPU_HOST_DRIVER_LABEL,
     WORKLOAD_CONFIG_LABEL,
     mig_capable,
     opted_out,
@@ -98,20 +94,17 @@ from components.api._status import (
 )
 from components.api._takeover import (
     DRIVER_TAKEOVER_LABEL,
-    DRIVER_TEMPLATE_LABELS,
     KEEP_OFF_TAKEN_OVER,
     fence_patch,
     is_driver_template,
     is_fenced,
     is_foreign,
-    owned_by_uid,
 )
 from components.api._text import names_and_more
 from components.api._unsupported import (
     UNSUPPORTED_CONDITION,
     UNSUPPORTED_REASON,
     unsupported_fields,
-    unsupported_in_text,
     unsupported_message,
 )
 from components.api._upgrade import (
@@ -126,15 +119,12 @@ from components.api._validate import validate_document, validate_text
 __all__ = [
     "CLUSTER_POLICY",
     "DEFAULT_IMAGES",
-    "DEFAULT_RUNTIME",
     "DRIVER_KERNEL_PIN_LABEL",
     "DRIVER_TAKEOVER_LABEL",
-    "DRIVER_TEMPLATE_LABELS",
     "KEEP_OFF_TAKEN_OVER",
     "KERNEL_LABEL",
     "KINDS",
     "MAX_LISTED_NODES",
-    "MIG_CAPABLE_LABEL",
     "NVIDIA_DRIVER",
     "NVIDIA_DRIVER_OWNER_LABEL",
     "OS_ID_LABEL",
@@ -178,7 +168,6 @@ __all__ = [
     "resolve_image",
     "scaled_value",
     "unsupported_fields",
-    "unsupported_in_text",
     "unsupported_message",
     "validate_document",
     "validate_text",
@@ -192,14 +181,12 @@ __all__ += [
     "DRIVER_DEPLOY_LABEL",
     "DRIVER_UPGRADE_ENABLED_ANNOTATION",
     "GPU_PRESENT_LABEL",
-    "GPU_PRODUCT_LABEL",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "MIG_MANAGER_DEPLOY_LABEL",
     "NFD_GPU_LABELS",
     "NFD_PREFIX",
     "OPERANDS_OPT_OUT_LABEL",
-    "VGPU_HOST_DRIVER_LABEL",
     "WORKLOAD_CONFIG_LABEL",
     "active_cluster_policy",
     "by_age",
@@ -217,5 +204,4 @@ __all__ += [
     "is_driver_template",
     "is_fenced",
     "is_foreign",
-    "owned_by_uid",
 ]
