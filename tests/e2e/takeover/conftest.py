@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
 from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess
-from tests.e2e.upgrade.conftest import Watch
+from tests.e2e.upgrade.conftest import Watch, watching
 
 TAKEOVER_CLUSTER = ClusterConfig(
     gpu_nodes=6, cpu_nodes=1, gpus_per_node=2, os=parse_os_list("ubuntu22.04")
@@ -48,13 +48,8 @@ def operator(takeover_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
 
 @pytest.fixture
 async def watch(takeover_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
-    async with takeover_cluster.api_client() as api:
-        w = Watch(api)
-        await w.start()
-        try:
-            yield w
-        finally:
-            await w.cache.stop()
+    async with watching(takeover_cluster) as w:
+        yield w
 
 
 @pytest.hookimpl(wrapper=True)

@@ -9,6 +9,7 @@ change from the test process and records any moment a limit was broken.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,15 +217,22 @@ def operator(upgrade_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
         process.stop()
 
 
-@pytest.fixture
-async def watch(upgrade_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
-    async with upgrade_cluster.api_client() as api:
+@contextlib.asynccontextmanager
+async def watching(sim: SimulatedCluster) -> AsyncIterator[Watch]:
+    """A started `Watch` on `sim` for one test (the invariant checker's events included)."""
+    async with sim.api_client() as api:
         w = Watch(api)
         await w.start()
         try:
             yield w
         finally:
             await w.cache.stop()
+
+
+@pytest.fixture
+async def watch(upgrade_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
+    async with watching(upgrade_cluster) as w:
+        yield w
 
 
 @pytest.hookimpl(wrapper=True)
