@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from components.api import DEPLOY_LABEL_PREFIX, UpgradeState
+from components.api import DEPLOY_LABEL_PREFIX, DRIVER_UPGRADE_STATE_LABEL, UpgradeState
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
 from reconciler.kinds import CONTROLLER_REVISION as CONTROLLER_REVISION
@@ -22,7 +22,7 @@ from reconciler.kinds import POD as POD
 
 # -- node labels -------------------------------------------------------------------------
 
-STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
+STATE_LABEL: Final = DRIVER_UPGRADE_STATE_LABEL
 """Where a node is in the upgrade (`UpgradeState` values); absent = unknown."""
 
 SKIP_LABEL: Final = "nvidia.com/gpu-driver-upgrade.skip"
