@@ -18,6 +18,8 @@ on an L4, retired pages on a GPU that remaps rows) reads as `None`, never as zer
 
 from __future__ import annotations
 
+import ctypes
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -122,12 +124,42 @@ def cuda_version_text(version: int) -> str:
 # -- the real backend ------------------------------------------------------------------------
 
 
-def open_nvml() -> PynvmlBackend:
-    """Initialise NVML on this machine (`NvmlUnavailable` with the reason if it cannot)."""
+LIBRARY = "libnvidia-ml.so.1"
+LIBRARY_DIRS = (
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/lib64",
+    "usr/lib",
+)
+
+
+def find_library(roots: Sequence[str]) -> str | None:
+    """The first `libnvidia-ml.so.1` under one of `roots` (a driver's root: the driver
+    container's on the host, or the host's own), None when none has it."""
+    for root in roots:
+        for directory in LIBRARY_DIRS:
+            path = os.path.join(root, directory, LIBRARY)
+            if os.path.exists(path):
+                return path
+    return None
+
+
+def open_nvml(library_roots: Sequence[str] = ()) -> PynvmlBackend:
+    """Initialise NVML on this machine (`NvmlUnavailable` with the reason if it cannot).
+
+    `library_roots`: driver roots to load `libnvidia-ml.so.1` from, in order, before the
+    loader's own search (the agent's image has no NVIDIA library: it takes the driver's,
+    whoever installed it). pynvml then finds the loaded library by its soname."""
     try:
         import pynvml
     except ImportError as exc:  # pragma: no cover - a dependency of the package
         raise NvmlUnavailable(f"the pynvml module is not installed ({exc})") from None
+    path = find_library(library_roots)
+    if path is not None:
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as exc:
+            raise NvmlUnavailable(f"{path} did not load: {exc}") from None
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:

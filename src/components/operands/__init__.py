@@ -34,6 +34,7 @@ from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
 from components.operands.mig_manager import MIGManager
 from components.operands.mps_control_daemon import MPSControlDaemon
+from components.operands.node_agent import NodeAgent
 from components.operands.node_status_exporter import NodeStatusExporter
 from components.operands.operator_metrics import OperatorServiceMonitor
 from components.operands.prerequisites import Prerequisites
@@ -57,6 +58,7 @@ OPERANDS: Sequence[Operand] = (
     GPUFeatureDiscovery(),
     MIGManager(),
     NodeStatusExporter(),
+    NodeAgent(),
 )
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "GPUNode",
     "MIGManager",
     "MPSControlDaemon",
+    "NodeAgent",
     "NodeStatusExporter",
     "Operand",
     "OperatorServiceMonitor",

@@ -24,6 +24,7 @@ from components.upgrade._controller import UpgradeController
 from components.upgrade._limits import admit, counts, max_unavailable
 from components.upgrade._metrics import upgrade_metrics_for
 from components.upgrade._model import (
+    AgentVerdict,
     NodeView,
     PdbView,
     PodView,
@@ -75,6 +76,7 @@ __all__ = [
     "STATE_LABEL",
     "STATE_SINCE",
     "UPGRADE_REQUESTED",
+    "AgentVerdict",
     "NodeContext",
     "NodeView",
     "PdbView",

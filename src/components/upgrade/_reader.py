@@ -65,6 +65,8 @@ class Pool:
     enabled: bool
     precompiled: bool = False
     """The policy wants precompiled drivers (`usePrecompiled`)."""
+    agent: bool = False
+    """The active ClusterPolicy runs the node agent (`nodeAgent.enabled`)."""
 
     @property
     def key(self) -> PoolKey:
@@ -167,7 +169,15 @@ class ClusterReader:
         raw = (nvd.get("spec") or {}).get("upgradePolicy")
         policy, valid = self._parse("NVIDIADriver", nvd, raw, NVIDIADriverUpgradePolicySpec)
         precompiled = (nvd.get("spec") or {}).get("usePrecompiled") is True
-        return Pool("NVIDIADriver", name, nvd, policy, valid and policy.auto_upgrade, precompiled)
+        return Pool(
+            "NVIDIADriver",
+            name,
+            nvd,
+            policy,
+            valid and policy.auto_upgrade,
+            precompiled,
+            agent=self._agent_enabled(active_cluster_policy(self.cache.list(CLUSTER_POLICY))),
+        )
 
     def cluster_policy_pool(self) -> Pool | None:
         cp = active_cluster_policy(self.cache.list(CLUSTER_POLICY))
@@ -188,7 +198,21 @@ class ClusterReader:
             and (spec.get("sandboxWorkloads") or {}).get("enabled") is not True
         )
         precompiled = driver.get("usePrecompiled") is True
-        return Pool("ClusterPolicy", name_of(cp), cp, policy, enabled, precompiled)
+        return Pool(
+            "ClusterPolicy",
+            name_of(cp),
+            cp,
+            policy,
+            enabled,
+            precompiled,
+            agent=self._agent_enabled(cp),
+        )
+
+    @staticmethod
+    def _agent_enabled(cp: Object | None) -> bool:
+        if cp is None:
+            return False
+        return ((cp.get("spec") or {}).get("nodeAgent") or {}).get("enabled") is True
 
     def owner_daemonset(self, pod: PodView) -> Object | None:
         if pod.owner_kind != "DaemonSet":

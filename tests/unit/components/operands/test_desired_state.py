@@ -177,6 +177,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "gpu-feature-discovery",
         "state-mig-manager",
         "state-node-status-exporter",
+        "state-node-agent",  # ours, after the reference's
     ]
     assert [op.deploy_label for op in OPERANDS][2:] == [
         "nvidia.com/gpu.deploy.driver",
@@ -189,6 +190,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "nvidia.com/gpu.deploy.gpu-feature-discovery",
         "nvidia.com/gpu.deploy.mig-manager",
         "nvidia.com/gpu.deploy.node-status-exporter",
+        "nvidia.com/gpu.deploy.node-agent",
     ]
     assert operand("pre-requisites").deploy_label is None
     assert operand("state-operator-metrics").deploy_label is None
