@@ -95,12 +95,22 @@ def gpu_resources(hardware: Hardware, applied: str, strategy: str) -> dict[str, 
     return {"nvidia.com/gpu": str(hardware.gpus * count)}
 
 
+def cuda_version(driver: str) -> str:
+    """The CUDA version a driver supports (`12.8`), as NVML and GFD report it."""
+    major = int(driver.split(".", 1)[0] or 0)
+    return next((v for floor, v in _CUDA_BY_DRIVER if major >= floor), "12.0")
+
+
+def applied_layout(hardware: Hardware, applied: str) -> dict[str, int] | None:
+    """MIG instances per GPU for the applied config, or None when MIG is off."""
+    return _applied_layout(hardware, applied)
+
+
 def gfd_labels(hardware: Hardware, driver: str, applied: str, strategy: str) -> dict[str, str]:
     """The labels GPU feature discovery writes for this node."""
     gpu = hardware.product
     parts = [*driver.split("."), "0", "0"][:3]
-    major = int(parts[0])
-    cuda = next((v for floor, v in _CUDA_BY_DRIVER if major >= floor), "12.0")
+    cuda = cuda_version(driver)
     cuda_major, cuda_minor = cuda.split(".")
     labels = {
         "nvidia.com/cuda.driver.major": parts[0],

@@ -34,6 +34,8 @@ class NodeSoftware(enum.Enum):
     MIG_MANAGER = "mig-manager"
     DCGM = "dcgm"
     DCGM_EXPORTER = "dcgm-exporter"
+    CONTAINER_TOOLKIT = "container-toolkit"
+    NODE_AGENT = "node-agent"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -49,6 +51,8 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.MIG_MANAGER: (("app", "nvidia-mig-manager"),),
     NodeSoftware.DCGM: (("app", "nvidia-dcgm"),),
     NodeSoftware.DCGM_EXPORTER: (("app", "nvidia-dcgm-exporter"),),
+    NodeSoftware.CONTAINER_TOOLKIT: (("app", "nvidia-container-toolkit-daemonset"),),
+    NodeSoftware.NODE_AGENT: (("app", "gpu-operator-node-agent"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.
@@ -160,6 +164,43 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
 
 
 @dataclass(frozen=True)
+class GpuWorkload:
+    """A running pod that asked for GPUs: on a real node, its processes use them."""
+
+    key: str
+    uid: str
+    node: str
+    gpus: int
+
+
+def gpu_workload(pod: Mapping[str, Any]) -> GpuWorkload | None:
+    """The pod as a GPU workload: bound, Running, not being deleted, and limiting an
+    `nvidia.com/` resource; None for any other pod (and for the NVIDIA software itself)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    if software_of(meta.get("labels") or {}) is not None or meta.get("deletionTimestamp"):
+        return None
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") != "Running":
+        return None
+    gpus = 0
+    for container in spec.get("containers") or []:
+        for key, value in ((container.get("resources") or {}).get("limits") or {}).items():
+            if key.startswith(RESOURCE_PREFIX):
+                try:
+                    gpus += int(value)
+                except (TypeError, ValueError):
+                    continue
+    if gpus <= 0:
+        return None
+    return GpuWorkload(
+        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        uid=str(meta.get("uid") or ""),
+        node=str(spec["nodeName"]),
+        gpus=gpus,
+    )
+
+
+@dataclass(frozen=True)
 class Hardware:
     """The simulated GPUs of a node, from its `sim.gpu-operator.io/*` annotations."""
 
@@ -259,7 +300,16 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     }
     labels = meta.get("labels") or {}
     if software_of(labels) is None:
-        return {"metadata": kept}
+        workload = gpu_workload(pod)
+        if workload is None:
+            return {"metadata": kept}
+        kept["uid"] = workload.uid
+        limits = {RESOURCE_PREFIX + "gpu": str(workload.gpus)}
+        return {
+            "metadata": kept,
+            "spec": {"nodeName": workload.node, "containers": [{"resources": {"limits": limits}}]},
+            "status": {"phase": "Running"},
+        }
     kept["labels"] = dict(labels)
     if meta.get("deletionTimestamp"):
         kept["deletionTimestamp"] = meta["deletionTimestamp"]
