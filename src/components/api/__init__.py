@@ -89,6 +89,8 @@ from components.api._node_agent import (
     GPU_VALIDATED,
     HOST_DRIVER_REASON,
     NODE_AGENT_CONDITIONS,
+    GpuProcessEntry,
+    gpu_processes,
 )
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
 from components.api._status import (
@@ -162,6 +164,7 @@ __all__ = [
     "DriverSpec",
     "DriverUpgradePolicySpec",
     "EnvVar",
+    "GpuProcessEntry",
     "ImageError",
     "ImageSpec",
     "Kind",
@@ -183,6 +186,7 @@ __all__ = [
     "crd",
     "driver_image",
     "driver_manager_image",
+    "gpu_processes",
     "operand_image",
     "os_tag",
     "render_all",

@@ -5,6 +5,9 @@ the controllers and the upgrade walk read them.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 GPU_DRIVER_READY: Final = "GPUDriverReady"
@@ -22,3 +25,49 @@ GPU_PROCESSES_ANNOTATION: Final = "nvidia.com/gpu-operator.compute-processes"
 """On a Node: a JSON list, one entry per GPU compute process, ordered by GPU index and PID:
 `{"gpu": UUID, "index": N, "pid": host PID, "mig": MIG UUID or null, "podUID": UID or "",
 "pod": "namespace/name" or ""}`. Absent when no process uses a GPU (or no agent runs)."""
+
+
+@dataclass(frozen=True)
+class GpuProcessEntry:
+    """One entry of `GPU_PROCESSES_ANNOTATION`: a compute process and the pod owning it."""
+
+    gpu: str
+    index: int
+    pid: int
+    mig: str | None
+    pod_uid: str
+    pod: str
+    """`namespace/name`, "" for a process outside any pod the agent could name."""
+
+    @property
+    def pod_key(self) -> tuple[str, str] | None:
+        """(namespace, name) of the owning pod, None when there is none."""
+        namespace, _, name = self.pod.partition("/")
+        return (namespace, name) if namespace and name else None
+
+
+def gpu_processes(annotations: Mapping[str, str]) -> list[GpuProcessEntry]:
+    """The node's GPU compute processes as its agent last published them (`[]` when none,
+    or when the annotation cannot be read: the agent rewrites it on its next look)."""
+    try:
+        raw = json.loads(annotations.get(GPU_PROCESSES_ANNOTATION) or "[]")
+    except ValueError:
+        return []
+    out: list[GpuProcessEntry] = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            out.append(
+                GpuProcessEntry(
+                    gpu=str(item.get("gpu", "")),
+                    index=int(item.get("index", 0)),
+                    pid=int(item.get("pid", 0)),
+                    mig=str(item["mig"]) if item.get("mig") else None,
+                    pod_uid=str(item.get("podUID", "")),
+                    pod=str(item.get("pod", "")),
+                )
+            )
+        except (TypeError, ValueError):
+            continue
+    return out

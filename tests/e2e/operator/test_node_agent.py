@@ -10,13 +10,13 @@ GPU that raises an XID makes its node `GPUHealthy=False` and the policy counts i
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
+from components.api import GpuProcessEntry, gpu_processes
 from gpusim import ClusterConfig, SimulatedCluster
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.e2e.operator.test_operator_on_simulated_cluster import (
@@ -144,15 +144,47 @@ async def test_gpu_processes_are_listed_with_the_pods_that_own_them(
     core = client.CoreV1Api(kube)
     await core.create_namespaced_pod("default", GPU_POD)
 
-    async def listed() -> list[dict[str, Any]] | None:
+    async def listed() -> list[GpuProcessEntry] | None:
         pod = await core.read_namespaced_pod("cuda-job", "default")
         if not pod.spec.node_name:
             return None
         node = await core.read_node(pod.spec.node_name)
-        text = (node.metadata.annotations or {}).get("nvidia.com/gpu-operator.compute-processes")
-        return json.loads(text) if text else None
+        return gpu_processes(node.metadata.annotations or {}) or None
 
     processes = await eventually(listed, "the GPU pod's process on its node", seconds=60)
-    assert [p["pod"] for p in processes] == ["default/cuda-job"]
-    assert processes[0]["gpu"].startswith("GPU-") and processes[0]["pid"] > 0
+    assert [p.pod_key for p in processes] == [("default", "cuda-job")]
+    assert processes[0].gpu.startswith("GPU-") and processes[0].pid > 0
     await core.delete_namespaced_pod("cuda-job", "default", grace_period_seconds=0)
+
+
+async def test_a_driver_upgrade_is_validated_by_the_agent(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    node = operator_cluster.gpu_nodes[0]
+    (old,) = await _driver_pods_on(kube, node)
+    await client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        POLICY,
+        {"spec": {"driver": {"version": "580.95.05", "upgradePolicy": {"autoUpgrade": True}}}},
+        _content_type="application/merge-patch+json",
+    )
+
+    async def done() -> Any:
+        n = await core.read_node(node)
+        state = (n.metadata.labels or {}).get("nvidia.com/gpu-driver-upgrade-state")
+        pods = await _driver_pods_on(kube, node)
+        fresh = [p for p in pods if p.metadata.uid != old.metadata.uid]
+        return (n, fresh[0]) if state == "upgrade-done" and fresh else None
+
+    upgraded, new = await eventually(done, f"{node} upgraded to 580.95.05", seconds=240)
+    conditions = _conditions(upgraded)
+    validated = conditions["GPUValidated"]
+    assert validated.status == "True"
+    # The answer the walk waited for is about the new driver, not the one before.
+    assert validated.last_transition_time >= new.metadata.creation_timestamp.replace(microsecond=0)
+    assert "580.95.05" in conditions["GPUDriverReady"].message
+    # The host-driver node took no part: still no driver pod there.
+    assert await _driver_pods_on(kube, HOST_NODE) == []

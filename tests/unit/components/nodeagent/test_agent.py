@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from components.api import GPU_PROCESSES_ANNOTATION, gpu_processes
 from components.nodeagent import (
     ComputeProcess,
     EccCounts,
@@ -268,3 +269,20 @@ def test_the_simulated_backend_reports_processes_and_memory() -> None:
     assert reading.processes[0].pid == 11
     assert reading.memory_used_mib == 1024
     assert reading.mig_current is None  # not MIG-capable
+
+
+def test_the_operator_reads_back_what_the_agent_publishes() -> None:
+    text = process_list(
+        [
+            GpuProcess("GPU-0", 0, 30, "MIG-3", POD_UID, "ml/train-0"),
+            GpuProcess("GPU-1", 1, 40, None, "", ""),
+        ]
+    )
+    assert text is not None
+    entries = gpu_processes({GPU_PROCESSES_ANNOTATION: text})
+    assert [(e.gpu, e.pid, e.mig, e.pod_key) for e in entries] == [
+        ("GPU-0", 30, "MIG-3", ("ml", "train-0")),
+        ("GPU-1", 40, None, None),
+    ]
+    assert gpu_processes({}) == []
+    assert gpu_processes({GPU_PROCESSES_ANNOTATION: "not json"}) == []
