@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 from components.api import DRIVER_UPGRADE_STATE_LABEL, GPU_PROCESSES_ANNOTATION
 from components.nodeagent._host import HostRoot
 from components.nodeagent._metrics import AgentMetrics
-from components.nodeagent._nvml import GpuReading, Nvml, NvmlUnavailable
+from components.nodeagent._nvml import GpuReading, Nvml, NvmlUnavailable, XidEvent
 from components.nodeagent._report import (
     CONDITION_TYPES,
     Observation,
@@ -213,7 +213,7 @@ class NodeAgent:
             self._nvml.close()
             self._nvml = None
 
-    def record_xids(self, events: Sequence[Any]) -> None:
+    def record_xids(self, events: Sequence[XidEvent]) -> None:
         """Keep the critical XIDs (an `XidEvent` list from `Nvml.wait_xids`)."""
         for event in events:
             if self.metrics is not None:

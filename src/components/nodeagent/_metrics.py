@@ -19,6 +19,7 @@ _GPU = ("gpu", "uuid")
 class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._last: Observation | None = None
         r = self.registry
         self.condition = Gauge(
             "gpu_operator_node_condition",
@@ -91,12 +92,11 @@ class AgentMetrics:
         )
 
     def xid(self, uuid: str, xid: int) -> None:
+        """Count an XID, labelled with the GPU's index as last seen."""
         index = next(
             (str(g.index) for g in (self._last.gpus if self._last else ()) if g.uuid == uuid), ""
         )
         self.xids.labels(index, uuid, str(xid)).inc()
-
-    _last: Observation | None = None
 
     def observe(self, obs: Observation, verdicts: Sequence[Verdict]) -> None:
         self._last = obs
