@@ -31,6 +31,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where the host's root filesystem is mounted (default /host)",
     )
     agent.add_argument(
+        "--driver-root",
+        default="/run/nvidia/driver",
+        metavar="DIR",
+        help="where the driver container publishes its root on the host (default "
+        "/run/nvidia/driver, the policy's hostPaths.driverInstallDir)",
+    )
+    agent.add_argument(
         "--interval",
         type=float,
         default=15.0,

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DRIVER_VERSION_FILE = "proc/driver/nvidia/version"
-DRIVER_CONTAINER_ROOT = "run/nvidia/driver"
-"""Where the driver container publishes its root (`driver.installDir`'s default)."""
+DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
+"""Where the driver container publishes its root on the host (`hostPaths.driverInstallDir`'s
+default)."""
 TOOLKIT_MARKERS = (
     "usr/local/nvidia/toolkit/nvidia-container-runtime",
     "run/nvidia/validations/toolkit-ready",
@@ -46,8 +47,9 @@ class HostFacts:
 class HostRoot:
     """The host's filesystem under `root` (`/host` in the agent's pod, `/` on a machine)."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, driver_root: str = DRIVER_CONTAINER_ROOT) -> None:
         self.root = Path(root)
+        self.driver_root = self.root / driver_root.lstrip("/")
 
     def facts(self) -> HostFacts:
         return HostFacts(
@@ -65,7 +67,7 @@ class HostRoot:
         return found.group(1) if found else "unknown"
 
     def _driver_container_root(self) -> bool:
-        root = self.root / DRIVER_CONTAINER_ROOT
+        root = self.driver_root
         try:
             return root.is_dir() and any(root.iterdir())
         except OSError:

@@ -17,7 +17,7 @@ from prometheus_client import start_http_server
 
 from components.errors import CommandError
 from components.nodeagent._agent import ClusterNodeApi, NodeAgent
-from components.nodeagent._host import DRIVER_CONTAINER_ROOT, HostRoot
+from components.nodeagent._host import HostRoot
 from components.nodeagent._metrics import AgentMetrics
 from components.nodeagent._nvml import open_nvml
 from components.run import api_client, plain_client
@@ -28,10 +28,10 @@ log = logging.getLogger("components.nodeagent")
 FIELD_MANAGER = "gpu-operator-node-agent"
 
 
-def driver_roots(host_root: str) -> list[str]:
+def driver_roots(host: HostRoot) -> list[str]:
     """Where the driver's libraries are: the driver container's root on the host, then the
     host's own (a host-installed driver)."""
-    return [os.path.join(host_root, DRIVER_CONTAINER_ROOT), host_root]
+    return [str(host.driver_root), str(host.root)]
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -41,11 +41,12 @@ async def serve(args: argparse.Namespace) -> None:
     metrics = AgentMetrics()
     if args.metrics_port:
         start_http_server(args.metrics_port, registry=metrics.registry)
+    host = HostRoot(args.host_root, args.driver_root)
     async with await api_client(args.kubeconfig) as api:
         agent = NodeAgent(
             node,
-            nvml_opener=lambda: open_nvml(driver_roots(args.host_root)),
-            host=HostRoot(args.host_root),
+            nvml_opener=lambda: open_nvml(driver_roots(host)),
+            host=host,
             api=ClusterNodeApi(plain_client(api, FIELD_MANAGER), node),
             metrics=metrics,
         )

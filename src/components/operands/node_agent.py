@@ -90,6 +90,7 @@ class NodeAgent(BaseOperand):
                     "gpu-operator",
                     "node-agent",
                     "--host-root=/host",
+                    f"--driver-root={ctx.driver_install_dir}",
                     f"--metrics-port={PORT}",
                     f"--interval={agent.interval_seconds}",
                 ],

@@ -286,3 +286,16 @@ def test_the_operator_reads_back_what_the_agent_publishes() -> None:
     ]
     assert gpu_processes({}) == []
     assert gpu_processes({GPU_PROCESSES_ANNOTATION: "not json"}) == []
+
+
+def test_a_driver_container_elsewhere_is_found_where_the_policy_installs_it(
+    tmp_path: Path,
+) -> None:
+    host(tmp_path, container=False)
+    (tmp_path / "opt/nvidia/driver/usr/bin").mkdir(parents=True)
+    moved = HostRoot(tmp_path, "/opt/nvidia/driver")
+    a = agent(SimulatedNvml(gpus(), driver="580.95.05"), moved)
+    assert by_type(a.observe(node(2)))["GPUDriverReady"].reason == "DriverContainer"
+    # The default place, empty here, would have taken it for a host driver.
+    b = agent(SimulatedNvml(gpus(), driver="580.95.05"), HostRoot(tmp_path))
+    assert by_type(b.observe(node(2)))["GPUDriverReady"].reason == "HostDriver"

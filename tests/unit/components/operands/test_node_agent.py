@@ -35,6 +35,7 @@ def test_the_agent_daemonset_reads_the_gpus_from_the_operators_image() -> None:
     assert c["image"] == "gpu-operator:0.1.0"
     assert c["command"][:2] == ["gpu-operator", "node-agent"]
     assert "--interval=5" in c["command"]
+    assert "--driver-root=/run/nvidia/driver" in c["command"]
     assert c["securityContext"]["privileged"] is True
     assert mounts(c)["/host"] == "host-root"
     assert ("Service", "gpu-operator-node-agent") in kinds_and_names(rendered)
@@ -67,6 +68,14 @@ def test_rbac_lets_it_write_only_its_node_conditions_and_read_pods() -> None:
         (("nodes/status",), ("patch",)),
         (("pods",), ("list",)),
     }
+
+
+def test_the_agent_looks_for_the_driver_container_where_the_policy_installs_it() -> None:
+    rendered = render(
+        {"nodeAgent": {"enabled": True}, "hostPaths": {"driverInstallDir": "/opt/nvidia/driver"}}
+    )
+    c = container(next(iter(daemonsets(rendered).values())))
+    assert "--driver-root=/opt/nvidia/driver" in c["command"]
 
 
 def test_a_service_monitor_with_the_crd() -> None:
