@@ -122,7 +122,8 @@ async def _churn(
                 one = sampler.sample(minute)
                 if drained is None and one["depth"] == 0 and one["unfinished_seconds"] == 0:
                     drained = round(time.monotonic() - start, 1)
-                await asyncio.sleep(sample_seconds)
+                # Often until the batch is worked off (to see its peak), then every few s.
+                await asyncio.sleep(sample_seconds if drained is not None else 0.5)
             drained_after.append(drained)
             last = sampler.samples[-1]
             print(
