@@ -40,6 +40,7 @@ from components.api._clusterpolicy import (
 from components.api._common import (
     ComponentSpec,
     ContainerProbeSpec,
+    DriverManagerSpec,
     EnvVar,
     ImageSpec,
     ResourceRequirements,
@@ -140,6 +141,7 @@ __all__ = [
     "ConditionType",
     "ContainerProbeSpec",
     "DrainSpec",
+    "DriverManagerSpec",
     "DriverSpec",
     "DriverUpgradePolicySpec",
     "EnvVar",
