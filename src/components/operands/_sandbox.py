@@ -9,10 +9,18 @@ only render while `sandboxWorkloads.enabled`, as the reference's states do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from components.api import ClusterPolicy, DriverManagerSpec, OperandImage, resolve_image
+from components.api import (
+    ClusterPolicy,
+    DriverManagerSpec,
+    OperandImage,
+    opted_out,
+    resolve_image,
+)
 from components.operands._context import Ctx
+from components.operands._contract import GPUNode
 from components.operands._pods import (
     PRIVILEGED,
     VALIDATIONS_DIR,
@@ -30,6 +38,12 @@ WORKLOAD_TYPE_FILE = f"{VALIDATIONS_DIR}/workload-type"
 def sandbox_on(policy: ClusterPolicy) -> bool:
     """`sandboxWorkloads.enabled`: without it no VM operand is deployed anywhere."""
     return policy.spec.sandbox_workloads.enabled
+
+
+def labelled_nodes(nodes: Sequence[GPUNode], deploy_label: str) -> list[GPUNode]:
+    """The nodes the node labeller gave `deploy_label=true` (not opted out): unlike the
+    container operands, absent means no, as only VM nodes ever get these labels."""
+    return [n for n in nodes if not opted_out(n.labels) and n.labels.get(deploy_label) == "true"]
 
 
 def uninstall_driver(ctx: Ctx, spec: DriverManagerSpec, *, evict: bool) -> dict[str, Any]:

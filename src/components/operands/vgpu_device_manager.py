@@ -2,8 +2,9 @@
 configuration (`nvidia.com/vgpu.config` on the node, else `vgpuDeviceManager.config.default`)
 in the ConfigMap `vgpuDeviceManager.config.name`, once the vGPU manager is loaded
 (`vgpu-manager-ready`). The reference's built-in table of vGPU types is not shipped: the
-policy names its ConfigMap (a condition says so otherwise). On while
-`sandboxWorkloads.enabled` and `vgpuDeviceManager.enabled` (the default).
+policy names its ConfigMap. On while `sandboxWorkloads.enabled` and
+`vgpuDeviceManager.enabled` (the default); without a named ConfigMap it runs nowhere, and
+says so (`VGPUDevicesConfigMissing`) only while a node is a vGPU host.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from components.operands._pods import (
     wait_for_file,
 )
 from components.operands._rbac import account_and_rbac, rule
-from components.operands._sandbox import sandbox_on
+from components.operands._sandbox import labelled_nodes, sandbox_on
 from components.operands._workloads import daemonset
 
 NAME = "state-vgpu-device-manager"
@@ -58,6 +59,9 @@ class VGPUDeviceManager(BaseOperand):
             )
         )
         if not spec.config.name:
+            # Only a vGPU host needs it: a passthrough-only cluster is not told off.
+            if not labelled_nodes(ctx.view.gpu_nodes, DEPLOY_LABEL):
+                return rendered
             rendered.conditions.append(
                 (
                     "VGPUDevicesConfigMissing",

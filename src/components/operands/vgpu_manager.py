@@ -18,11 +18,10 @@ from components.api import (
     ClusterPolicy,
     ImageError,
     OperandImage,
-    opted_out,
     os_tag,
 )
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import GPUNode, Rendered
+from components.operands._contract import Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
     apply_component,
@@ -33,18 +32,18 @@ from components.operands._pods import (
     pull_policy,
 )
 from components.operands._rbac import account_and_rbac, rule
-from components.operands._sandbox import privileged_s0, sandbox_on, uninstall_driver
+from components.operands._sandbox import (
+    labelled_nodes,
+    privileged_s0,
+    sandbox_on,
+    uninstall_driver,
+)
 from components.operands._workloads import daemonset
 
 NAME = "state-vgpu-manager"
 DEPLOY_LABEL = deploy_label("vgpu-manager")
 APP = "nvidia-vgpu-manager-daemonset"
 ACCOUNT = "nvidia-vgpu-manager"
-
-
-def vgpu_hosts(nodes: list[GPUNode] | tuple[GPUNode, ...]) -> list[GPUNode]:
-    """The nodes the node labeller made vGPU hosts (`vgpu-manager=true`)."""
-    return [n for n in nodes if not opted_out(n.labels) and n.labels.get(DEPLOY_LABEL) == "true"]
 
 
 class VGPUManager(BaseOperand):
@@ -80,7 +79,7 @@ class VGPUManager(BaseOperand):
             )
             return rendered
         base = image_or_condition(ctx, OperandImage.VGPU_MANAGER, rendered)
-        hosts = vgpu_hosts(list(ctx.view.gpu_nodes))
+        hosts = labelled_nodes(ctx.view.gpu_nodes, DEPLOY_LABEL)
         if base is None or not hosts:
             return rendered
         releases = {(n.os_id or "", n.os_version or "") for n in hosts}

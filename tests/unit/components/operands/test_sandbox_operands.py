@@ -309,6 +309,10 @@ def test_vgpu_device_manager_reads_the_named_config() -> None:
     rendered = render(VGPUDeviceManager(), unnamed, nodes)
     assert daemonsets(rendered) == {}
     assert [r for r, _ in rendered.conditions] == ["VGPUDevicesConfigMissing"]
+    # Enabled by default: a cluster without vGPU hosts is not told to name a config.
+    passthrough_only = [n for n in nodes if n.name == "vm-1"]
+    rendered = render(VGPUDeviceManager(), unnamed, passthrough_only)
+    assert daemonsets(rendered) == {} and rendered.conditions == []
 
 
 def test_kata_manager_config_change_rolls_its_pods_and_follows_the_runtime() -> None:
