@@ -51,7 +51,7 @@ class CCManager(BaseOperand):
                 ACCOUNT,
                 rules=[rule([""], ["pods"], ["get", "list", "watch", "delete"])],
                 # It reports the mode it applied in the node label nvidia.com/cc.mode.state.
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch", "update"])],
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
             )
         )
         image = image_or_condition(ctx, OperandImage.CC_MANAGER, rendered)

@@ -48,11 +48,13 @@ class VFIOManager(BaseOperand):
                 ctx,
                 ACCOUNT,
                 # The driver manager finds and waits for the driver's pods before unloading it.
-                rules=[rule([""], ["pods"], ["get", "list", "watch", "delete"])],
-                cluster_rules=[
-                    rule([""], ["nodes"], ["get", "list", "watch", "patch", "update"]),
+                rules=[
+                    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
                     rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
                 ],
+                # Within what the operator holds itself (config/rbac), or the API server
+                # refuses the role: nodes are patched, never updated.
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
             )
         )
         image = image_or_condition(ctx, OperandImage.VFIO_MANAGER, rendered)

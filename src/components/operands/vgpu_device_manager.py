@@ -55,7 +55,7 @@ class VGPUDeviceManager(BaseOperand):
                 ACCOUNT,
                 rules=[rule([""], ["pods"], ["get", "list", "watch", "delete"])],
                 # It reports its progress in the node label nvidia.com/vgpu.config.state.
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch", "update"])],
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
             )
         )
         if not spec.config.name:

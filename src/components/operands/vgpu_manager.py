@@ -61,11 +61,13 @@ class VGPUManager(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                rules=[rule([""], ["pods"], ["get", "list", "watch", "delete"])],
-                cluster_rules=[
-                    rule([""], ["nodes"], ["get", "list", "watch", "patch", "update"]),
+                rules=[
+                    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
                     rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
                 ],
+                # Within what the operator holds itself (config/rbac), or the API server
+                # refuses the role: nodes are patched, never updated.
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
             )
         )
         if not (spec.repository or spec.image or spec.version) or not spec.version:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+import yaml
 
 from components.operands import (
     CCManager,
@@ -19,6 +20,7 @@ from components.operands import (
     VGPUDeviceManager,
     VGPUManager,
 )
+from tests.unit.components.api.cases import REPO
 
 from .cases import (
     NAMESPACE,
@@ -346,3 +348,35 @@ def test_cc_manager_runs_on_cc_capable_nodes_in_the_default_mode() -> None:
     no_mode = {**ALL_ON, "ccManager": {"enabled": True}}
     ds = daemonsets(render(CCManager(), no_mode, nodes))["nvidia-cc-manager"]
     assert "DEFAULT_CC_MODE" not in env_of(container(ds))
+
+
+def _grants(rules: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for r in rules
+        for group in r["apiGroups"]
+        for resource in r["resources"]
+        for verb in r["verbs"]
+    }
+
+
+def test_vm_operand_roles_stay_within_what_the_operator_may_grant() -> None:
+    """The API server refuses a role granting more than its creator holds (no `escalate`):
+    every VM operand's rules must be in config/rbac's ClusterRole (or, for a Role in the
+    operator's namespace, its Role)."""
+    operator: dict[str, set[tuple[str, str, str]]] = {}
+    for name in ("cluster_role.yaml", "role.yaml"):
+        for doc in yaml.safe_load_all((REPO / "config" / "rbac" / name).read_text()):
+            if doc and doc["metadata"]["name"] == "gpu-operator":
+                operator[doc["kind"]] = _grants(doc["rules"])
+    checked = 0
+    for op, _, _, _ in EXPECTED.values():
+        for obj in render(op, ALL_ON, OS_FAMILIES["ubuntu"][0]).objects:
+            if obj["kind"] == "ClusterRole":
+                assert _grants(obj["rules"]) <= operator["ClusterRole"], op.name
+                checked += 1
+            elif obj["kind"] == "Role":
+                held = operator["ClusterRole"] | operator["Role"]
+                assert _grants(obj["rules"]) <= held, op.name
+                checked += 1
+    assert checked >= 10
