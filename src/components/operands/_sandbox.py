@@ -75,6 +75,12 @@ def uninstall_driver(ctx: Ctx, spec: DriverManagerSpec, *, evict: bool) -> dict[
     }
 
 
+def manager_resources() -> dict[str, Any]:
+    """What the VFIO and CC managers ask for unless the policy says otherwise (as the
+    reference); a fresh copy per object."""
+    return {"limits": {"memory": "200Mi"}, "requests": {"cpu": "100m", "memory": "200Mi"}}
+
+
 def privileged_s0() -> dict[str, Any]:
     """Privileged, with the SELinux level the reference gives host-level managers."""
     return {"privileged": True, "seLinuxOptions": {"level": "s0"}}

@@ -23,7 +23,7 @@ from components.operands._pods import (
     pull_policy,
 )
 from components.operands._rbac import account_and_rbac, rule
-from components.operands._sandbox import privileged_s0
+from components.operands._sandbox import manager_resources, privileged_s0
 from components.operands._workloads import daemonset
 
 NAME = "state-cc-manager"
@@ -31,7 +31,6 @@ DEPLOY_LABEL = deploy_label("cc-manager")
 APP = "nvidia-cc-manager"
 ACCOUNT = "nvidia-cc-manager"
 CC_CAPABLE_LABEL = "nvidia.com/cc.capable"
-DEFAULT_RESOURCES = {"limits": {"memory": "200Mi"}, "requests": {"cpu": "100m", "memory": "200Mi"}}
 
 
 class CCManager(BaseOperand):
@@ -66,7 +65,7 @@ class CCManager(BaseOperand):
                 "image": image,
                 "imagePullPolicy": pull_policy(spec),
                 "env": merge_env(envs, spec.env),
-                "resources": DEFAULT_RESOURCES,
+                "resources": manager_resources(),
                 "securityContext": privileged_s0(),
                 "volumeMounts": [mount("host-sys", "/sys"), mount("run-nvidia", "/run/nvidia")],
                 "lifecycle": {

@@ -21,15 +21,18 @@ from components.operands._pods import (
     pull_policy,
 )
 from components.operands._rbac import account_and_rbac, rule
-from components.operands._sandbox import privileged_s0, sandbox_on, uninstall_driver
+from components.operands._sandbox import (
+    manager_resources,
+    privileged_s0,
+    sandbox_on,
+    uninstall_driver,
+)
 from components.operands._workloads import daemonset
 
 NAME = "state-vfio-manager"
 DEPLOY_LABEL = deploy_label("vfio-manager")
 APP = "nvidia-vfio-manager"
 ACCOUNT = "nvidia-vfio-manager"
-#: What the VFIO manager asks for unless the policy says otherwise (as the reference).
-DEFAULT_RESOURCES = {"limits": {"memory": "200Mi"}, "requests": {"cpu": "100m", "memory": "200Mi"}}
 
 
 class VFIOManager(BaseOperand):
@@ -68,7 +71,7 @@ class VFIOManager(BaseOperand):
                 "command": ["/bin/sh", "-c"],
                 "args": ["vfio-manage bind --all && while true; do sleep 86400; done"],
                 "env": merge_env([env("HOST_ROOT", "/host")], spec.env),
-                "resources": DEFAULT_RESOURCES,
+                "resources": manager_resources(),
                 "securityContext": privileged_s0(),
                 "volumeMounts": [
                     mount("host-sys", "/sys"),
