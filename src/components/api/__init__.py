@@ -81,6 +81,7 @@ from components.api._labels import (
 )
 from components.api._monitoring import ServiceMonitorConfig
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
+from components.api._sandbox import KataRuntimeClassSpec
 from components.api._status import (
     MAX_LISTED_NODES,
     ClusterPolicyStatus,
@@ -147,6 +148,7 @@ __all__ = [
     "EnvVar",
     "ImageError",
     "ImageSpec",
+    "KataRuntimeClassSpec",
     "Kind",
     "MIGStrategy",
     "NVIDIADriver",

@@ -3,14 +3,18 @@
 `kataManager.config.artifactsDir`) and configures the node's container runtime for them,
 on `vm-passthrough` nodes once the GPUs are bound to `vfio-pci`. Its configuration is a
 ConfigMap of ours; a change of it restarts the pods (a hash of it in the pod template).
-On while `sandboxWorkloads.enabled` and `kataManager.enabled`.
+Each runtime class is also a RuntimeClass of the same name and handler, scheduling its pods
+onto the Kata manager's nodes (or the runtime class's own `nodeSelector`). On while
+`sandboxWorkloads.enabled` and `kataManager.enabled`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
-from components.api import ClusterPolicy, OperandImage
+from components.api import ClusterPolicy, KataRuntimeClassSpec, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label, short_hash
@@ -66,6 +70,24 @@ _READY = (
 )
 
 
+def runtime_class(ctx: Ctx, spec: KataRuntimeClassSpec) -> dict[str, Any]:
+    """The RuntimeClass a Kata pod names to run in a VM of this runtime class."""
+    return {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": ctx.meta(
+            spec.name,
+            namespaced=False,
+            labels={
+                "app.kubernetes.io/component": "gpu-operator",
+                "nvidia.com/kata-runtime-class": "true",
+            },
+        ),
+        "handler": spec.name,
+        "scheduling": {"nodeSelector": dict(spec.node_selector) or {DEPLOY_LABEL: "true"}},
+    }
+
+
 class KataManager(BaseOperand):
     """The Kata manager DaemonSet, its ConfigMaps, ServiceAccount and RBAC."""
 
@@ -94,6 +116,7 @@ class KataManager(BaseOperand):
                 ),
                 config_map(ctx, CONFIG, {"config.yaml": text}, labels={"app": APP}),
                 entrypoint_config_map(ctx, ENTRYPOINT, _ENTRYPOINT, app=APP),
+                *(runtime_class(ctx, rc) for rc in spec.config.runtime_classes),
             ]
         )
         image = image_or_condition(ctx, OperandImage.KATA_MANAGER, rendered)

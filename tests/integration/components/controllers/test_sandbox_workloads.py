@@ -58,7 +58,14 @@ SPEC = {
     "sandboxWorkloads": {"enabled": True},
     "vgpuManager": {"enabled": True, "repository": "registry.example/nvidia", "version": "595.58"},
     "vgpuDeviceManager": {"config": {"name": "vgpu-devices"}},
-    "kataManager": {"enabled": True},
+    "kataManager": {
+        "enabled": True,
+        "config": {
+            "runtimeClasses": [
+                {"name": "kata-nvidia-gpu", "artifacts": {"url": "nvcr.io/nvidia/kata:1"}}
+            ]
+        },
+    },
     "ccManager": {"enabled": True, "defaultMode": "on"},
 }
 
@@ -111,6 +118,7 @@ async def test_each_node_gets_its_workloads_stack_and_the_vm_operands_apply(
             assert subset(wanted, owned[key]) == [], key
             checked += 1
     assert checked >= 7 * 2
+    assert ("RuntimeClass", "kata-nvidia-gpu") in owned
     assert sets["nvidia-vgpu-manager-daemonset"]["spec"]["template"]["spec"]["containers"][0][
         "image"
     ] == ("registry.example/nvidia/vgpu-manager:595.58-ubuntu22.04")

@@ -331,7 +331,13 @@ def test_kata_manager_config_change_rolls_its_pods_and_follows_the_runtime() -> 
         ]
     }
     changed = {**ALL_ON, "kataManager": {"enabled": True, "config": classes}}
-    ds2 = daemonsets(render(KataManager(), changed, nodes))["nvidia-kata-manager"]
+    rendered2 = render(KataManager(), changed, nodes)
+    ds2 = daemonsets(rendered2)["nvidia-kata-manager"]
+    # Each runtime class is a RuntimeClass that schedules onto the Kata manager's nodes.
+    rc = find(rendered2, "RuntimeClass", "kata-nvidia-gpu")
+    assert rc["handler"] == "kata-nvidia-gpu"
+    assert rc["scheduling"] == {"nodeSelector": {DEPLOY + "kata-manager": "true"}}
+    assert rc["metadata"]["labels"]["nvidia.com/kata-runtime-class"] == "true"
     assert ds2["spec"]["template"]["metadata"]["annotations"][annotation] != before
     assert env_of(container(ds))["RUNTIME_CONFIG"].endswith("config.toml")
     assert pod(ds)["hostPID"] is True
