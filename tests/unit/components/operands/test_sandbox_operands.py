@@ -386,3 +386,25 @@ def test_vm_operand_roles_stay_within_what_the_operator_may_grant() -> None:
                 assert _grants(obj["rules"]) <= held, op.name
                 checked += 1
     assert checked >= 10
+
+
+def test_the_daemonsets_section_and_host_network_reach_every_vm_operand() -> None:
+    context = {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}
+    spec: dict[str, Any] = {
+        **ALL_ON,
+        "daemonsets": {
+            "priorityClassName": "gpu-critical",
+            "labels": {"team": "vms"},
+            "podSecurityContext": context,
+            "updateStrategy": "OnDelete",
+        },
+        "vfioManager": {"hostNetwork": True},
+    }
+    nodes = OS_FAMILIES["rhel"][0]
+    for state, (op, app, _, _) in EXPECTED.items():
+        ds = daemonsets(render(op, spec, nodes))[app]
+        assert pod(ds)["priorityClassName"] == "gpu-critical", state
+        assert pod(ds)["securityContext"] == context, state
+        assert ds["spec"]["template"]["metadata"]["labels"]["team"] == "vms", state
+        assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}, state
+        assert pod(ds).get("hostNetwork", False) is (state == "state-vfio-manager"), state
