@@ -11,8 +11,10 @@ import yaml
 
 from components.operands import (
     CCManager,
+    Driver,
     GPUNode,
     KataManager,
+    MIGManager,
     Rendered,
     SandboxDevicePlugin,
     SandboxValidator,
@@ -408,3 +410,19 @@ def test_the_daemonsets_section_and_host_network_reach_every_vm_operand() -> Non
         assert ds["spec"]["template"]["metadata"]["labels"]["team"] == "vms", state
         assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}, state
         assert pod(ds).get("hostNetwork", False) is (state == "state-vfio-manager"), state
+
+
+def test_a_vm_node_does_not_count_for_the_container_operands() -> None:
+    """A passthrough node has no driver: switching the only RHEL node to VMs must not leave a
+    RHEL driver DaemonSet behind nor rename the Ubuntu one (its pods would be relabelled)."""
+    vm_labels = {DEPLOY + k: "true" for k in ("sandbox-validator", "vfio-manager")}
+    nodes = [
+        gpu_node("gpu-ubuntu-1"),
+        gpu_node("gpu-ubuntu-2"),
+        gpu_node("gpu-rhel-vm", "rhel", "9.4", RHEL_KERNEL, mig_capable=True, labels=vm_labels),
+    ]
+    rendered = render(Driver(), ALL_ON, nodes)
+    assert set(daemonsets(rendered)) == {"nvidia-driver-daemonset"}
+    assert rendered.conditions == []
+    # Nor does its MIG-capable GPU bring a MIG manager no container node needs.
+    assert daemonsets(render(MIGManager(), ALL_ON, nodes)) == {}
