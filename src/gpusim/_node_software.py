@@ -34,6 +34,8 @@ class NodeSoftware(enum.Enum):
     MIG_MANAGER = "mig-manager"
     DCGM = "dcgm"
     DCGM_EXPORTER = "dcgm-exporter"
+    VFIO_MANAGER = "vfio-manager"
+    SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -49,6 +51,8 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.MIG_MANAGER: (("app", "nvidia-mig-manager"),),
     NodeSoftware.DCGM: (("app", "nvidia-dcgm"),),
     NodeSoftware.DCGM_EXPORTER: (("app", "nvidia-dcgm-exporter"),),
+    NodeSoftware.VFIO_MANAGER: (("app", "nvidia-vfio-manager"), ("name", "nvidia-vfio-manager")),
+    NodeSoftware.SANDBOX_DEVICE_PLUGIN: (("app", "nvidia-sandbox-device-plugin-daemonset"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.

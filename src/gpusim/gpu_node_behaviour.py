@@ -9,6 +9,9 @@ node the way the real node software would:
 * **device plugin** pod Running -> the node's capacity and allocatable get `nvidia.com/gpu`
   = GPUs on the node; with MIG on, strategy `single` -> `nvidia.com/gpu` = MIG instances,
   strategy `mixed` -> `nvidia.com/mig-<profile>` counts. Device plugin gone -> resources gone.
+* **VFIO manager** and **sandbox device plugin** pods Running and Ready, and no driver pod
+  (a `vm-passthrough` node) -> the GPUs are bound to vfio-pci and advertised as KubeVirt
+  expects: `nvidia.com/<MODEL>` (e.g. `nvidia.com/NVIDIA_H100_80GB_HBM3`) = GPUs on the node.
 * **GPU feature discovery** pod Running -> the GFD labels (`nvidia.com/gpu.product`,
   `gpu.count`, `gpu.memory`, `mig.capable`, `cuda.driver.major`, ...). Like labels NFD keeps
   from a feature file, they stay when GFD stops; while GFD runs they are kept exact.
