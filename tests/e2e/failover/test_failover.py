@@ -125,12 +125,18 @@ async def _ready_standby(replicas: Replicas, leader: OperatorProcess) -> None:
 
 
 async def _hand_over(
-    watch: Watch, replicas: Replicas, end: Callable[[OperatorProcess], None]
+    watch: Watch,
+    replicas: Replicas,
+    end: Callable[[OperatorProcess], None],
+    before: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[Handover, OperatorProcess]:
-    """End the leader with `end` and wait for another replica to acquire the lease."""
+    """End the leader with `end` (after `before`, once a standby is warm) and wait for
+    another replica to acquire the lease."""
     old = (await eventually(_holder_set(watch), "a leader", 90))["holder"]
     leader = replicas.holding(old)
     await _ready_standby(replicas, leader)
+    if before is not None:
+        await before()
     ended = time.time()
     end(leader)
 
@@ -202,12 +208,15 @@ async def test_leader_killed_mid_rollout_and_mid_upgrade_and_frozen(
         # Mid-rollout: the policy appears, then changes before each kill.
         await _set_policy(watch, "595.91.07", UPGRADE)
         for i in range(ROLLOUT_KILLS):
-            if i:
-                enabled = i % 2 == 0
-                patch = {"spec": {"nodeStatusExporter": {"enabled": enabled}}}
-                await watch.client.patch(CLUSTER_POLICY, POLICY, patch)
-            await asyncio.sleep(1.0)  # the leader is at it: kill it
-            handover, _ = await _hand_over(watch, group, _kill_and_restart)
+
+            async def change(i: int = i) -> None:
+                if i:
+                    enabled = i % 2 == 0
+                    patch = {"spec": {"nodeStatusExporter": {"enabled": enabled}}}
+                    await watch.client.patch(CLUSTER_POLICY, POLICY, patch)
+                await asyncio.sleep(1.0)  # the leader is at it: kill it
+
+            handover, _ = await _hand_over(watch, group, _kill_and_restart, change)
             handovers.append(handover)
         await _policy_ready(watch)
         await _rollout_done(watch, "595.91.07", 240)
@@ -219,6 +228,9 @@ async def test_leader_killed_mid_rollout_and_mid_upgrade_and_frozen(
         assert exporter == [EXPORTER], "the last change before the last kill was carried out"
 
         # Mid-upgrade: a node is in the walk whenever the leader dies.
+        async def walking() -> None:
+            await eventually(lambda: _in_progress(watch), "a node in the upgrade walk", 120)
+
         invariants = watch.invariants(1, 1, set())
         minor = 100
         version = f"595.{minor}.01"
@@ -228,8 +240,7 @@ async def test_leader_killed_mid_rollout_and_mid_upgrade_and_frozen(
                 minor += 1
                 version = f"595.{minor}.01"
                 await _set_policy(watch, version, UPGRADE)
-            await eventually(lambda: _in_progress(watch), "a node in the upgrade walk", 120)
-            handover, _ = await _hand_over(watch, group, _kill_and_restart)
+            handover, _ = await _hand_over(watch, group, _kill_and_restart, walking)
             handovers.append(handover)
 
         # Frozen, not dead: SIGSTOP until a standby holds the lease and acts, then SIGCONT.
@@ -237,15 +248,12 @@ async def test_leader_killed_mid_rollout_and_mid_upgrade_and_frozen(
         minor += 1
         version = f"595.{minor}.01"
         await _set_policy(watch, version, UPGRADE)
-        await eventually(lambda: _in_progress(watch), "a node in the upgrade walk", 120)
-        frozen: list[OperatorProcess] = []
 
         def freeze(process: OperatorProcess) -> None:
             group.held.add(replicas.index(process))
-            frozen.append(process)
             process.pause()
 
-        paused, thawed = await _hand_over(watch, group, freeze)
+        paused, thawed = await _hand_over(watch, group, freeze, walking)
         await asyncio.sleep(2.0)  # the new leader acts meanwhile
         thawed.resume()
         await eventually(lambda: not thawed.alive(), "the thawed leader exits", 60)
