@@ -4,9 +4,13 @@ ClusterPolicy and operand pods as a user reads them."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +92,21 @@ def running(pod: Any) -> bool:
 
 
 class OperatorProcess:
-    """`gpu-operator run` against the simulated cluster; killable and restartable."""
+    """`gpu-operator run` against the simulated cluster; killable and restartable.
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    `extra_args` are added to its command line (`--leader-elect`, say)."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, extra_args: Sequence[str] = ()) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        self.extra_args = tuple(extra_args)
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.probe_port = 0
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.probe_port = free_port()
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
                 [
@@ -108,7 +117,8 @@ class OperatorProcess:
                     f"--kubeconfig={self.kubeconfig}",
                     f"--namespace={NAMESPACE}",
                     f"--metrics-bind-address=127.0.0.1:{free_port()}",
-                    f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+                    f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+                    *self.extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -131,6 +141,32 @@ class OperatorProcess:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, but runs nothing until `resume()` (a frozen VM)."""
+        if self.popen is not None:
+            self.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.popen is not None:
+            self.popen.send_signal(signal.SIGCONT)
+
+    def probe(self, path: str) -> int:
+        """The HTTP status of the health probe server's `path` (0: nothing answered)."""
+        url = f"http://127.0.0.1:{self.probe_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except OSError:
+            return 0
+
+    def lease_identities(self) -> list[str]:
+        """The identities this process's runs held the lease as (from its log, oldest first)."""
+        if not self.log_path.exists():
+            return []
+        return re.findall(r"acquired by (\S+)", self.log_path.read_text(errors="replace"))
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
