@@ -162,8 +162,10 @@ def plan_node(
     now: float,
     mig: MigProgress | None = None,
     mig_reconfigure_seconds: float = 1.0,
+    gpu_workloads: int = 0,
 ) -> Plan:
-    """Everything the node software would change on `node` now, given the pods on it."""
+    """Everything the node software would change on `node` now, given the pods on it
+    (`gpu_workloads`: how many pods other than the node software hold its GPUs)."""
     plan = Plan()
     hardware = node.hardware
     if hardware is None:
@@ -175,7 +177,17 @@ def plan_node(
     annotations = dict(node.annotations)
 
     if driver and NodeSoftware.MIG_MANAGER in ready and labels.get(LABEL_MIG_CONFIG):
-        _plan_mig(plan, hardware, labels, annotations, pods, now, mig, mig_reconfigure_seconds)
+        _plan_mig(
+            plan,
+            hardware,
+            labels,
+            annotations,
+            pods,
+            now,
+            mig,
+            mig_reconfigure_seconds,
+            gpu_workloads=gpu_workloads,
+        )
 
     applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
     strategy = mig_strategy(labels, pods)
@@ -208,14 +220,29 @@ def _plan_mig(
     now: float,
     mig: MigProgress | None,
     delay: float,
+    *,
+    gpu_workloads: int,
 ) -> None:
-    """The MIG manager's reconfiguration, one step per call; edits labels/annotations."""
+    """The MIG manager's reconfiguration, one step per call; edits labels/annotations.
+
+    As the real one does, it checks first whether the requested layout is in place and
+    then says `success` without going `pending` or pausing anything: `pending` always
+    means a change that needs the GPUs idle. And as on real hardware, where mig-parted
+    refuses to repartition a GPU that a process holds, the change waits (still
+    `pending`) while any workload pod holds the node's GPUs; clearing them is for
+    someone else (the operator evicts them)."""
     requested = labels[LABEL_MIG_CONFIG]
     state = labels.get(LABEL_MIG_STATE)
     applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
     if state == "success" and requested == applied:
         return
     if state == "failed" and annotations.get(ANNOTATION_MIG_FAILED) == requested:
+        return
+    if requested == applied and (mig is None or mig.config != requested):
+        labels[LABEL_MIG_STATE] = "success"
+        annotations.pop(ANNOTATION_MIG_FAILED, None)
+        _resume_clients(labels)
+        plan.mig = None
         return
     if mig is None or mig.config != requested:
         labels[LABEL_MIG_STATE] = "pending"
@@ -230,6 +257,8 @@ def _plan_mig(
     paused = {op for key, op in MIG_PAUSED_SOFTWARE.items() if labels.get(key) == PAUSED_FOR_MIG}
     if any(p.software in paused for p in pods):
         return  # the paused clients' pods are still on the node; their deletion requeues
+    if gpu_workloads:
+        return  # a workload still holds the GPUs; its pod's deletion requeues
     remaining = mig.started + delay - now
     if remaining > 0:
         plan.recheck_after = remaining
@@ -243,10 +272,14 @@ def _plan_mig(
         labels[LABEL_MIG_STATE] = "success"
         annotations[ANNOTATION_MIG_APPLIED] = requested
         annotations.pop(ANNOTATION_MIG_FAILED, None)
+    _resume_clients(labels)
+    plan.mig = None
+
+
+def _resume_clients(labels: dict[str, str]) -> None:
     for key in MIG_PAUSED_SOFTWARE:
         if labels.get(key) == PAUSED_FOR_MIG:
             labels[key] = "true"
-    plan.mig = None
 
 
 def _diff(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, str | None]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from components.upgrade import pod_view
 from gpusim._hardware import PRODUCTS, GpuProduct
 from gpusim._nodes import (
     ANNOTATION_GPUS,
@@ -159,6 +160,17 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
     )
 
 
+def gpu_workload_node(pod: dict[str, Any]) -> str | None:
+    """The node whose GPU `pod` holds: a pod that is no node software, requests a GPU
+    resource, is bound and has not finished (a terminating one still holds it until it is
+    gone, as its processes do on a real GPU). None for any other pod."""
+    meta = pod.get("metadata") or {}
+    if software_of(meta.get("labels") or {}) is not None:
+        return None
+    view = pod_view(pod)
+    return view.node if view.gpu and view.active and view.node else None
+
+
 @dataclass(frozen=True)
 class Hardware:
     """The simulated GPUs of a node, from its `sim.gpu-operator.io/*` annotations."""
@@ -251,20 +263,29 @@ def trim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A Pod cut down to what `pod_info` reads; any pod that is no node software keeps its
-    name alone."""
+    """A Pod cut down to what `pod_info` and `gpu_workload_node` read; any other pod keeps
+    its name alone."""
     meta = pod.get("metadata") or {}
     kept: dict[str, Any] = {
         key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta
     }
-    labels = meta.get("labels") or {}
-    if software_of(labels) is None:
-        return {"metadata": kept}
-    kept["labels"] = dict(labels)
     if meta.get("deletionTimestamp"):
         kept["deletionTimestamp"] = meta["deletionTimestamp"]
+    labels = meta.get("labels") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
+    if software_of(labels) is None:
+        node = gpu_workload_node(pod)
+        if node is None:
+            return {"metadata": {k: v for k, v in kept.items() if k != "deletionTimestamp"}}
+        # A GPU workload: its node, its phase and one GPU request are all the model reads.
+        gpu = {"limits": {f"{RESOURCE_PREFIX}gpu": "1"}}
+        return {
+            "metadata": kept,
+            "spec": {"nodeName": node, "containers": [{"resources": gpu}]},
+            "status": {"phase": status.get("phase")},
+        }
+    kept["labels"] = dict(labels)
     containers = [
         {
             "image": container.get("image", ""),

@@ -12,11 +12,13 @@ node the way the real node software would:
 * **GPU feature discovery** pod Running -> the GFD labels (`nvidia.com/gpu.product`,
   `gpu.count`, `gpu.memory`, `mig.capable`, `cuda.driver.major`, ...). Like labels NFD keeps
   from a feature file, they stay when GFD stops; while GFD runs they are kept exact.
-* **MIG manager** pod Running and the node label `nvidia.com/mig.config` set ->
-  `nvidia.com/mig.config.state` goes `pending`, GPU clients are paused (operand deploy labels
-  `true` -> `paused-for-mig-change`) until their pods are gone, the layout is applied after
-  `mig_reconfigure_seconds`, then `success` (or `failed` for a config the GPU cannot apply)
-  and the paused labels go back to `true`.
+* **MIG manager** pod Running and the node label `nvidia.com/mig.config` set -> a layout
+  already in place is `success` at once; otherwise `nvidia.com/mig.config.state` goes
+  `pending`, GPU clients are paused (operand deploy labels `true` ->
+  `paused-for-mig-change`) until their pods are gone, the change waits while any workload
+  pod holds the node's GPUs (real mig-parted refuses to repartition a GPU in use), the
+  layout is applied after `mig_reconfigure_seconds`, then `success` (or `failed` for a
+  config the GPU cannot apply) and the paused labels go back to `true`.
 
 The MIG strategy is read the way the real pods read it: the `MIG_STRATEGY` env of the device
 plugin (then GFD) container, else the node label `nvidia.com/mig.strategy`, else `single`.
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from gpusim._node_model import MigProgress, plan_node
-from gpusim._node_software import node_info, pod_info, trim_node, trim_pod
+from gpusim._node_software import gpu_workload_node, node_info, pod_info, trim_node, trim_pod
 from reconciler import (
     Funcs,
     Manager,
@@ -72,7 +74,10 @@ PODS_BY_NODE = "gpusim.node"
 
 def _software_pod_node(pod: Object) -> Iterable[str]:
     info = pod_info(pod)
-    return (info.node,) if info is not None else ()
+    if info is not None:
+        return (info.node,)
+    node = gpu_workload_node(pod)
+    return (node,) if node is not None else ()
 
 
 def _node_of_pod(pod: Object) -> Iterable[Request]:
@@ -87,7 +92,7 @@ def _node_facts_changed(old: Object, new: Object) -> bool:
 
 
 def _pod_facts_changed(old: Object, new: Object) -> bool:
-    return pod_info(old) != pod_info(new)
+    return pod_info(old) != pod_info(new) or gpu_workload_node(old) != gpu_workload_node(new)
 
 
 def _version(obj: Object) -> int:
@@ -137,17 +142,15 @@ class GpuNodeBehaviour:
             return None
         if _version(node) < self._written.get(name, 0):
             return None  # the event of our own last write is on its way, and requeues
-        pods = [
-            info
-            for info in map(pod_info, self._client.list(POD, index=(PODS_BY_NODE, name)))
-            if info is not None
-        ]
+        on_node = self._client.list(POD, index=(PODS_BY_NODE, name))
+        pods = [info for info in map(pod_info, on_node) if info is not None]
         plan = plan_node(
             node_info(node),
             pods,
             now=time.monotonic(),
             mig=self._mig.get(name),
             mig_reconfigure_seconds=self._mig_seconds,
+            gpu_workloads=sum(1 for p in on_node if gpu_workload_node(p) == name),
         )
         # Resources first: whoever sees `mig.config.state=success` finds them in place.
         if plan.resources:

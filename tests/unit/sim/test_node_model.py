@@ -20,6 +20,7 @@ from gpusim._node_software import (
     NodeInfo,
     NodeSoftware,
     PodInfo,
+    gpu_workload_node,
     is_gfd_label,
     node_info,
     pod_info,
@@ -376,9 +377,58 @@ def test_mig_manager_pauses_gpu_clients_until_their_pods_are_gone() -> None:
     }
 
 
-def test_no_pause_when_the_layout_already_matches() -> None:
+def test_a_layout_already_in_place_is_success_without_pending_or_pause() -> None:
+    # The real MIG manager asserts the layout first and never says `pending` for it: the
+    # operator reads `pending` as "a change that needs the GPUs idle".
     deploy = "nvidia.com/gpu.deploy.device-plugin"
     node = _mig_node(**{deploy: "true"})
     node = apply(node, Plan(annotations={ANNOTATION_MIG_APPLIED: "all-1g.10gb"}))
-    plan = plan_node(node, MIG_STACK, now=0.0)
-    assert plan.labels == {LABEL_MIG_STATE: "pending"}
+    plan = plan_node(node, MIG_STACK, now=0.0, gpu_workloads=1)
+    assert plan.labels == {LABEL_MIG_STATE: "success"}
+    assert plan.mig is None and plan.recheck_after is None
+
+
+def test_a_mig_change_waits_pending_while_a_workload_holds_the_gpus() -> None:
+    node = _mig_node()
+    first = plan_node(node, MIG_STACK, now=0.0, mig_reconfigure_seconds=1.0, gpu_workloads=1)
+    assert first.labels[LABEL_MIG_STATE] == "pending"
+    node = apply(node, first)
+    # Long past the delay, a workload pod still holds a GPU: still pending, no write, and no
+    # timed recheck (the pod's deletion is what requeues).
+    held = plan_node(node, MIG_STACK, now=60.0, mig=first.mig, gpu_workloads=1)
+    assert held.empty and held.mig == first.mig and held.recheck_after is None
+    done = plan_node(node, MIG_STACK, now=61.0, mig=first.mig, gpu_workloads=0)
+    assert done.labels[LABEL_MIG_STATE] == "success"
+
+
+def _workload(
+    node: str | None = "n1", *, phase: str = "Running", gpu: bool = True
+) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "1"} if gpu else {"cpu": "1"}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "cuda", "resources": {"limits": limits}}],
+        "volumes": [{"name": "data", "emptyDir": {}}],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "metadata": {"name": "train-0", "namespace": "ml", "labels": {"app": "train"}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def test_a_gpu_workload_is_known_by_its_gpu_request_and_survives_the_trim() -> None:
+    assert gpu_workload_node(_workload()) == "n1"
+    assert gpu_workload_node(trim_pod(_workload())) == "n1"
+    assert "volumes" not in trim_pod(_workload())["spec"]
+    deleting = _workload()
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert gpu_workload_node(trim_pod(deleting)) == "n1"  # it holds the GPU until gone
+    assert gpu_workload_node(_workload(phase="Succeeded")) is None
+    assert gpu_workload_node(_workload(gpu=False)) is None
+    assert gpu_workload_node(_workload(node=None)) is None
+    # Node software is never a workload, even when it asks for a GPU.
+    software = _pod_object("nvidia-dcgm")
+    software["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    assert gpu_workload_node(software) is None
