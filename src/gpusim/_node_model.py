@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
 
 from gpusim._hardware import MigConfigError, mig_layout, mig_profile
 from gpusim._node_software import (
@@ -53,6 +56,46 @@ class Plan:
         return not (self.labels or self.annotations or self.resources)
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """How the device plugin's config shares each whole GPU: `mps` or `time-slicing`,
+    `replicas` clients per GPU, advertised as `resource`."""
+
+    strategy: str
+    replicas: int
+    resource: str = "nvidia.com/gpu"
+
+
+def sharing_of(config_text: str | None) -> Sharing | None:
+    """The sharing a device-plugin config (`version: v1`, `sharing.mps` or
+    `sharing.timeSlicing`) asks for `nvidia.com/gpu`, or None (none, or unreadable: the
+    real plugin then shares nothing)."""
+    try:
+        config = yaml.safe_load(config_text or "")
+    except yaml.YAMLError:
+        return None
+    sharing = config.get("sharing") if isinstance(config, Mapping) else None
+    if not isinstance(sharing, Mapping):
+        return None
+    for key, strategy in (("mps", "mps"), ("timeSlicing", "time-slicing")):
+        section: Any = sharing.get(key)
+        if not isinstance(section, Mapping):
+            continue
+        resources = section.get("resources")
+        for entry in resources if isinstance(resources, list) else []:
+            if not isinstance(entry, Mapping) or entry.get("name") != "nvidia.com/gpu":
+                continue
+            replicas = entry.get("replicas")
+            if not isinstance(replicas, int) or replicas < 1:
+                return None
+            default = "nvidia.com/gpu.shared" if section.get("renameByDefault") else ""
+            resource = str(entry.get("rename") or default or "nvidia.com/gpu")
+            if not resource.startswith("nvidia.com/"):
+                resource = "nvidia.com/" + resource
+            return Sharing(strategy, replicas, resource)
+    return None
+
+
 def driver_version(image: str) -> str:
     """`nvcr.io/nvidia/driver:595.91.07-ubuntu22.04` -> `595.91.07` (default if unknown)."""
     name = image.rsplit("/", 1)[-1]
@@ -80,10 +123,15 @@ def _applied_layout(hardware: Hardware, applied: str) -> dict[str, int] | None:
         return None
 
 
-def gpu_resources(hardware: Hardware, applied: str, strategy: str) -> dict[str, str]:
-    """What the device plugin advertises for this node's GPUs."""
+def gpu_resources(
+    hardware: Hardware, applied: str, strategy: str, sharing: Sharing | None = None
+) -> dict[str, str]:
+    """What the device plugin advertises for this node's GPUs (whole GPUs shared by
+    `sharing`: `replicas` clients each)."""
     layout = _applied_layout(hardware, applied)
     if layout is None or strategy == "none":
+        if sharing is not None:
+            return {sharing.resource: str(hardware.gpus * sharing.replicas)}
         return {"nvidia.com/gpu": str(hardware.gpus)}
     if strategy == "mixed":
         return {
@@ -95,7 +143,9 @@ def gpu_resources(hardware: Hardware, applied: str, strategy: str) -> dict[str, 
     return {"nvidia.com/gpu": str(hardware.gpus * count)}
 
 
-def gfd_labels(hardware: Hardware, driver: str, applied: str, strategy: str) -> dict[str, str]:
+def gfd_labels(
+    hardware: Hardware, driver: str, applied: str, strategy: str, sharing: Sharing | None = None
+) -> dict[str, str]:
     """The labels GPU feature discovery writes for this node."""
     gpu = hardware.product
     parts = [*driver.split("."), "0", "0"][:3]
@@ -131,6 +181,11 @@ def gfd_labels(hardware: Hardware, driver: str, applied: str, strategy: str) -> 
     }
     layout = _applied_layout(hardware, applied)
     if layout is None or strategy == "none":
+        if sharing is not None:
+            labels["nvidia.com/gpu.product"] = f"{gpu.name}-SHARED"
+            labels["nvidia.com/gpu.replicas"] = str(sharing.replicas)
+            labels["nvidia.com/gpu.sharing-strategy"] = sharing.strategy
+            labels["nvidia.com/mps.capable"] = "true" if sharing.strategy == "mps" else "false"
         return labels
     if strategy == "single":
         if len(layout) == 1:
@@ -163,9 +218,11 @@ def plan_node(
     mig: MigProgress | None = None,
     mig_reconfigure_seconds: float = 1.0,
     gpu_workloads: int = 0,
+    plugin_config: str | None = None,
 ) -> Plan:
     """Everything the node software would change on `node` now, given the pods on it
-    (`gpu_workloads`: how many pods other than the node software hold its GPUs)."""
+    (`gpu_workloads`: how many pods other than the node software hold its GPUs;
+    `plugin_config`: the device-plugin config the node uses, as its YAML text)."""
     plan = Plan()
     hardware = node.hardware
     if hardware is None:
@@ -192,16 +249,21 @@ def plan_node(
     applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
     strategy = mig_strategy(labels, pods)
 
+    sharing = sharing_of(plugin_config)
+    # With MPS the plugin serves its clients through the node's MPS control daemon, and
+    # advertises nothing until one runs there.
+    serving = sharing is None or sharing.strategy != "mps"
+    serving = serving or NodeSoftware.MPS_CONTROL_DAEMON in ready
     wanted: dict[str, str] = {}
-    if driver and NodeSoftware.DEVICE_PLUGIN in ready:
-        wanted = gpu_resources(hardware, applied, strategy)
+    if driver and NodeSoftware.DEVICE_PLUGIN in ready and serving:
+        wanted = gpu_resources(hardware, applied, strategy, sharing)
     for key in sorted(set(wanted) | set(node.capacity) | set(node.allocatable)):
         value = wanted.get(key)
         if node.capacity.get(key) != value or node.allocatable.get(key) != value:
             plan.resources[key] = value
 
     if driver and NodeSoftware.GPU_FEATURE_DISCOVERY in ready:
-        desired = gfd_labels(hardware, driver, applied, strategy)
+        desired = gfd_labels(hardware, driver, applied, strategy, sharing)
         for key in [k for k in labels if is_gfd_label(k) and k not in desired]:
             labels.pop(key)
         labels.update(desired)

@@ -35,6 +35,7 @@ class NodeSoftware(enum.Enum):
     MIG_MANAGER = "mig-manager"
     DCGM = "dcgm"
     DCGM_EXPORTER = "dcgm-exporter"
+    MPS_CONTROL_DAEMON = "mps-control-daemon"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -50,6 +51,7 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.MIG_MANAGER: (("app", "nvidia-mig-manager"),),
     NodeSoftware.DCGM: (("app", "nvidia-dcgm"),),
     NodeSoftware.DCGM_EXPORTER: (("app", "nvidia-dcgm-exporter"),),
+    NodeSoftware.MPS_CONTROL_DAEMON: (("app", "nvidia-device-plugin-mps-control-daemon"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.
@@ -64,6 +66,8 @@ PAUSED_FOR_MIG = "paused-for-mig-change"
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_MIG_STATE = "nvidia.com/mig.config.state"
 LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+"""The device-plugin config (a key of its ConfigMap) a node uses; else `DEFAULT_CONFIG`."""
 ANNOTATION_MIG_APPLIED = SIM_PREFIX + "mig-applied"
 ANNOTATION_MIG_FAILED = SIM_PREFIX + "mig-failed"
 RESOURCE_PREFIX = "nvidia.com/"
@@ -124,6 +128,8 @@ class PodInfo:
     ready: bool
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    config_maps: tuple[str, ...] = ()
+    """`namespace/name` of each ConfigMap the pod mounts (the device plugin's configs)."""
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
@@ -150,14 +156,24 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
         for item in container.get("env") or []
         if "value" in item and "name" in item
     }
+    namespace = meta.get("namespace", "")
     return PodInfo(
-        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        key=f"{namespace}/{meta.get('name', '')}",
         node=node,
         software=software,
         ready=bool(ready),
         image=str(containers[0].get("image", "")) if containers else "",
         env=env,
+        config_maps=tuple(f"{namespace}/{name}" for name in _config_map_names(spec)),
     )
+
+
+def _config_map_names(spec: Mapping[str, Any]) -> list[str]:
+    return [
+        str(v["configMap"]["name"])
+        for v in spec.get("volumes") or []
+        if isinstance(v.get("configMap"), Mapping) and v["configMap"].get("name")
+    ]
 
 
 def gpu_workload_node(pod: dict[str, Any]) -> str | None:
@@ -293,9 +309,12 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         }
         for container in spec.get("containers") or []
     ]
+    kept_spec: dict[str, Any] = {"nodeName": spec.get("nodeName"), "containers": containers}
+    if names := _config_map_names(spec):
+        kept_spec["volumes"] = [{"configMap": {"name": name}} for name in names]
     return {
         "metadata": kept,
-        "spec": {"nodeName": spec.get("nodeName"), "containers": containers},
+        "spec": kept_spec,
         "status": {
             "phase": status.get("phase"),
             "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpusim import cpu_node, gpu_node, node_manifest
-from gpusim._node_model import MigProgress, Plan, driver_version, plan_node
+from gpusim._node_model import MigProgress, Plan, Sharing, driver_version, plan_node, sharing_of
 from gpusim._node_software import (
     ANNOTATION_MIG_APPLIED,
     ANNOTATION_MIG_FAILED,
@@ -432,3 +432,54 @@ def test_a_gpu_workload_is_known_by_its_gpu_request_and_survives_the_trim() -> N
     software = _pod_object("nvidia-dcgm")
     software["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
     assert gpu_workload_node(software) is None
+
+
+# -- GPU sharing (MPS, time-slicing) -------------------------------------------------------
+
+MPS_CONFIG = """
+version: v1
+sharing:
+  mps:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+"""
+
+
+def test_a_sharing_config_is_read_as_the_device_plugin_reads_it() -> None:
+    assert sharing_of(MPS_CONFIG) == Sharing("mps", 4)
+    renamed = MPS_CONFIG.replace("mps:", "timeSlicing:\n    renameByDefault: true")
+    assert sharing_of(renamed) == Sharing("time-slicing", 4, "nvidia.com/gpu.shared")
+    for text in (None, "", "version: v1\n", "{{ not yaml", "sharing: {mps: {resources: 3}}"):
+        assert sharing_of(text) is None
+
+
+def test_mps_advertises_replicas_once_its_control_daemon_runs() -> None:
+    node = gpu(gpus=2)
+    stack = [pod(NodeSoftware.DRIVER), pod(NodeSoftware.DEVICE_PLUGIN)]
+    # The plugin waits for the node's MPS control daemon: nothing to hand out meanwhile.
+    waiting = plan_node(node, stack, now=0, plugin_config=MPS_CONFIG)
+    assert apply(node, waiting).allocatable == {}
+    daemon = _pod_object("nvidia-device-plugin-mps-control-daemon")
+    serving = [*stack, pod_info(daemon), pod(NodeSoftware.GPU_FEATURE_DISCOVERY)]
+    node = apply(node, plan_node(node, [p for p in serving if p], now=0, plugin_config=MPS_CONFIG))
+    assert node.allocatable == {"nvidia.com/gpu": "8"}
+    assert node.labels["nvidia.com/gpu.replicas"] == "4"
+    assert node.labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert node.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
+    # Back to a plain config: whole GPUs again.
+    plain = plan_node(node, [p for p in serving if p], now=0, plugin_config="version: v1\n")
+    node = apply(node, plain)
+    assert node.allocatable == {"nvidia.com/gpu": "2"}
+    assert node.labels["nvidia.com/gpu.sharing-strategy"] == "none"
+
+
+def test_the_device_plugin_pod_keeps_its_config_maps_through_the_trim() -> None:
+    plugin = _pod_object("nvidia-device-plugin-daemonset")
+    plugin["spec"]["volumes"] = [
+        {"name": "configs", "configMap": {"name": "plugin-configs"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    info = pod_info(trim_pod(plugin))
+    assert info is not None and info.config_maps == ("gpu/plugin-configs",)
+    assert info == pod_info(plugin)

@@ -1,11 +1,16 @@
-"""A MIG change on a node that runs a GPU job protected by a PodDisruptionBudget, as an
-admin and the job's owner see it through the API (issue 16, item 2).
+"""Issue 16's end-to-end checks for MIG and MPS, through the API as an admin and a job
+owner see them.
 
+*A MIG change on a node that runs a GPU job protected by a PodDisruptionBudget* (item 2).
 The simulated MIG manager, like mig-parted on real GPUs, will not repartition GPUs a pod
 holds: the change stays `pending` until the operator has cleared the node. The operator
 clears it through the Eviction API, so the budget holds the job in place (and is named as
 what blocks) until its owner relaxes it; then the job is evicted, with an Event saying so,
 and the change goes through.
+
+*An MPS config* (item 1): a device-plugin config with `sharing.mps`, used by one node
+through its `nvidia.com/device-plugin.config` label, brings the MPS control daemon to that
+node alone, and the node offers `replicas` clients per GPU.
 """
 
 from __future__ import annotations
@@ -17,18 +22,22 @@ import pytest
 from kubernetes_asyncio import client
 
 from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
+from tests.e2e.operator._harness import NAMESPACE
 from tests.e2e.operator.test_operator_on_simulated_cluster import (
     GROUP,
     PLURAL,
     POLICY,
     VERSION,
+    _patch_policy,
     _policy,
     _wait_ready,
 )
 from tests.polling import eventually
 
 NODE = "gpu-node-0000"
-"""The cluster's one GPU node (the simulator names them `gpu-node-NNNN`)."""
+"""The node whose MIG layout changes (the simulator names them `gpu-node-NNNN`)."""
+MPS_NODE = "gpu-node-0001"
+"""The node that shares its GPUs through MPS."""
 JOB_NS = "ml"
 CONFIG = "all-1g.10gb"
 STATE = "nvidia.com/mig.config.state"
@@ -37,9 +46,9 @@ LABELS = {"app": "train"}
 
 @pytest.fixture(scope="module")
 def operator_cluster() -> Iterator[SimulatedCluster]:
-    # One MIG-capable GPU node (two H100s) is all this needs; a CPU node for the rest.
+    # Two MIG-capable GPU nodes (two H100s each) and a CPU node.
     config = ClusterConfig(
-        gpu_nodes=1,
+        gpu_nodes=2,
         cpu_nodes=1,
         gpus_per_node=2,
         mig_capable=True,
@@ -60,6 +69,7 @@ def _deployment() -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": LABELS},
                 "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": NODE},
                     "containers": [
                         {
                             "name": "cuda",
@@ -95,16 +105,26 @@ def _condition(policy: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in conditions if c.get("type") == kind), None)
 
 
+async def _ensure_policy(kube: Any) -> None:
+    """The ClusterPolicy both tests run under (MIG instances as `nvidia.com/gpu`), ready."""
+    custom = client.CustomObjectsApi(kube)
+    try:
+        await _policy(kube)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy"}
+        policy |= {"metadata": {"name": POLICY}, "spec": {"mig": {"strategy": "single"}}}
+        await custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, policy)
+    await _wait_ready(kube)
+
+
 async def test_a_mig_change_waits_for_a_budget_then_evicts_the_gpu_pod_and_applies(
     operator: Any, operator_cluster: SimulatedCluster, kube: Any
 ) -> None:
-    assert operator_cluster.gpu_nodes == [NODE]
+    assert operator_cluster.gpu_nodes == [NODE, MPS_NODE]
     core = client.CoreV1Api(kube)
-    custom = client.CustomObjectsApi(kube)
-    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": POLICY}}
-    spec = {"mig": {"strategy": "single"}}
-    await custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, {**policy, "spec": spec})
-    await _wait_ready(kube)
+    await _ensure_policy(kube)
 
     # A training job with one GPU, and a budget that allows no disruption at all.
     await core.create_namespace({"metadata": {"name": JOB_NS}})
@@ -181,3 +201,52 @@ async def test_a_mig_change_waits_for_a_budget_then_evicts_the_gpu_pod_and_appli
     await eventually(instances, "14 x nvidia.com/gpu (MIG instances)", seconds=120)
     # The Deployment's new pod runs on the repartitioned node.
     await eventually(job_running, "the job back on a MIG instance", seconds=120)
+
+
+MPS_CONFIG = """version: v1
+sharing:
+  mps:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+"""
+MPS_APP = "nvidia-device-plugin-mps-control-daemon"
+
+
+async def test_an_mps_config_brings_the_control_daemon_and_shared_gpus_to_its_node(
+    operator: Any, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    await _ensure_policy(kube)
+    # Two configs: whole GPUs by default, MPS where a node's label asks for it.
+    data = {"plain": "version: v1\n", "mps-4": MPS_CONFIG}
+    await core.create_namespaced_config_map(
+        NAMESPACE, {"metadata": {"name": "plugin-configs"}, "data": data}
+    )
+    await operator_cluster.set_node_labels(MPS_NODE, {"nvidia.com/device-plugin.config": "mps-4"})
+    config = {"name": "plugin-configs", "default": "plain"}
+    await _patch_policy(kube, {"devicePlugin": {"config": config}})
+
+    async def daemon_nodes() -> set[str] | None:
+        pods = (await core.list_namespaced_pod(NAMESPACE, label_selector=f"app={MPS_APP}")).items
+        running = {p.spec.node_name for p in pods if p.status.phase == "Running"}
+        return running or None
+
+    assert await eventually(daemon_nodes, "the MPS control daemon running", seconds=180) == {
+        MPS_NODE
+    }
+
+    async def shared() -> Any:
+        node = await core.read_node(MPS_NODE)
+        return node if node.status.allocatable.get("nvidia.com/gpu") == "8" else None
+
+    node = await eventually(shared, f"{MPS_NODE} offering 2 GPUs x 4 MPS clients", seconds=120)
+    assert node.metadata.labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
+    assert node.metadata.labels.get("nvidia.com/gpu.replicas") == "4"
+    other = await core.read_node(NODE)
+    assert other.metadata.labels.get("nvidia.com/gpu.sharing-strategy") != "mps"
+    status = await _wait_ready(kube)
+    daemon = next(c for c in status["components"] if c["name"] == "state-mps-control-daemon")
+    assert daemon["state"] == "ready"
+    assert daemon["nodesReady"] == daemon["nodesDesired"] == 1
+    assert await daemon_nodes() == {MPS_NODE}
