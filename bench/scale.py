@@ -50,7 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from _common import RESULTS, finish
 from components.api import ClusterPolicy
-from components.controllers import deploy_labels, node_label_patch
+from components.controllers import LabelPolicy, node_label_patch
 from components.controllers._view import gpu_nodes
 from components.operands import OPERANDS, ClusterView
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
@@ -246,7 +246,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
         await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
         c, cache = await _open(sim, api, policy=False)
         await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        wanted = deploy_labels(ClusterPolicy.from_dict(POLICY), OPERANDS)
+        wanted = LabelPolicy.of(ClusterPolicy.from_dict(POLICY))
         nodes = await c.list_live(NODE)
 
         async def label(node: Object) -> None:

@@ -21,6 +21,7 @@ from gpusim._node_software import (
     LABEL_MIG_STRATEGY,
     MIG_PAUSED_SOFTWARE,
     PAUSED_FOR_MIG,
+    RESOURCE_PREFIX,
     Hardware,
     NodeInfo,
     NodeSoftware,
@@ -143,6 +144,26 @@ def gpu_resources(
     return {"nvidia.com/gpu": str(hardware.gpus * count)}
 
 
+def passthrough_resource(hardware: Hardware) -> str:
+    """The resource KubeVirt's GPU device plugin names a GPU bound to vfio-pci by: its
+    model in upper case, other characters as `_` (`nvidia.com/NVIDIA_H100_80GB_HBM3`; the
+    real plugin takes the PCI database's device name, which the simulation does not have).
+    """
+    model = re.sub(r"[^A-Z0-9]+", "_", hardware.product.name.upper()).strip("_")
+    return RESOURCE_PREFIX + model
+
+
+def passthrough_resources(
+    hardware: Hardware, pods: Sequence[PodInfo], driver: bool
+) -> dict[str, str]:
+    """What the sandbox device plugin advertises: every GPU, once the VFIO manager has
+    bound them to vfio-pci. A container driver still running holds the GPUs: nothing."""
+    ready = {p.software for p in pods if p.ready}
+    if driver or not {NodeSoftware.VFIO_MANAGER, NodeSoftware.SANDBOX_DEVICE_PLUGIN} <= ready:
+        return {}
+    return {passthrough_resource(hardware): str(hardware.gpus)}
+
+
 def gfd_labels(
     hardware: Hardware, driver: str, applied: str, strategy: str, sharing: Sharing | None = None
 ) -> dict[str, str]:
@@ -257,6 +278,7 @@ def plan_node(
     wanted: dict[str, str] = {}
     if driver and NodeSoftware.DEVICE_PLUGIN in ready and serving:
         wanted = gpu_resources(hardware, applied, strategy, sharing)
+    wanted.update(passthrough_resources(hardware, pods, driver_pod is not None))
     for key in sorted(set(wanted) | set(node.capacity) | set(node.allocatable)):
         value = wanted.get(key)
         if node.capacity.get(key) != value or node.allocatable.get(key) != value:

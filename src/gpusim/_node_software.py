@@ -36,6 +36,8 @@ class NodeSoftware(enum.Enum):
     DCGM = "dcgm"
     DCGM_EXPORTER = "dcgm-exporter"
     MPS_CONTROL_DAEMON = "mps-control-daemon"
+    VFIO_MANAGER = "vfio-manager"
+    SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -52,6 +54,8 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.DCGM: (("app", "nvidia-dcgm"),),
     NodeSoftware.DCGM_EXPORTER: (("app", "nvidia-dcgm-exporter"),),
     NodeSoftware.MPS_CONTROL_DAEMON: (("app", "nvidia-device-plugin-mps-control-daemon"),),
+    NodeSoftware.VFIO_MANAGER: (("app", "nvidia-vfio-manager"), ("name", "nvidia-vfio-manager")),
+    NodeSoftware.SANDBOX_DEVICE_PLUGIN: (("app", "nvidia-sandbox-device-plugin-daemonset"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.

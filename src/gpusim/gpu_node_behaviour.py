@@ -14,6 +14,9 @@ node the way the real node software would:
   with `sharing.mps` or `sharing.timeSlicing` advertises `replicas` x GPUs (as
   `nvidia.com/gpu`, or the renamed resource), with MPS only while an MPS control daemon
   pod is Ready on the node (the real plugin waits for it).
+* **VFIO manager** and **sandbox device plugin** pods Running and Ready, and no driver pod
+  (a `vm-passthrough` node) -> the GPUs are bound to vfio-pci and advertised as KubeVirt
+  expects: `nvidia.com/<MODEL>` (e.g. `nvidia.com/NVIDIA_H100_80GB_HBM3`) = GPUs on the node.
 * **GPU feature discovery** pod Running -> the GFD labels (`nvidia.com/gpu.product`,
   `gpu.count`, `gpu.memory`, `mig.capable`, `cuda.driver.major`, ...). Like labels NFD keeps
   from a feature file, they stay when GFD stops; while GFD runs they are kept exact.

@@ -40,6 +40,7 @@ from components.api._clusterpolicy import (
 from components.api._common import (
     ComponentSpec,
     ContainerProbeSpec,
+    DriverManagerSpec,
     EnvVar,
     ImageSpec,
     ResourceRequirements,
@@ -82,6 +83,7 @@ from components.api._labels import (
 )
 from components.api._monitoring import ServiceMonitorConfig
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
+from components.api._sandbox import KataRuntimeClassSpec
 from components.api._status import (
     MAX_LISTED_NODES,
     ClusterPolicyStatus,
@@ -142,11 +144,13 @@ __all__ = [
     "ConditionType",
     "ContainerProbeSpec",
     "DrainSpec",
+    "DriverManagerSpec",
     "DriverSpec",
     "DriverUpgradePolicySpec",
     "EnvVar",
     "ImageError",
     "ImageSpec",
+    "KataRuntimeClassSpec",
     "Kind",
     "MIGStrategy",
     "NVIDIADriver",

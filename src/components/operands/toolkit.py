@@ -130,10 +130,11 @@ exec nvidia-toolkit "${ROOT:-/usr/local/nvidia}"
 """
 
 
-def _runtime_config(
+def runtime_config(
     runtime: str, envs: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Set the runtime env (in place) and return the mounts and volumes for it."""
+    """Set the runtime env (in place) and return the mounts and volumes for it (the Kata
+    manager configures the runtime the same way)."""
     config_default, drop_in_default, socket_default = RUNTIME_DEFAULTS[runtime]
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
@@ -261,7 +262,7 @@ class Toolkit(BaseOperand):
             )
             runtime = detected
             set_env(envs, "RUNTIME", runtime)
-        runtime_mounts, runtime_volumes = _runtime_config(runtime, envs)
+        runtime_mounts, runtime_volumes = runtime_config(runtime, envs)
 
         container = apply_component(
             {

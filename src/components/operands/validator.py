@@ -41,9 +41,11 @@ DEPLOY_LABEL = deploy_label("operator-validator")
 APP = "nvidia-operator-validator"
 ACCOUNT = "nvidia-operator-validator"
 PART_OF = {"app.kubernetes.io/part-of": "gpu-operator"}
+#: Validation steps that look at host-level state and need the host's SELinux level.
+_HOST_LEVEL = frozenset({"driver", "vfio-pci", "vgpu-manager"})
 
 
-def _step(
+def validation_step(
     ctx: Ctx,
     image: str,
     component: str,
@@ -51,6 +53,8 @@ def _step(
     overrides: Iterable[EnvVar],
     mounts: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
+    """The init container that runs `nvidia-validator` for one `component` (the sandbox
+    validator runs its steps the same way)."""
     validator = ctx.spec.validator
     return {
         "name": f"{component}-validation",
@@ -62,7 +66,7 @@ def _step(
         "securityContext": {
             "privileged": True,
             "runAsUser": 0,
-            **({"seLinuxOptions": {"level": "s0"}} if component == "driver" else {}),
+            **({"seLinuxOptions": {"level": "s0"}} if component in _HOST_LEVEL else {}),
         },
         "volumeMounts": [
             mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
@@ -116,7 +120,7 @@ class Validator(BaseOperand):
             return rendered
 
         steps = [
-            _step(
+            validation_step(
                 ctx,
                 image,
                 "driver",
@@ -130,12 +134,14 @@ class Validator(BaseOperand):
                     mount("host-dev-char", "/host-dev-char"),
                 ],
             ),
-            _step(ctx, image, "toolkit", [env("WITH_WAIT", "false")], validator.toolkit.env),
-            _step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
+            validation_step(
+                ctx, image, "toolkit", [env("WITH_WAIT", "false")], validator.toolkit.env
+            ),
+            validation_step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
         ]
         if spec.device_plugin.enabled:
             steps.append(
-                _step(
+                validation_step(
                     ctx,
                     image,
                     "plugin",

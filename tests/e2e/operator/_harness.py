@@ -1,4 +1,5 @@
-"""Helpers for the operator's end-to-end tests: the operator as a process."""
+"""Helpers for the operator's end-to-end tests: the operator as a process, and the
+ClusterPolicy and operand pods as a user reads them."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
 
 from gpusim import ClusterConfig, parse_kernels, parse_os_list
 from reconciler.envtest import free_port
+from tests.polling import eventually
 
 REPO = Path(__file__).resolve().parents[3]
 NAMESPACE = "gpu-operator"
@@ -21,6 +26,65 @@ OPERATOR_CLUSTER = ClusterConfig(
     os=parse_os_list("ubuntu22.04,rhel9.4"),
     kernels=parse_kernels(",".join(KERNELS)),
 )
+
+
+POLICY = "cluster-policy"
+GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
+MERGE = {"_content_type": "application/merge-patch+json"}
+
+
+async def create_policy(kube: Any, spec: dict[str, Any]) -> None:
+    await client.CustomObjectsApi(kube).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": POLICY},
+            "spec": spec,
+        },
+    )
+
+
+async def policy(kube: Any) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(kube)
+    obj: dict[str, Any] = await custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, POLICY)
+    return obj
+
+
+async def patch_policy(kube: Any, spec: dict[str, Any]) -> None:
+    custom = client.CustomObjectsApi(kube)
+    await custom.patch_cluster_custom_object(
+        GROUP, VERSION, PLURAL, POLICY, {"spec": spec}, **MERGE
+    )
+
+
+async def wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        obj = await policy(kube)
+        status = obj.get("status") or {}
+        fresh = (
+            status.get("observedGeneration", obj["metadata"]["generation"])
+            >= obj["metadata"]["generation"]
+        )
+        return status if status.get("state") == "ready" and fresh else None
+
+    return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
+
+
+async def operand_pods(kube: Any) -> list[Any]:
+    pods = await client.CoreV1Api(kube).list_namespaced_pod(NAMESPACE)
+    return list(pods.items)
+
+
+async def daemonsets(kube: Any) -> list[Any]:
+    sets = await client.AppsV1Api(kube).list_namespaced_daemon_set(NAMESPACE)
+    return list(sets.items)
+
+
+def running(pod: Any) -> bool:
+    return bool(pod.status.phase == "Running" and pod.spec.node_name)
 
 
 class OperatorProcess:

@@ -22,15 +22,12 @@ import pytest
 from kubernetes_asyncio import client
 
 from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
-from tests.e2e.operator._harness import NAMESPACE
-from tests.e2e.operator.test_operator_on_simulated_cluster import (
-    GROUP,
-    PLURAL,
-    POLICY,
-    VERSION,
-    _patch_policy,
-    _policy,
-    _wait_ready,
+from tests.e2e.operator._harness import (
+    NAMESPACE,
+    create_policy,
+    patch_policy,
+    policy,
+    wait_ready,
 )
 from tests.polling import eventually
 
@@ -107,16 +104,13 @@ def _condition(policy: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 async def _ensure_policy(kube: Any) -> None:
     """The ClusterPolicy both tests run under (MIG instances as `nvidia.com/gpu`), ready."""
-    custom = client.CustomObjectsApi(kube)
     try:
-        await _policy(kube)
+        await policy(kube)
     except client.ApiException as exc:
         if exc.status != 404:
             raise
-        policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy"}
-        policy |= {"metadata": {"name": POLICY}, "spec": {"mig": {"strategy": "single"}}}
-        await custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, policy)
-    await _wait_ready(kube)
+        await create_policy(kube, {"mig": {"strategy": "single"}})
+    await wait_ready(kube)
 
 
 async def test_a_mig_change_waits_for_a_budget_then_evicts_the_gpu_pod_and_applies(
@@ -149,7 +143,7 @@ async def test_a_mig_change_waits_for_a_budget_then_evicts_the_gpu_pod_and_appli
     await operator_cluster.set_node_labels(NODE, {"nvidia.com/mig.config": CONFIG})
 
     async def blocked() -> dict[str, Any] | None:
-        return _condition(await _policy(kube), "MIGChangeBlocked")
+        return _condition(await policy(kube), "MIGChangeBlocked")
 
     condition = await eventually(blocked, "the policy saying what blocks the MIG change")
     assert condition["status"] == "True" and condition["reason"] == "EvictionBlocked"
@@ -187,7 +181,7 @@ async def test_a_mig_change_waits_for_a_budget_then_evicts_the_gpu_pod_and_appli
     assert gone.value.status == 404
 
     async def unblocked() -> bool:
-        return _condition(await _policy(kube), "MIGChangeBlocked") is None
+        return _condition(await policy(kube), "MIGChangeBlocked") is None
 
     await eventually(unblocked, "the MIGChangeBlocked condition cleared")
 
@@ -225,7 +219,7 @@ async def test_an_mps_config_brings_the_control_daemon_and_shared_gpus_to_its_no
     )
     await operator_cluster.set_node_labels(MPS_NODE, {"nvidia.com/device-plugin.config": "mps-4"})
     config = {"name": "plugin-configs", "default": "plain"}
-    await _patch_policy(kube, {"devicePlugin": {"config": config}})
+    await patch_policy(kube, {"devicePlugin": {"config": config}})
 
     async def daemon_nodes() -> set[str] | None:
         pods = (await core.list_namespaced_pod(NAMESPACE, label_selector=f"app={MPS_APP}")).items
@@ -245,7 +239,7 @@ async def test_an_mps_config_brings_the_control_daemon_and_shared_gpus_to_its_no
     assert node.metadata.labels.get("nvidia.com/gpu.replicas") == "4"
     other = await core.read_node(NODE)
     assert other.metadata.labels.get("nvidia.com/gpu.sharing-strategy") != "mps"
-    status = await _wait_ready(kube)
+    status = await wait_ready(kube)
     daemon = next(c for c in status["components"] if c["name"] == "state-mps-control-daemon")
     assert daemon["state"] == "ready"
     assert daemon["nodesReady"] == daemon["nodesDesired"] == 1

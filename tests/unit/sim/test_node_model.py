@@ -37,6 +37,8 @@ APPS = {
     NodeSoftware.GPU_FEATURE_DISCOVERY: "gpu-feature-discovery",
     NodeSoftware.MIG_MANAGER: "nvidia-mig-manager",
     NodeSoftware.DCGM: "nvidia-dcgm",
+    NodeSoftware.VFIO_MANAGER: "nvidia-vfio-manager",
+    NodeSoftware.SANDBOX_DEVICE_PLUGIN: "nvidia-sandbox-device-plugin-daemonset",
 }
 
 
@@ -195,6 +197,33 @@ def test_a_driver_preinstalled_on_the_host_needs_no_driver_pod() -> None:
 def test_in_sync_node_needs_no_write() -> None:
     node = gpu(resources={"nvidia.com/gpu": "8"})
     assert plan_node(node, STACK, now=0).empty
+
+
+# -- sandbox (VM) software -> the resources KubeVirt asks for --------------------------
+
+VM_STACK = [pod(NodeSoftware.VFIO_MANAGER), pod(NodeSoftware.SANDBOX_DEVICE_PLUGIN)]
+
+
+def test_passthrough_node_advertises_its_gpus_by_model_for_kubevirt() -> None:
+    plan = plan_node(gpu(gpus=4, product="NVIDIA-H100-80GB-HBM3"), VM_STACK, now=0)
+    assert plan.resources == {"nvidia.com/NVIDIA_H100_80GB_HBM3": "4"}
+    l4 = plan_node(gpu(gpus=2, product="NVIDIA-L4"), VM_STACK, now=0)
+    assert l4.resources == {"nvidia.com/NVIDIA_L4": "2"}
+
+
+def test_moving_to_passthrough_swaps_nvidia_gpu_for_the_vm_resource() -> None:
+    container_node = apply(gpu(gpus=4), plan_node(gpu(gpus=4), STACK, now=0))
+    assert container_node.allocatable == {"nvidia.com/gpu": "4"}
+    plan = plan_node(container_node, VM_STACK, now=0)
+    assert plan.resources == {"nvidia.com/gpu": None, "nvidia.com/NVIDIA_H100_80GB_HBM3": "4"}
+    assert plan_node(apply(container_node, plan), VM_STACK, now=0).empty
+
+
+def test_no_vm_resource_before_vfio_binds_or_while_a_driver_holds_the_gpus() -> None:
+    assert plan_node(gpu(), [pod(NodeSoftware.SANDBOX_DEVICE_PLUGIN)], now=0).empty
+    binding = [pod(NodeSoftware.VFIO_MANAGER, ready=False), pod(NodeSoftware.SANDBOX_DEVICE_PLUGIN)]
+    assert plan_node(gpu(), binding, now=0).empty
+    assert plan_node(gpu(), [*VM_STACK, pod(NodeSoftware.DRIVER)], now=0).empty
 
 
 def test_cpu_nodes_are_never_touched() -> None:

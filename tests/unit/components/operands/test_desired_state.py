@@ -177,6 +177,13 @@ def test_operands_are_in_the_reference_order() -> None:
         "gpu-feature-discovery",
         "state-mig-manager",
         "state-node-status-exporter",
+        "state-vgpu-manager",
+        "state-vgpu-device-manager",
+        "state-sandbox-validation",
+        "state-vfio-manager",
+        "state-sandbox-device-plugin",
+        "state-kata-manager",
+        "state-cc-manager",
     ]
     assert [op.deploy_label for op in OPERANDS][2:] == [
         "nvidia.com/gpu.deploy.driver",
@@ -189,6 +196,13 @@ def test_operands_are_in_the_reference_order() -> None:
         "nvidia.com/gpu.deploy.gpu-feature-discovery",
         "nvidia.com/gpu.deploy.mig-manager",
         "nvidia.com/gpu.deploy.node-status-exporter",
+        "nvidia.com/gpu.deploy.vgpu-manager",
+        "nvidia.com/gpu.deploy.vgpu-device-manager",
+        "nvidia.com/gpu.deploy.sandbox-validator",
+        "nvidia.com/gpu.deploy.vfio-manager",
+        "nvidia.com/gpu.deploy.sandbox-device-plugin",
+        "nvidia.com/gpu.deploy.kata-manager",
+        "nvidia.com/gpu.deploy.cc-manager",
     ]
     assert operand("pre-requisites").deploy_label is None
     assert operand("state-operator-metrics").deploy_label is None
