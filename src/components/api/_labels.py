@@ -35,6 +35,12 @@ OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"
 DRIVER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.driver"
 MIG_MANAGER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"
 
+MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"
+"""The MIG layout an admin asks of a node (a name in the MIG manager's config)."""
+MIG_CONFIG_STATE_LABEL: Final = "nvidia.com/mig.config.state"
+"""The MIG manager's progress on `MIG_CONFIG_LABEL`: `pending` (a real change, which needs
+the GPUs idle: a layout already in place goes straight to `success`), `rebooting`,
+`success`, `failed`."""
 MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
 """`true` on a node whose GPUs support MIG (GPU feature discovery)."""
 GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"

@@ -12,6 +12,8 @@ The cache holds one informer per kind, so the scope of each kind is decided here
   ClusterRoles never enter the cache; ConfigMaps and DaemonSets are the exceptions, every
   one in the operator's namespace is cached: a policy may name the user's own ConfigMaps
   (their keys are mounted one by one), and the upgrade controller shares the DaemonSets;
+* cluster-wide PodDisruptionBudgets: a budget's change may let a waiting eviction pass
+  (driver drain, MIG-change clearing);
 * the ServiceMonitor CRD alone (a field selector on its name), to know whether
   prometheus-operator is installed.
 
@@ -26,6 +28,7 @@ from components.api import (
     COMPONENT_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
+    MIG_CONFIG_STATE_LABEL,
 )
 from components.controllers._constants import (
     CLUSTER_POLICY,
@@ -34,9 +37,11 @@ from components.controllers._constants import (
     DAEMONSET,
     NODE,
     NVIDIA_DRIVER,
+    PDB,
     POD,
     SERVICE_MONITOR_CRD,
 )
+from components.upgrade import POD_NODE_INDEX, pod_node
 from reconciler import GVK, Informer, Manager
 from reconciler.kinds import CONFIG_MAP
 
@@ -88,6 +93,22 @@ def pods(manager: Manager) -> Informer:
     return manager.informer(POD, drop=POD_DROP)
 
 
+def mig_nodes(manager: Manager) -> Informer:
+    """Nodes, indexed by their MIG manager's state (the MIG-change clearing asks which
+    nodes wait)."""
+    return manager.informer(NODE, drop=NODE_DROP, index_labels=(MIG_CONFIG_STATE_LABEL,))
+
+
+def pods_by_node(manager: Manager) -> Informer:
+    """Pods, indexed by node with the upgrade's own index (one index, two readers)."""
+    return manager.informer(POD, drop=POD_DROP, indexers={POD_NODE_INDEX: pod_node})
+
+
+def pdbs(manager: Manager) -> Informer:
+    """PodDisruptionBudgets, cluster-wide and whole (the upgrade's drain reads them too)."""
+    return manager.informer(PDB)
+
+
 def controller_revisions(manager: Manager, namespace: str) -> Informer:
     return manager.informer(CONTROLLER_REVISION, namespace=namespace, drop=REVISION_DROP)
 
@@ -129,6 +150,9 @@ def register_all(manager: Manager, namespace: str) -> list[Informer]:
         nvidia_drivers(manager),
         nodes(manager),
         pods(manager),
+        mig_nodes(manager),
+        pods_by_node(manager),
+        pdbs(manager),
         controller_revisions(manager, namespace),
         service_monitor_crd(manager),
     )
