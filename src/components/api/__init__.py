@@ -52,6 +52,7 @@ from components.api._images import (
     OperandImage,
     driver_image,
     driver_manager_image,
+    driver_side_image,
     operand_image,
     os_tag,
     resolve_image,
@@ -80,6 +81,7 @@ from components.api._labels import (
 )
 from components.api._monitoring import ServiceMonitorConfig
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
+from components.api._sandbox import DriverSideSpec
 from components.api._status import (
     MAX_LISTED_NODES,
     ClusterPolicyStatus,
@@ -140,6 +142,7 @@ __all__ = [
     "ConditionType",
     "ContainerProbeSpec",
     "DrainSpec",
+    "DriverSideSpec",
     "DriverSpec",
     "DriverUpgradePolicySpec",
     "EnvVar",
@@ -162,6 +165,7 @@ __all__ = [
     "crd",
     "driver_image",
     "driver_manager_image",
+    "driver_side_image",
     "operand_image",
     "os_tag",
     "render_all",

@@ -2,8 +2,8 @@
 
 Field names, enums, limits and CRD defaults follow the reference's
 `api/nvidia/v1/clusterpolicy_types.go`. Every section is typed; the sandbox / vGPU /
-GPUDirect-storage ones live in `_sandbox` (accepted, checked, not acted on yet: see
-`_unsupported`). Python defaults (when a field is absent) follow the reference's
+GPUDirect-storage ones live in `_sandbox` (accepted and checked; which of them no operand
+acts on yet: see `_unsupported`). Python defaults (when a field is absent) follow the reference's
 `IsEnabled()` helpers and Helm values.
 """
 
@@ -349,7 +349,7 @@ class ClusterPolicySpec(ApiModel):
     psa: PSASpec = Field(default_factory=PSASpec)
     cdi: CDIConfigSpec = Field(default_factory=CDIConfigSpec)
     host_paths: HostPathsSpec = Field(default_factory=HostPathsSpec)
-    # Typed and checked, not acted on yet (see `_unsupported`).
+    # Typed and checked; all but gds and gdrcopy not acted on yet (see `_unsupported`).
     psp: PSPSpec = Field(default_factory=PSPSpec)
     sandbox_workloads: SandboxWorkloadsSpec = Field(default_factory=SandboxWorkloadsSpec)
     vgpu_manager: VGPUManagerSpec = Field(default_factory=VGPUManagerSpec)

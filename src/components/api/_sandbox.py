@@ -1,9 +1,10 @@
 """ClusterPolicy sections for sandboxed (VM) workloads, vGPU, confidential computing and
 GPUDirect Storage / GDRCopy.
 
-They are typed so the API server checks them as the reference's does, but no operand acts
-on them yet: `components.api.unsupported_fields` names every one that is switched on, and
-the policy's status and `gpu-operator validate` say so.
+They are typed so the API server checks them as the reference's does. The driver operand
+acts on `gds` and `gdrcopy` (sidecars of the driver pod); no operand acts on the others
+yet: `components.api.unsupported_fields` names every one that is switched on, and the
+policy's status and `gpu-operator validate` say so.
 """
 
 from __future__ import annotations

@@ -64,9 +64,11 @@ def test_each_field_set_is_named_with_its_value() -> None:
     spec = ClusterPolicy.from_dict(
         policy(
             {
-                "gds": {"enabled": True},
+                "kataManager": {"enabled": True},
                 "sandboxWorkloads": {"enabled": True},
                 # acted on: not named
+                "gds": {"enabled": True},
+                "gdrcopy": {"enabled": True},
                 "toolkit": {"hostNetwork": True},
                 "dcgmExporter": {"hostNetwork": True},
                 "hostPaths": {"kubeletRootDir": "/data/kubelet"},
@@ -77,7 +79,7 @@ def test_each_field_set_is_named_with_its_value() -> None:
     ).spec
     assert unsupported_fields(spec) == [
         "spec.sandboxWorkloads.enabled=true",
-        "spec.gds.enabled=true",
+        "spec.kataManager.enabled=true",
     ]
     pool = NVIDIADriver.from_dict(
         driver(
@@ -122,11 +124,11 @@ def test_validate_warns_about_the_helm_rendered_policy_and_exits_0(
     # Errors still decide the exit status; the warnings of the other documents still show.
     both = tmp_path / "both.yaml"
     bad = policy({"mig": {"strategy": "weird"}}, name="bad")
-    good = policy({"gds": {"enabled": True}}, name="good")
+    good = policy({"kataManager": {"enabled": True}}, name="good")
     both.write_text(yaml.safe_dump_all([bad, good]))
     assert main(["validate", str(both)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == (
-        f"{both} (document 2): warning: spec.gds.enabled=true is accepted but not acted on"
+        f"{both} (document 2): warning: spec.kataManager.enabled=true is accepted but not acted on"
     )
     assert lines[0].startswith(f"{both} (document 1): spec.mig.strategy:")
