@@ -14,8 +14,8 @@ from components.operands._pods import (
     VALIDATIONS_DIR,
     build_pod_spec,
     config_map_volume,
-    env,
     host_path,
+    set_env,
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import config_map, daemonset
@@ -185,12 +185,14 @@ def driver_daemonset(
 
 def _set_config_digest(ds: dict[str, Any]) -> None:
     """`DRIVER_CONFIG_DIGEST` on the driver manager and the driver container: a digest of
-    everything else in the DaemonSet's spec. A driver pod that restarts with the digest the
-    running driver was installed with keeps that driver (no unload, no rebuild): only a
-    change of configuration pays for a reinstall."""
-    spec = ds["spec"]
-    digest = short_hash(json.dumps(spec, sort_keys=True, separators=(",", ":")), length=16)
-    pod = spec["template"]["spec"]
+    what the driver is installed with (the pod's containers and volumes). A driver pod
+    that restarts with the digest the running driver was installed with keeps that driver
+    (no unload, no rebuild): only a change of configuration pays for a reinstall, not a
+    new label, toleration or priority class on the pods."""
+    pod = ds["spec"]["template"]["spec"]
+    installed_with = {key: pod.get(key, []) for key in ("initContainers", "containers", "volumes")}
+    text = json.dumps(installed_with, sort_keys=True, separators=(",", ":"))
+    digest = short_hash(text, length=16)
     for container in [*pod.get("initContainers", []), *pod["containers"]]:
         if container["name"] in (MANAGER_CONTAINER, DRIVER_CONTAINER):
-            container["env"] = [*container.get("env", []), env("DRIVER_CONFIG_DIGEST", digest)]
+            set_env(container.setdefault("env", []), "DRIVER_CONFIG_DIGEST", digest)

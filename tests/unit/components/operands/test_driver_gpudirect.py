@@ -210,7 +210,7 @@ def test_repo_and_cert_config_go_where_each_os_family_reads_them() -> None:
     assert "driver.repoConfig is not supported on sles15.6" in unsupported[1]
 
 
-def test_config_digest_follows_the_config_and_nothing_else() -> None:
+def test_config_digest_follows_what_the_driver_is_installed_with() -> None:
     def digest(spec: Mapping[str, Any] | None = None, nodes: Sequence[GPUNode] = CLUSTER) -> str:
         ds = daemonsets(render(spec, nodes))[UBUNTU_DS]
         value = env_of(container(ds))["DRIVER_CONFIG_DIGEST"]
@@ -221,5 +221,7 @@ def test_config_digest_follows_the_config_and_nothing_else() -> None:
     plain = digest()
     assert digest() == plain  # the same config, the same digest: a fast restart
     assert digest(nodes=[*CLUSTER, gpu_node("gpu-ubuntu-9")]) == plain  # nodes joining
+    assert digest({"daemonsets": {"labels": {"team": "a"}, "priorityClassName": "p"}}) == plain
     assert digest({"driver": {"env": [{"name": "X", "value": "1"}]}}) != plain
+    assert digest({"driver": {"version": "595.100.01"}}) != plain
     assert digest({"gds": {"enabled": True}}) != plain
