@@ -53,6 +53,7 @@ from components.api._images import (
     OperandImage,
     driver_image,
     driver_manager_image,
+    driver_side_image,
     operand_image,
     os_tag,
     resolve_image,
@@ -83,7 +84,7 @@ from components.api._labels import (
 )
 from components.api._monitoring import ServiceMonitorConfig
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
-from components.api._sandbox import KataRuntimeClassSpec
+from components.api._sandbox import DriverSideSpec, KataRuntimeClassSpec
 from components.api._status import (
     MAX_LISTED_NODES,
     ClusterPolicyStatus,
@@ -145,6 +146,7 @@ __all__ = [
     "ContainerProbeSpec",
     "DrainSpec",
     "DriverManagerSpec",
+    "DriverSideSpec",
     "DriverSpec",
     "DriverUpgradePolicySpec",
     "EnvVar",
@@ -168,6 +170,7 @@ __all__ = [
     "crd",
     "driver_image",
     "driver_manager_image",
+    "driver_side_image",
     "operand_image",
     "os_tag",
     "render_all",

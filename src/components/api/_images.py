@@ -56,6 +56,8 @@ class OperandImage(StrEnum):
     VGPU_DEVICE_MANAGER = "vgpu-device-manager"
     KATA_MANAGER = "kata-manager"
     CC_MANAGER = "cc-manager"
+    GDS = "gds"
+    GDRCOPY = "gdrcopy"
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,12 @@ DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
     ),
     OperandImage.CC_MANAGER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "k8s-cc-manager", "v0.4.3", "CC_MANAGER_IMAGE"
+    ),
+    OperandImage.GDS: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "nvidia-fs", "2.29.4", "GDS_IMAGE"
+    ),
+    OperandImage.GDRCOPY: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "gdrdrv", "v2.6", "GDRCOPY_IMAGE"
     ),
 }  # fmt: skip
 
@@ -217,6 +225,23 @@ def driver_image(
             )
         return f"{base}-{kernel}-{os_tag(os_id, os_version)}"
     if digest:
+        return base
+    return f"{base}-{os_tag(os_id, os_version)}"
+
+
+def driver_side_image(
+    spec: ImageSpec,
+    operand: OperandImage,
+    *,
+    os_id: str,
+    os_version: str,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The image of a driver-side container (GPUDirect Storage's `nvidia-fs`, GDRCopy's
+    `gdrdrv`): built per OS like the driver, so tagged `<version>-<ostag>` for the node's
+    OS; a digest is used as is. There are no precompiled variants of these images."""
+    base = resolve_image(spec, operand, env=env)
+    if "@" in base:
         return base
     return f"{base}-{os_tag(os_id, os_version)}"
 

@@ -3,9 +3,10 @@ GPUDirect Storage / GDRCopy.
 
 Typed so the API server checks them as the reference's does. The sandbox ones are acted
 on by the VM operands (`components.operands`, the last seven states), except
-`kataSandboxDevicePlugin` (Kata's own device plugin is not deployed yet). GPUDirect Storage
-and GDRCopy are not acted on yet: `components.api.unsupported_fields` names them when
-switched on (in the policy's status and `gpu-operator validate`).
+`kataSandboxDevicePlugin` (Kata's own device plugin is not deployed yet); the driver operand
+acts on `gds` and `gdrcopy` (sidecars of the driver pod). `components.api.unsupported_fields`
+names what is switched on and not acted on (in the policy's status and `gpu-operator
+validate`).
 """
 
 from __future__ import annotations

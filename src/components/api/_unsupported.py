@@ -51,8 +51,6 @@ def _given(get: Callable[[Any], Any]) -> Callable[[Any], str | None]:
 
 
 CLUSTER_POLICY_RULES: tuple[_Rule, ...] = (
-    _Rule("spec.gds.enabled", _true(lambda s: s.gds.enabled)),
-    _Rule("spec.gdrcopy.enabled", _true(lambda s: s.gdrcopy.enabled)),
     _Rule("spec.psp.enabled", _true(lambda s: s.psp.enabled)),
     _Rule("spec.dcgmExporter.annotations", _given(lambda s: s.dcgm_exporter.annotations)),
     _Rule("spec.dcgmExporter.enablePodLabels", _true(lambda s: s.dcgm_exporter.enable_pod_labels)),

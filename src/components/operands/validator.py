@@ -84,8 +84,10 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
         env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
         env("VALIDATOR_IMAGE", image),
         env("VALIDATOR_IMAGE_PULL_POLICY", pull_policy(validator)),
-        env("VALIDATOR_RUNTIME_CLASS", ctx.runtime_class),
     ]
+    if ctx.uses_runtime_class:
+        # The test pods run as the validator's own pod does.
+        out.append(env("VALIDATOR_RUNTIME_CLASS", ctx.runtime_class))
     if validator.image_pull_secrets:
         out.append(env("VALIDATOR_IMAGE_PULL_SECRETS", ",".join(validator.image_pull_secrets)))
     return out
@@ -190,5 +192,9 @@ class Validator(BaseOperand):
             images=[validator],
             runtime_class=True,
         )
-        rendered.objects.append(daemonset(ctx, APP, pod, selector=PART_OF))
+        # The toolkit validation checks that a management container gets the GPUs.
+        annotations = ctx.management_annotations("toolkit-validation")
+        rendered.objects.append(
+            daemonset(ctx, APP, pod, selector=PART_OF, pod_annotations=annotations)
+        )
         return rendered

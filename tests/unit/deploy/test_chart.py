@@ -232,6 +232,18 @@ def test_sandbox_values_reach_the_policy_and_the_vm_operands_act_on_them() -> No
     assert unsupported_fields(ClusterPolicy.from_dict({**document, "spec": spec}).spec) == []
 
 
+def test_gpudirect_sections_reach_the_policy() -> None:
+    spec = one(
+        render("--set", "gds.enabled=true", "--set", "gdrcopy.enabled=true"), "ClusterPolicy"
+    )["spec"]
+    assert spec["gds"]["enabled"] is True
+    assert (spec["gds"]["image"], spec["gds"]["version"]) == ("nvidia-fs", "2.29.4")
+    assert spec["gdrcopy"]["enabled"] is True
+    assert (spec["gdrcopy"]["image"], spec["gdrcopy"]["version"]) == ("gdrdrv", "v2.6")
+    document = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "spec": spec}
+    assert validate_document({**document, "metadata": {"name": "p"}}) == []
+
+
 def test_no_policy_when_the_admin_brings_their_own() -> None:
     assert not [
         d for d in render("--set", "clusterPolicy.deployCR=false") if d["kind"] == "ClusterPolicy"

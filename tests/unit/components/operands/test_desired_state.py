@@ -26,7 +26,11 @@ pytestmark = pytest.mark.unit
 CLUSTER_SCOPED = {"RuntimeClass", "ClusterRole", "ClusterRoleBinding"}
 
 EXPECTED: dict[str, set[tuple[str, str]]] = {
-    "pre-requisites": {("RuntimeClass", "nvidia")},
+    "pre-requisites": {
+        ("RuntimeClass", "nvidia"),
+        ("RuntimeClass", "nvidia-cdi"),
+        ("RuntimeClass", "nvidia-legacy"),
+    },
     "state-driver": {
         ("ServiceAccount", "nvidia-driver"),
         ("ClusterRole", "nvidia-driver"),
