@@ -117,6 +117,20 @@ def _operator_requests(metrics_url: str) -> dict[str, dict[str, int]]:
     return {"by_verb": dict(by_verb), "by_resource": dict(sorted(by_resource.items()))}
 
 
+async def _serving(metrics_url: str, seconds: float) -> None:
+    """Until the operator answers on /metrics: on a loaded machine it may take longer to
+    start than the benchmark's own cache takes to sync."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            _operator_requests(metrics_url)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 def _writes(by_verb: dict[str, int]) -> int:
     return sum(by_verb.get(verb, 0) for verb in WRITE_VERBS)
 
@@ -326,6 +340,7 @@ async def _operator(
     async with sim.api_client() as api:
         c, cache = await _open(sim, api, policy=True)
         watch = Watch(cache, None)
+        await _serving(metrics_url, 300)
         await asyncio.sleep(5)  # the operator's caches sync before the policy exists
         cpu_before = _cpu_seconds(pid)
         ours_before = _operator_requests(metrics_url)
