@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -147,6 +148,12 @@ class Recorder:
                 kind = what if what.startswith("node") else "delete " + what.rsplit("-", 1)[0]
                 out.append((kind, t - max(before)))
         return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of the operator's process: the figure a loaded machine leaves intact."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _driver_ready_everywhere(cache: Cache, version: str, nodes: set[str]) -> bool:
@@ -408,6 +415,7 @@ async def bench(
                     if upgrade_only:
                         await _set_driver(c, version)
                     recorder.reset()
+                    cpu_before = _cpu_seconds(operator.pid)
                     start = time.monotonic()
                     peak = 0
 
@@ -421,6 +429,7 @@ async def bench(
 
                     await _wait(done, f"the rollout with maxParallelUpgrades {parallel}", limit)
                     seconds = time.monotonic() - start
+                    cpu = _cpu_seconds(operator.pid) - cpu_before
                     by_action = recorder.shares(start)
                     shares = [d for _, d in by_action]
                     kinds: dict[str, list[float]] = {}
@@ -434,6 +443,7 @@ async def bench(
                         "max_parallel_upgrades": parallel,
                         "seconds": round(seconds, 1),
                         "seconds_per_node": round(seconds / len(gpu), 2),
+                        "operator_cpu_seconds": round(cpu, 2),
                         "peak_in_progress": peak,
                         "operator_actions": len(shares),
                         "operator_share_p50_ms": round(percentile(shares, 50) * 1000, 1),
@@ -447,7 +457,7 @@ async def bench(
                     runs.append(run)
                     print(
                         f"maxParallelUpgrades {parallel}: {seconds:.1f}s for {len(gpu)} nodes "
-                        f"(peak {peak} in progress); operator reacted in p50 "
+                        f"(peak {peak} in progress), operator CPU {cpu:.2f}s; reacted in p50 "
                         f"{run['operator_share_p50_ms']} ms, p99 {run['operator_share_p99_ms']} ms "
                         f"over {len(shares)} actions"
                     )
