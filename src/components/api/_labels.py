@@ -2,7 +2,8 @@
 
 Keys and values are the reference operator's, so manifests, node selectors and dashboards
 written for it keep working. A key only one package uses lives with it (the upgrade's
-`nvidia.com/gpu-driver-upgrade*` keys in `components.upgrade`).
+`nvidia.com/gpu-driver-upgrade*` keys in `components.upgrade`, but for the state label,
+which the node labeller writes first).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ CLIENT_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.client"
 node while its driver restarts or its MIG layout changes."""
 DRIVER_UPGRADE_ENABLED_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade-enabled"
 """Node annotation, `true` on GPU nodes while the policy upgrades drivers automatically."""
+DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
+"""Where a node is in the driver upgrade (`UpgradeState` values); absent = unknown. The
+upgrade walk owns it; the node labeller writes its first value (`upgrade-done`) in the same
+patch as a new GPU node's deploy labels, so that a node reaches ready in one label write."""
 
 DRIVER_KERNEL_PIN_LABEL: Final = "nvidia.com/precompiled-driver.kernel-version.full"
 """With precompiled drivers: the kernel whose driver DaemonSet the node belongs to.
