@@ -5,6 +5,12 @@ as a process, as in its pod. For maxParallelUpgrades 1 and 10, the ClusterPolicy
 version changes; the benchmark measures, through its own watch, how long until every node
 runs the new driver and is back in `upgrade-done`.
 
+Then, in the same run and on the same cluster, the **floor**: the operator stopped, the
+benchmark changes the driver DaemonSet's image itself and makes the walk's own API calls
+directly, `--floor-parallel` nodes at a time (10): cordon, delete the driver pod, wait for
+its replacement Ready, uncordon. The ratio is the operator's time at that
+maxParallelUpgrades over the floor's.
+
 The operator's share is how long the operator took to act once it could: for every action
 it takes on a node (a state change, a cordon, a pod it deletes or evicts), the time since
 the last thing that happened on that node (any node, for starting an upgrade, which waits
@@ -12,7 +18,7 @@ for a slot) that the action could have been waiting for: the previous step, a po
 new driver pod ready. Everything else (pods terminating, the DaemonSet controller creating
 the new driver pod, kwok making it ready) is the cluster's share.
 
-    .venv/bin/python bench/upgrade.py [--nodes 100] [--parallel 1,10]
+    .venv/bin/python bench/upgrade.py [--nodes 100] [--parallel 1,10] [--floor-parallel 10]
 
 Prints figures as it goes; the last line is one JSON object (also bench/results/upgrade.json).
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -44,6 +51,7 @@ NAMESPACE = "gpu-operator"
 NODE = GVK("", "v1", "Node")
 POD = GVK("", "v1", "Pod")
 REVISION = GVK("apps", "v1", "ControllerRevision")
+DAEMONSET = GVK("apps", "v1", "DaemonSet")
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 POLICY = "cluster-policy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
@@ -142,6 +150,12 @@ class Recorder:
         return out
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of the operator's process: the figure a loaded machine leaves intact."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _driver_ready_everywhere(cache: Cache, version: str, nodes: set[str]) -> bool:
     drivers = [
         p
@@ -174,6 +188,71 @@ async def _wait(check: Any, what: str, seconds: float) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"gave up waiting for {what} after {seconds:.0f}s")
         await asyncio.sleep(0.1)
+
+
+def _driver_pod(cache: Cache, node: str) -> Object | None:
+    for p in cache.list(POD, namespace=NAMESPACE):
+        if (
+            p["spec"].get("nodeName") == node
+            and labels_of(p).get("app.kubernetes.io/component") == "nvidia-driver"
+            and not p["metadata"].get("deletionTimestamp")
+        ):
+            return p
+    return None
+
+
+def _pod_ready(pod: Object) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+async def _floor(c: Client, cache: Cache, nodes: set[str], version: str, parallel: int) -> float:
+    """The walk's own API calls made directly, `parallel` nodes at a time (a slot frees as
+    soon as a node is uncordoned, as in the operator's admission): seconds from the driver
+    DaemonSet's change until every node runs the new driver, Ready, uncordoned."""
+    began = time.monotonic()
+    for ds in await c.list_live(DAEMONSET, namespace=NAMESPACE):
+        template = ds["spec"]["template"]
+        if (template["metadata"].get("labels") or {}).get(
+            "app.kubernetes.io/component"
+        ) != "nvidia-driver":
+            continue
+        containers = template["spec"]["containers"]
+        image = containers[0]["image"]
+        # The driver image's tag is <version>-<os>: keep the OS suffix.
+        name, _, tag = image.rpartition(":")
+        suffix = tag.split("-", 1)[1] if "-" in tag else ""
+        new = f"{name}:{version}" + (f"-{suffix}" if suffix else "")
+        body = {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": new}
+        await c.patch(DAEMONSET, name_of(ds), [body], namespace=NAMESPACE, json_patch=True)
+    gate = asyncio.Semaphore(parallel)
+
+    async def walk(node: str) -> None:
+        async with gate:
+            await c.patch(NODE, node, {"spec": {"unschedulable": True}})
+            old = _driver_pod(cache, node)
+            if old is not None:
+                with contextlib.suppress(NotFound):
+                    await c.delete(POD, name_of(old), namespace=NAMESPACE)
+            old_uid = old["metadata"]["uid"] if old is not None else None
+
+            def replaced() -> bool:
+                pod = _driver_pod(cache, node)
+                return (
+                    pod is not None
+                    and pod["metadata"]["uid"] != old_uid
+                    and version in pod["spec"]["containers"][0]["image"]
+                    and _pod_ready(pod)
+                )
+
+            await _wait(replaced, f"the new driver pod on {node}", 600)
+            await c.patch(NODE, node, {"spec": {"unschedulable": False}})
+
+    await asyncio.gather(*(walk(n) for n in sorted(nodes)))
+    return time.monotonic() - began
 
 
 async def _set_policy(c: Client, version: str, parallel: int) -> None:
@@ -288,7 +367,7 @@ async def _set_driver(c: Client, version: str) -> None:
 
 
 async def bench(
-    nodes: int, parallels: list[int], limit: float, *, upgrade_only: bool
+    nodes: int, parallels: list[int], limit: float, *, upgrade_only: bool, floor_parallel: int
 ) -> dict[str, Any]:
     config = ClusterConfig(
         gpu_nodes=nodes, cpu_nodes=0, gpus_per_node=1, os=parse_os_list("ubuntu22.04")
@@ -336,6 +415,7 @@ async def bench(
                     if upgrade_only:
                         await _set_driver(c, version)
                     recorder.reset()
+                    cpu_before = _cpu_seconds(operator.pid)
                     start = time.monotonic()
                     peak = 0
 
@@ -349,6 +429,7 @@ async def bench(
 
                     await _wait(done, f"the rollout with maxParallelUpgrades {parallel}", limit)
                     seconds = time.monotonic() - start
+                    cpu = _cpu_seconds(operator.pid) - cpu_before
                     by_action = recorder.shares(start)
                     shares = [d for _, d in by_action]
                     kinds: dict[str, list[float]] = {}
@@ -362,6 +443,7 @@ async def bench(
                         "max_parallel_upgrades": parallel,
                         "seconds": round(seconds, 1),
                         "seconds_per_node": round(seconds / len(gpu), 2),
+                        "operator_cpu_seconds": round(cpu, 2),
                         "peak_in_progress": peak,
                         "operator_actions": len(shares),
                         "operator_share_p50_ms": round(percentile(shares, 50) * 1000, 1),
@@ -375,23 +457,44 @@ async def bench(
                     runs.append(run)
                     print(
                         f"maxParallelUpgrades {parallel}: {seconds:.1f}s for {len(gpu)} nodes "
-                        f"(peak {peak} in progress); operator reacted in p50 "
+                        f"(peak {peak} in progress), operator CPU {cpu:.2f}s; reacted in p50 "
                         f"{run['operator_share_p50_ms']} ms, p99 {run['operator_share_p99_ms']} ms "
                         f"over {len(shares)} actions"
                     )
+                floor: dict[str, Any] | None = None
+                if floor_parallel:
+                    _stop(operator)
+                    seconds = await _floor(c, cache, gpu, "595.200.01", floor_parallel)
+                    floor = {"parallel": floor_parallel, "seconds": round(seconds, 1)}
+                    same = [r for r in runs if r["max_parallel_upgrades"] == floor_parallel]
+                    if same:
+                        floor["ratio"] = round(same[0]["seconds"] / seconds, 2)
+                    print(
+                        f"floor, {floor_parallel} at a time (cordon, delete the driver pod, "
+                        f"wait for its replacement Ready, uncordon): {seconds:.1f}s; "
+                        f"operator/floor {floor.get('ratio', '-')}"
+                    )
                 await cache.stop()
         finally:
-            operator.terminate()
-            try:
-                operator.wait(30)
-            except subprocess.TimeoutExpired:
-                operator.kill()
+            _stop(operator)
             log.close()
     return {
         "nodes": nodes,
         "operator": "upgrade controller alone" if upgrade_only else "gpu-operator run",
         "runs": runs,
+        "floor": floor,
     }
+
+
+def _stop(operator: subprocess.Popen[bytes]) -> None:
+    if operator.poll() is not None:
+        return
+    operator.terminate()
+    try:
+        operator.wait(30)
+    except subprocess.TimeoutExpired:
+        operator.kill()
+        operator.wait(30)
 
 
 def main() -> None:
@@ -405,6 +508,12 @@ def main() -> None:
         help="run the upgrade controller alone (the bench renders the DaemonSets), to tell "
         "its own reaction time from the whole operator's",
     )
+    parser.add_argument(
+        "--floor-parallel",
+        type=int,
+        default=10,
+        help="nodes at a time in the floor walk the benchmark makes itself (0: no floor)",
+    )
     parser.add_argument("--serve-upgrade-only", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upgrade_only:
@@ -412,7 +521,13 @@ def main() -> None:
         return
     parallels = [int(p) for p in args.parallel.split(",")]
     figures = asyncio.run(
-        bench(args.nodes, parallels, args.timeout, upgrade_only=args.upgrade_only)
+        bench(
+            args.nodes,
+            parallels,
+            args.timeout,
+            upgrade_only=args.upgrade_only,
+            floor_parallel=args.floor_parallel,
+        )
     )
     finish("upgrade-only" if args.upgrade_only else "upgrade", figures)
 

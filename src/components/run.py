@@ -83,15 +83,33 @@ def metrics_serving(args: argparse.Namespace) -> MetricsServing | None:
     )
 
 
+def leader_election(args: argparse.Namespace) -> LeaderElectionConfig | None:
+    """The lease settings from `--leader-elect*`, or None without `--leader-elect`."""
+    if not args.leader_elect:
+        return None
+    lease = args.leader_elect_lease_duration
+    renew = args.leader_elect_renew_deadline
+    retry = args.leader_elect_retry_period
+    if not lease > renew > retry:
+        raise CommandError(
+            f"--leader-elect-lease-duration ({lease:g}s) must be longer than "
+            f"--leader-elect-renew-deadline ({renew:g}s), and that longer than "
+            f"--leader-elect-retry-period ({retry:g}s)"
+        )
+    return LeaderElectionConfig(
+        name=LEASE_NAME,
+        namespace=args.namespace,
+        lease_duration=lease,
+        renew_deadline=renew,
+        retry_period=retry,
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     serving = metrics_serving(args)
     api = await api_client(args.kubeconfig)
     async with api:
-        election = (
-            LeaderElectionConfig(name=LEASE_NAME, namespace=args.namespace)
-            if args.leader_elect
-            else None
-        )
+        election = leader_election(args)
         probes = args.health_probe_bind_address
         operator = build_operator(
             api,
@@ -118,6 +136,7 @@ async def run(args: argparse.Namespace) -> None:
 def run_operator(args: argparse.Namespace) -> int:
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise CommandError(f"cannot read the kubeconfig {args.kubeconfig}: no such file")
+    leader_election(args)  # a bad combination fails here, before anything starts
     configure_logging(args.log_level, args.log_format)
     try:
         asyncio.run(run(args))

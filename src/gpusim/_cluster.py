@@ -67,7 +67,8 @@ class SimulatedCluster:
 
     `config` says which nodes to create. `workdir` keeps the cluster's files (required with
     `die_with_parent=False`); without it a temporary folder is used and removed at `stop()`.
-    `apiserver_port` fixes the apiserver's port (0 = any free one). `progress` receives one
+    `apiserver_port` fixes the apiserver's port (0 = any free one). `extra_apiserver_args`
+    adds or overrides kube-apiserver flags (an audit log, say). `progress` receives one
     line per start-up step.
     """
 
@@ -79,6 +80,7 @@ class SimulatedCluster:
         binaries: SimBinaries | None = None,
         die_with_parent: bool = True,
         apiserver_port: int = 0,
+        extra_apiserver_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
         progress: Callable[[str], None] | None = None,
         on_process: Callable[[str, int], None] | None = None,
@@ -88,6 +90,7 @@ class SimulatedCluster:
         self._workdir = workdir
         self._die_with_parent = die_with_parent
         self._apiserver_port = apiserver_port
+        self._extra_apiserver_args = tuple(extra_apiserver_args)
         self._startup_timeout = startup_timeout
         self._progress = progress or (lambda line: None)
         self._on_process = on_process or (lambda name, pid: None)
@@ -143,6 +146,7 @@ class SimulatedCluster:
                 binaries=self.binaries,
                 die_with_parent=self._die_with_parent,
                 apiserver_port=self._apiserver_port,
+                extra_apiserver_args=self._extra_apiserver_args,
                 startup_timeout=self._startup_timeout,
             ).start()
             plane = self.control_plane

@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
 
 from gpusim._hardware import MigConfigError, mig_layout, mig_profile
 from gpusim._node_software import (
@@ -18,6 +21,7 @@ from gpusim._node_software import (
     LABEL_MIG_STRATEGY,
     MIG_PAUSED_SOFTWARE,
     PAUSED_FOR_MIG,
+    RESOURCE_PREFIX,
     Hardware,
     NodeInfo,
     NodeSoftware,
@@ -53,6 +57,46 @@ class Plan:
         return not (self.labels or self.annotations or self.resources)
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """How the device plugin's config shares each whole GPU: `mps` or `time-slicing`,
+    `replicas` clients per GPU, advertised as `resource`."""
+
+    strategy: str
+    replicas: int
+    resource: str = "nvidia.com/gpu"
+
+
+def sharing_of(config_text: str | None) -> Sharing | None:
+    """The sharing a device-plugin config (`version: v1`, `sharing.mps` or
+    `sharing.timeSlicing`) asks for `nvidia.com/gpu`, or None (none, or unreadable: the
+    real plugin then shares nothing)."""
+    try:
+        config = yaml.safe_load(config_text or "")
+    except yaml.YAMLError:
+        return None
+    sharing = config.get("sharing") if isinstance(config, Mapping) else None
+    if not isinstance(sharing, Mapping):
+        return None
+    for key, strategy in (("mps", "mps"), ("timeSlicing", "time-slicing")):
+        section: Any = sharing.get(key)
+        if not isinstance(section, Mapping):
+            continue
+        resources = section.get("resources")
+        for entry in resources if isinstance(resources, list) else []:
+            if not isinstance(entry, Mapping) or entry.get("name") != "nvidia.com/gpu":
+                continue
+            replicas = entry.get("replicas")
+            if not isinstance(replicas, int) or replicas < 1:
+                return None
+            default = "nvidia.com/gpu.shared" if section.get("renameByDefault") else ""
+            resource = str(entry.get("rename") or default or "nvidia.com/gpu")
+            if not resource.startswith("nvidia.com/"):
+                resource = "nvidia.com/" + resource
+            return Sharing(strategy, replicas, resource)
+    return None
+
+
 def driver_version(image: str) -> str:
     """`nvcr.io/nvidia/driver:595.91.07-ubuntu22.04` -> `595.91.07` (default if unknown)."""
     name = image.rsplit("/", 1)[-1]
@@ -80,10 +124,15 @@ def _applied_layout(hardware: Hardware, applied: str) -> dict[str, int] | None:
         return None
 
 
-def gpu_resources(hardware: Hardware, applied: str, strategy: str) -> dict[str, str]:
-    """What the device plugin advertises for this node's GPUs."""
+def gpu_resources(
+    hardware: Hardware, applied: str, strategy: str, sharing: Sharing | None = None
+) -> dict[str, str]:
+    """What the device plugin advertises for this node's GPUs (whole GPUs shared by
+    `sharing`: `replicas` clients each)."""
     layout = _applied_layout(hardware, applied)
     if layout is None or strategy == "none":
+        if sharing is not None:
+            return {sharing.resource: str(hardware.gpus * sharing.replicas)}
         return {"nvidia.com/gpu": str(hardware.gpus)}
     if strategy == "mixed":
         return {
@@ -106,7 +155,29 @@ def applied_layout(hardware: Hardware, applied: str) -> dict[str, int] | None:
     return _applied_layout(hardware, applied)
 
 
-def gfd_labels(hardware: Hardware, driver: str, applied: str, strategy: str) -> dict[str, str]:
+def passthrough_resource(hardware: Hardware) -> str:
+    """The resource KubeVirt's GPU device plugin names a GPU bound to vfio-pci by: its
+    model in upper case, other characters as `_` (`nvidia.com/NVIDIA_H100_80GB_HBM3`; the
+    real plugin takes the PCI database's device name, which the simulation does not have).
+    """
+    model = re.sub(r"[^A-Z0-9]+", "_", hardware.product.name.upper()).strip("_")
+    return RESOURCE_PREFIX + model
+
+
+def passthrough_resources(
+    hardware: Hardware, pods: Sequence[PodInfo], driver: bool
+) -> dict[str, str]:
+    """What the sandbox device plugin advertises: every GPU, once the VFIO manager has
+    bound them to vfio-pci. A container driver still running holds the GPUs: nothing."""
+    ready = {p.software for p in pods if p.ready}
+    if driver or not {NodeSoftware.VFIO_MANAGER, NodeSoftware.SANDBOX_DEVICE_PLUGIN} <= ready:
+        return {}
+    return {passthrough_resource(hardware): str(hardware.gpus)}
+
+
+def gfd_labels(
+    hardware: Hardware, driver: str, applied: str, strategy: str, sharing: Sharing | None = None
+) -> dict[str, str]:
     """The labels GPU feature discovery writes for this node."""
     gpu = hardware.product
     parts = [*driver.split("."), "0", "0"][:3]
@@ -141,6 +212,11 @@ def gfd_labels(hardware: Hardware, driver: str, applied: str, strategy: str) -> 
     }
     layout = _applied_layout(hardware, applied)
     if layout is None or strategy == "none":
+        if sharing is not None:
+            labels["nvidia.com/gpu.product"] = f"{gpu.name}-SHARED"
+            labels["nvidia.com/gpu.replicas"] = str(sharing.replicas)
+            labels["nvidia.com/gpu.sharing-strategy"] = sharing.strategy
+            labels["nvidia.com/mps.capable"] = "true" if sharing.strategy == "mps" else "false"
         return labels
     if strategy == "single":
         if len(layout) == 1:
@@ -172,8 +248,12 @@ def plan_node(
     now: float,
     mig: MigProgress | None = None,
     mig_reconfigure_seconds: float = 1.0,
+    gpu_workloads: int = 0,
+    plugin_config: str | None = None,
 ) -> Plan:
-    """Everything the node software would change on `node` now, given the pods on it."""
+    """Everything the node software would change on `node` now, given the pods on it
+    (`gpu_workloads`: how many pods other than the node software hold its GPUs;
+    `plugin_config`: the device-plugin config the node uses, as its YAML text)."""
     plan = Plan()
     hardware = node.hardware
     if hardware is None:
@@ -185,21 +265,37 @@ def plan_node(
     annotations = dict(node.annotations)
 
     if driver and NodeSoftware.MIG_MANAGER in ready and labels.get(LABEL_MIG_CONFIG):
-        _plan_mig(plan, hardware, labels, annotations, pods, now, mig, mig_reconfigure_seconds)
+        _plan_mig(
+            plan,
+            hardware,
+            labels,
+            annotations,
+            pods,
+            now,
+            mig,
+            mig_reconfigure_seconds,
+            gpu_workloads=gpu_workloads,
+        )
 
     applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
     strategy = mig_strategy(labels, pods)
 
+    sharing = sharing_of(plugin_config)
+    # With MPS the plugin serves its clients through the node's MPS control daemon, and
+    # advertises nothing until one runs there.
+    serving = sharing is None or sharing.strategy != "mps"
+    serving = serving or NodeSoftware.MPS_CONTROL_DAEMON in ready
     wanted: dict[str, str] = {}
-    if driver and NodeSoftware.DEVICE_PLUGIN in ready:
-        wanted = gpu_resources(hardware, applied, strategy)
+    if driver and NodeSoftware.DEVICE_PLUGIN in ready and serving:
+        wanted = gpu_resources(hardware, applied, strategy, sharing)
+    wanted.update(passthrough_resources(hardware, pods, driver_pod is not None))
     for key in sorted(set(wanted) | set(node.capacity) | set(node.allocatable)):
         value = wanted.get(key)
         if node.capacity.get(key) != value or node.allocatable.get(key) != value:
             plan.resources[key] = value
 
     if driver and NodeSoftware.GPU_FEATURE_DISCOVERY in ready:
-        desired = gfd_labels(hardware, driver, applied, strategy)
+        desired = gfd_labels(hardware, driver, applied, strategy, sharing)
         for key in [k for k in labels if is_gfd_label(k) and k not in desired]:
             labels.pop(key)
         labels.update(desired)
@@ -218,14 +314,29 @@ def _plan_mig(
     now: float,
     mig: MigProgress | None,
     delay: float,
+    *,
+    gpu_workloads: int,
 ) -> None:
-    """The MIG manager's reconfiguration, one step per call; edits labels/annotations."""
+    """The MIG manager's reconfiguration, one step per call; edits labels/annotations.
+
+    As the real one does, it checks first whether the requested layout is in place and
+    then says `success` without going `pending` or pausing anything: `pending` always
+    means a change that needs the GPUs idle. And as on real hardware, where mig-parted
+    refuses to repartition a GPU that a process holds, the change waits (still
+    `pending`) while any workload pod holds the node's GPUs; clearing them is for
+    someone else (the operator evicts them)."""
     requested = labels[LABEL_MIG_CONFIG]
     state = labels.get(LABEL_MIG_STATE)
     applied = annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled")
     if state == "success" and requested == applied:
         return
     if state == "failed" and annotations.get(ANNOTATION_MIG_FAILED) == requested:
+        return
+    if requested == applied and (mig is None or mig.config != requested):
+        labels[LABEL_MIG_STATE] = "success"
+        annotations.pop(ANNOTATION_MIG_FAILED, None)
+        _resume_clients(labels)
+        plan.mig = None
         return
     if mig is None or mig.config != requested:
         labels[LABEL_MIG_STATE] = "pending"
@@ -240,6 +351,8 @@ def _plan_mig(
     paused = {op for key, op in MIG_PAUSED_SOFTWARE.items() if labels.get(key) == PAUSED_FOR_MIG}
     if any(p.software in paused for p in pods):
         return  # the paused clients' pods are still on the node; their deletion requeues
+    if gpu_workloads:
+        return  # a workload still holds the GPUs; its pod's deletion requeues
     remaining = mig.started + delay - now
     if remaining > 0:
         plan.recheck_after = remaining
@@ -253,10 +366,14 @@ def _plan_mig(
         labels[LABEL_MIG_STATE] = "success"
         annotations[ANNOTATION_MIG_APPLIED] = requested
         annotations.pop(ANNOTATION_MIG_FAILED, None)
+    _resume_clients(labels)
+    plan.mig = None
+
+
+def _resume_clients(labels: dict[str, str]) -> None:
     for key in MIG_PAUSED_SOFTWARE:
         if labels.get(key) == PAUSED_FOR_MIG:
             labels[key] = "true"
-    plan.mig = None
 
 
 def _diff(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, str | None]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from components.upgrade import pod_view
 from gpusim._hardware import PRODUCTS, GpuProduct
 from gpusim._nodes import (
     ANNOTATION_GPUS,
@@ -34,6 +35,9 @@ class NodeSoftware(enum.Enum):
     MIG_MANAGER = "mig-manager"
     DCGM = "dcgm"
     DCGM_EXPORTER = "dcgm-exporter"
+    MPS_CONTROL_DAEMON = "mps-control-daemon"
+    VFIO_MANAGER = "vfio-manager"
+    SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
     CONTAINER_TOOLKIT = "container-toolkit"
     NODE_AGENT = "node-agent"
 
@@ -51,6 +55,9 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.MIG_MANAGER: (("app", "nvidia-mig-manager"),),
     NodeSoftware.DCGM: (("app", "nvidia-dcgm"),),
     NodeSoftware.DCGM_EXPORTER: (("app", "nvidia-dcgm-exporter"),),
+    NodeSoftware.MPS_CONTROL_DAEMON: (("app", "nvidia-device-plugin-mps-control-daemon"),),
+    NodeSoftware.VFIO_MANAGER: (("app", "nvidia-vfio-manager"), ("name", "nvidia-vfio-manager")),
+    NodeSoftware.SANDBOX_DEVICE_PLUGIN: (("app", "nvidia-sandbox-device-plugin-daemonset"),),
     NodeSoftware.CONTAINER_TOOLKIT: (("app", "nvidia-container-toolkit-daemonset"),),
     NodeSoftware.NODE_AGENT: (("app", "gpu-operator-node-agent"),),
 }
@@ -67,6 +74,8 @@ PAUSED_FOR_MIG = "paused-for-mig-change"
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_MIG_STATE = "nvidia.com/mig.config.state"
 LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+"""The device-plugin config (a key of its ConfigMap) a node uses; else `DEFAULT_CONFIG`."""
 ANNOTATION_MIG_APPLIED = SIM_PREFIX + "mig-applied"
 ANNOTATION_MIG_FAILED = SIM_PREFIX + "mig-failed"
 RESOURCE_PREFIX = "nvidia.com/"
@@ -127,6 +136,8 @@ class PodInfo:
     ready: bool
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    config_maps: tuple[str, ...] = ()
+    """`namespace/name` of each ConfigMap the pod mounts (the device plugin's configs)."""
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
@@ -153,14 +164,48 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
         for item in container.get("env") or []
         if "value" in item and "name" in item
     }
+    namespace = meta.get("namespace", "")
     return PodInfo(
-        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        key=f"{namespace}/{meta.get('name', '')}",
         node=node,
         software=software,
         ready=bool(ready),
         image=str(containers[0].get("image", "")) if containers else "",
         env=env,
+        config_maps=tuple(f"{namespace}/{name}" for name in _config_map_names(spec)),
     )
+
+
+def _config_map_names(spec: Mapping[str, Any]) -> list[str]:
+    return [
+        str(v["configMap"]["name"])
+        for v in spec.get("volumes") or []
+        if isinstance(v.get("configMap"), Mapping) and v["configMap"].get("name")
+    ]
+
+
+def gpu_workload_node(pod: dict[str, Any]) -> str | None:
+    """The node whose GPU `pod` holds: a pod that is no node software, requests a GPU
+    resource, is bound and has not finished (a terminating one still holds it until it is
+    gone, as its processes do on a real GPU). None for any other pod."""
+    meta = pod.get("metadata") or {}
+    if software_of(meta.get("labels") or {}) is not None:
+        return None
+    view = pod_view(pod)
+    return view.node if view.gpu and view.active and view.node else None
+
+
+def _gpu_limit(spec: Mapping[str, Any]) -> int:
+    """How many `nvidia.com/` devices the pod's containers limit."""
+    gpus = 0
+    for container in spec.get("containers") or []:
+        for key, value in ((container.get("resources") or {}).get("limits") or {}).items():
+            if key.startswith(RESOURCE_PREFIX):
+                try:
+                    gpus += int(value)
+                except (TypeError, ValueError):
+                    continue
+    return gpus
 
 
 @dataclass(frozen=True)
@@ -182,14 +227,7 @@ def gpu_workload(pod: Mapping[str, Any]) -> GpuWorkload | None:
         return None
     if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") != "Running":
         return None
-    gpus = 0
-    for container in spec.get("containers") or []:
-        for key, value in ((container.get("resources") or {}).get("limits") or {}).items():
-            if key.startswith(RESOURCE_PREFIX):
-                try:
-                    gpus += int(value)
-                except (TypeError, ValueError):
-                    continue
+    gpus = _gpu_limit(spec)
     if gpus <= 0:
         return None
     return GpuWorkload(
@@ -292,29 +330,32 @@ def trim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A Pod cut down to what `pod_info` reads; any pod that is no node software keeps its
-    name alone."""
+    """A Pod cut down to what `pod_info`, `gpu_workload_node` and `gpu_workload` read; any
+    other pod keeps its name alone."""
     meta = pod.get("metadata") or {}
     kept: dict[str, Any] = {
         key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta
     }
-    labels = meta.get("labels") or {}
-    if software_of(labels) is None:
-        workload = gpu_workload(pod)
-        if workload is None:
-            return {"metadata": kept}
-        kept["uid"] = workload.uid
-        limits = {RESOURCE_PREFIX + "gpu": str(workload.gpus)}
-        return {
-            "metadata": kept,
-            "spec": {"nodeName": workload.node, "containers": [{"resources": {"limits": limits}}]},
-            "status": {"phase": "Running"},
-        }
-    kept["labels"] = dict(labels)
     if meta.get("deletionTimestamp"):
         kept["deletionTimestamp"] = meta["deletionTimestamp"]
+    labels = meta.get("labels") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
+    if software_of(labels) is None:
+        node = gpu_workload_node(pod)
+        if node is None:
+            return {"metadata": {k: v for k, v in kept.items() if k != "deletionTimestamp"}}
+        # A GPU workload: its node, its phase, its uid (the simulated processes' cgroup)
+        # and how many GPUs it limits are all the model and the node agents read.
+        if "uid" in meta:
+            kept["uid"] = meta["uid"]
+        gpu = {"limits": {f"{RESOURCE_PREFIX}gpu": str(_gpu_limit(spec) or 1)}}
+        return {
+            "metadata": kept,
+            "spec": {"nodeName": node, "containers": [{"resources": gpu}]},
+            "status": {"phase": status.get("phase")},
+        }
+    kept["labels"] = dict(labels)
     containers = [
         {
             "image": container.get("image", ""),
@@ -322,9 +363,12 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         }
         for container in spec.get("containers") or []
     ]
+    kept_spec: dict[str, Any] = {"nodeName": spec.get("nodeName"), "containers": containers}
+    if names := _config_map_names(spec):
+        kept_spec["volumes"] = [{"configMap": {"name": name}} for name in names]
     return {
         "metadata": kept,
-        "spec": {"nodeName": spec.get("nodeName"), "containers": containers},
+        "spec": kept_spec,
         "status": {
             "phase": status.get("phase"),
             "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],

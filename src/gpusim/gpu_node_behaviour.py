@@ -9,14 +9,24 @@ node the way the real node software would:
 * **device plugin** pod Running -> the node's capacity and allocatable get `nvidia.com/gpu`
   = GPUs on the node; with MIG on, strategy `single` -> `nvidia.com/gpu` = MIG instances,
   strategy `mixed` -> `nvidia.com/mig-<profile>` counts. Device plugin gone -> resources gone.
+* **device plugin config**: the ConfigMaps the plugin mounts and the node's
+  `nvidia.com/device-plugin.config` label (else its `DEFAULT_CONFIG`) pick a config; one
+  with `sharing.mps` or `sharing.timeSlicing` advertises `replicas` x GPUs (as
+  `nvidia.com/gpu`, or the renamed resource), with MPS only while an MPS control daemon
+  pod is Ready on the node (the real plugin waits for it).
+* **VFIO manager** and **sandbox device plugin** pods Running and Ready, and no driver pod
+  (a `vm-passthrough` node) -> the GPUs are bound to vfio-pci and advertised as KubeVirt
+  expects: `nvidia.com/<MODEL>` (e.g. `nvidia.com/NVIDIA_H100_80GB_HBM3`) = GPUs on the node.
 * **GPU feature discovery** pod Running -> the GFD labels (`nvidia.com/gpu.product`,
   `gpu.count`, `gpu.memory`, `mig.capable`, `cuda.driver.major`, ...). Like labels NFD keeps
   from a feature file, they stay when GFD stops; while GFD runs they are kept exact.
-* **MIG manager** pod Running and the node label `nvidia.com/mig.config` set ->
-  `nvidia.com/mig.config.state` goes `pending`, GPU clients are paused (operand deploy labels
-  `true` -> `paused-for-mig-change`) until their pods are gone, the layout is applied after
-  `mig_reconfigure_seconds`, then `success` (or `failed` for a config the GPU cannot apply)
-  and the paused labels go back to `true`.
+* **MIG manager** pod Running and the node label `nvidia.com/mig.config` set -> a layout
+  already in place is `success` at once; otherwise `nvidia.com/mig.config.state` goes
+  `pending`, GPU clients are paused (operand deploy labels `true` ->
+  `paused-for-mig-change`) until their pods are gone, the change waits while any workload
+  pod holds the node's GPUs (real mig-parted refuses to repartition a GPU in use), the
+  layout is applied after `mig_reconfigure_seconds`, then `success` (or `failed` for a
+  config the GPU cannot apply) and the paused labels go back to `true`.
 
 * **node agent** pod Running and Ready -> the product's node agent looks at the node
   through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
@@ -57,9 +67,11 @@ from typing import Any
 from gpusim._node_agents import SimulatedNodeAgents, node_facts
 from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
+    LABEL_PLUGIN_CONFIG,
     NodeSoftware,
     PodInfo,
     gpu_workload,
+    gpu_workload_node,
     node_info,
     pod_info,
     trim_node,
@@ -75,7 +87,7 @@ from reconciler import (
     enqueue_object,
     resource_version_of,
 )
-from reconciler.kinds import NODE, POD
+from reconciler.kinds import CONFIG_MAP, NODE, POD
 
 log = logging.getLogger("gpusim.gpu_node_behaviour")
 
@@ -84,14 +96,27 @@ PODS_BY_NODE = "gpusim.node"
 """Index of the node-software pods (and GPU workload pods) by the node they run on."""
 AGENT_SECONDS = 5.0
 """How often a simulated node agent looks again with nothing new (changes wake it)."""
+PODS_BY_CONFIG_MAP = "gpusim.config-map"
+"""Index of the node-software pods by the ConfigMaps (`namespace/name`) they mount."""
+
+
+def _config_maps_of(pod: Object) -> Iterable[str]:
+    info = pod_info(pod)
+    return info.config_maps if info is not None else ()
+
+
+def _trim_config_map(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+    return {"metadata": kept, "data": dict(obj.get("data") or {})}
 
 
 def _software_pod_node(pod: Object) -> Iterable[str]:
     info = pod_info(pod)
     if info is not None:
         return (info.node,)
-    workload = gpu_workload(pod)
-    return (workload.node,) if workload is not None else ()
+    node = gpu_workload_node(pod)
+    return (node,) if node is not None else ()
 
 
 def _node_of_pod(pod: Object) -> Iterable[Request]:
@@ -106,7 +131,11 @@ def _node_facts_changed(old: Object, new: Object) -> bool:
 
 
 def _pod_facts_changed(old: Object, new: Object) -> bool:
-    return pod_info(old) != pod_info(new) or gpu_workload(old) != gpu_workload(new)
+    return (
+        pod_info(old) != pod_info(new)
+        or gpu_workload_node(old) != gpu_workload_node(new)
+        or gpu_workload(old) != gpu_workload(new)
+    )
 
 
 def _version(obj: Object) -> int:
@@ -142,13 +171,18 @@ class GpuNodeBehaviour:
         self.writes = 0
         nodes = manager.informer(NODE, transform=trim_node)
         pods = manager.informer(
-            POD, transform=trim_pod, indexers={PODS_BY_NODE: _software_pod_node}
+            POD,
+            transform=trim_pod,
+            indexers={PODS_BY_NODE: _software_pod_node, PODS_BY_CONFIG_MAP: _config_maps_of},
         )
+        # The device plugin's configs (MPS or time-slicing shares each GPU).
+        config_maps = manager.informer(CONFIG_MAP, transform=_trim_config_map)
         controller = manager.controller(
             "gpu-node-behaviour", self.reconcile, max_concurrent_reconciles=workers
         )
         controller.watch(nodes, enqueue_object, Funcs(update=_node_facts_changed))
         controller.watch(pods, enqueue_mapped(_node_of_pod), Funcs(update=_pod_facts_changed))
+        controller.watch(config_maps, enqueue_mapped(self._nodes_mounting))
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -168,6 +202,8 @@ class GpuNodeBehaviour:
             now=time.monotonic(),
             mig=self._mig.get(name),
             mig_reconfigure_seconds=self._mig_seconds,
+            gpu_workloads=sum(1 for p in on_node if gpu_workload_node(p) == name),
+            plugin_config=self._plugin_config(node, pods),
         )
         # Resources first: whoever sees `mig.config.state=success` finds them in place.
         if plan.resources:
@@ -216,6 +252,31 @@ class GpuNodeBehaviour:
         )
         await self.agents.step(info.name, facts)
         return True
+
+    def _nodes_mounting(self, config_map: Object) -> list[Request]:
+        meta = config_map.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        pods = self._client.list(POD, index=(PODS_BY_CONFIG_MAP, key))
+        return [Request("", info.node) for info in map(pod_info, pods) if info is not None]
+
+    def _plugin_config(self, node: Object, pods: Sequence[PodInfo]) -> str | None:
+        """The device-plugin config the node uses, as the plugin's config manager picks
+        it: the node's label, else the plugin's `DEFAULT_CONFIG`, out of its ConfigMaps."""
+        plugin = next((p for p in pods if p.software is NodeSoftware.DEVICE_PLUGIN), None)
+        if plugin is None:
+            return None
+        selected = node_info(node).labels.get(LABEL_PLUGIN_CONFIG) or plugin.env.get(
+            "DEFAULT_CONFIG"
+        )
+        if not selected:
+            return None
+        for key in plugin.config_maps:
+            namespace, _, name = key.partition("/")
+            config_map = self._client.get(CONFIG_MAP, name, namespace)
+            data = (config_map or {}).get("data") or {}
+            if selected in data:
+                return str(data[selected])
+        return None
 
     async def _patch(
         self,

@@ -17,13 +17,14 @@ import enum
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler._cache import Cache
 from reconciler._exceptions import (
     ApiUnreachable,
+    LeaderElectionLost,
     NotFound,
     ServerError,
     TooManyRequests,
@@ -100,15 +101,19 @@ class Client:
         field_manager: str,
         hash_annotation: str | None = None,
         attempts: int = 5,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
         """`hash_annotation` names the annotation that records `desired_hash` on applied
-        objects; without it every apply is sent."""
+        objects; without it every apply is sent. `may_write`, asked before each write
+        (and each retry of one), refuses it with `LeaderElectionLost` when false: the
+        manager's lease check, so a leader that slept past its lease writes nothing."""
         self.transport = transport
         self.mapper = mapper
         self.cache = cache
         self.field_manager = field_manager
         self.hash_annotation = hash_annotation
         self.attempts = attempts
+        self.may_write = may_write
 
     # -- reads from the cache ------------------------------------------------------------
 
@@ -172,13 +177,16 @@ class Client:
                 return Applied(before, Operation.UNCHANGED)
             obj = _with_annotation(obj, self.hash_annotation, digest)
         params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
+
+        path = res.path(namespace, name, subresource)
         status, out = await with_retries(
             lambda: self.transport.request_with_status(
                 "PATCH",
-                res.path(namespace, name, subresource),
+                path,
                 params=params,
                 body=obj,
                 content_type=APPLY_PATCH,
+                before_send=self._write_check("PATCH", path),
             ),
             attempts=self.attempts,
         )
@@ -342,13 +350,32 @@ class Client:
         retry_on: Iterable[type[Exception]] = TRANSIENT,
     ) -> Object:
         """A raw request with the transient-error retries and none of the logging."""
+
+        check = self._write_check(method, path) if method != "GET" else None
         return await with_retries(
             lambda: self.transport.request(
-                method, path, params=params, body=body, content_type=content_type
+                method,
+                path,
+                params=params,
+                body=body,
+                content_type=content_type,
+                before_send=check,
             ),
             attempts=self.attempts,
             retry_on=retry_on,
         )
+
+    def _write_check(self, method: str, path: str) -> Callable[[], None] | None:
+        """What the transport asks right before a write goes out: `may_write`, if any."""
+        may_write = self.may_write
+        if may_write is None:
+            return None
+
+        def check() -> None:
+            if not may_write():
+                raise LeaderElectionLost(f"not sending {method} {path}: our lease may have expired")
+
+        return check
 
 
 def _with_annotation(obj: Object, key: str, value: str) -> Object:

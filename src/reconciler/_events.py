@@ -1,8 +1,15 @@
 """Kubernetes Events: what `kubectl describe` shows a person.
 
 Recording an event must never fail or slow a reconcile, so errors are logged and dropped.
-Repeats of the same event on the same object bump a count on the first one instead of
-creating thousands of objects (the reason client-go aggregates), within a bounded memory.
+Two rules keep a busy operator from creating thousands of Event objects, as client-go's
+event correlator does, within a bounded memory:
+
+* a repeat of the same event (object, type, reason, message) bumps the count of the first;
+* similar events (same object, type and reason, other messages): once `max_similar`
+  distinct messages came within `similar_window` seconds, every further new message goes to
+  one event whose message is `(combined from similar events): <latest message>` and whose
+  count is bumped, as `kubectl describe` users know from client-go (10 in 10 minutes there
+  too). A repeat of one of the first messages still counts on its own event.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,35 +33,91 @@ log = logging.getLogger("reconciler.events")
 NORMAL = "Normal"
 WARNING = "Warning"
 
+COMBINED_PREFIX = "(combined from similar events): "
+MAX_SIMILAR = 10
+"""Distinct messages of one (object, type, reason) before the next are combined."""
+SIMILAR_WINDOW = 600.0
+"""Seconds in which those count; a quiet reason starts again with events of its own."""
+
+_COMBINED = "\x00combined"
+"""The message part of the key of a combined event (no real message is equal to it)."""
+
+
+class _Similar:
+    """The distinct messages seen of one (object, type, reason) in the current window."""
+
+    __slots__ = ("messages", "since")
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.messages: set[str] = set()
+
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EventRecorder:
-    def __init__(self, client: Client, component: str, *, max_tracked: int = 4096) -> None:
+    def __init__(
+        self,
+        client: Client,
+        component: str,
+        *,
+        max_tracked: int = 4096,
+        max_similar: int = MAX_SIMILAR,
+        similar_window: float = SIMILAR_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._client = client
         self.component = component
         self.host = os.environ.get("NODE_NAME") or os.uname().nodename
         self._seen: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
+        self._similar: OrderedDict[tuple[str, ...], _Similar] = OrderedDict()
         self._max_tracked = max_tracked
+        self._max_similar = max_similar
+        self._similar_window = similar_window
+        self._clock = clock
+
+    def _combine(self, similar_key: tuple[str, ...], message: str) -> bool:
+        """Whether this event joins the combined one of its (object, type, reason)."""
+        now = self._clock()
+        similar = self._similar.get(similar_key)
+        if similar is None or now - similar.since > self._similar_window:
+            similar = _Similar(now)
+        self._similar[similar_key] = similar
+        self._similar.move_to_end(similar_key)
+        while len(self._similar) > self._max_tracked:
+            self._similar.popitem(last=False)
+        if message in similar.messages:
+            return False  # a repeat: its own event's count goes up
+        if len(similar.messages) >= self._max_similar:
+            return True
+        similar.messages.add(message)
+        return False
 
     async def event(self, obj: Object, type_: str, reason: str, message: str) -> None:
         """Record `reason`/`message` on `obj` (type `Normal` or `Warning`)."""
         m = meta(obj)
         # Events of cluster-scoped objects live in "default", as kubectl expects.
         namespace = m.get("namespace") or "default"
-        key = (str(m.get("uid") or ""), str(m.get("name")), type_, reason, message)
+        similar_key = (str(m.get("uid") or ""), str(m.get("name")), type_, reason)
+        key = (*similar_key, message)
+        if self._combine(similar_key, message):
+            key = (*similar_key, _COMBINED)
+            message = COMBINED_PREFIX + message
         try:
             res = await self._client.resource(EVENT)
             seen = self._seen.get(key)
             if seen is not None:
                 ev_namespace, ev_name, count = seen
+                body: dict[str, Any] = {"count": count + 1, "lastTimestamp": _now()}
+                if key[-1] == _COMBINED:
+                    body["message"] = message  # the latest of the similar ones
                 try:
                     await self._client.request(
                         "PATCH",
                         res.path(ev_namespace, ev_name),
-                        body={"count": count + 1, "lastTimestamp": _now()},
+                        body=body,
                         content_type=MERGE_PATCH,
                     )
                     self._remember(key, (ev_namespace, ev_name, count + 1))
@@ -62,7 +126,7 @@ class EventRecorder:
                     pass  # expired (events live an hour): start a new one
             ev_name = f"{m.get('name')}.{time.time_ns():x}"
             now = _now()
-            body: dict[str, Any] = {
+            body = {
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {"name": ev_name, "namespace": namespace},

@@ -5,6 +5,12 @@ leader's lease runs out. Expiry is judged by *our* clock from when we last saw t
 change, never by comparing its renewTime with our clock, so skew between machines does not
 matter. A leader that cannot renew within `renew_deadline` stops leading before its lease
 (`lease_duration`) can expire, so two leaders never act at once.
+
+A leader whose process was paused (SIGSTOP, a frozen VM, a long GC) wakes up believing it
+still leads until its renew loop runs again; its workers may run first. `may_write()` is
+the check for them: true only while the last successful renewal, counted from when it was
+sent, is younger than `renew_deadline`, by the monotonic clock, which keeps counting while
+the process is stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import asyncio
 import logging
 import os
 import random
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,6 +67,7 @@ class LeaderElector:
         self._observed_record: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._observed_rv = ""
+        self._renewed_at: float | None = None
         self.is_leader = False
         self._gauge = (
             metrics.leader_election_master_status.labels(name=config.name) if metrics else None
@@ -67,37 +75,53 @@ class LeaderElector:
         if self._gauge is not None:
             self._gauge.set(0)
 
+    def may_write(self) -> bool:
+        """Whether a write may go out now: we lead and our lease cannot have expired for
+        the others (see the module's docstring)."""
+        return (
+            self.is_leader
+            and self._renewed_at is not None
+            and time.monotonic() - self._renewed_at < self.config.renew_deadline
+        )
+
     async def acquire(self) -> None:
-        """Return once we hold the lease; try every retry_period (jittered) until then."""
-        loop = asyncio.get_running_loop()
+        """Return once we hold the lease; try every retry_period (jittered) until then,
+        and once more the moment the holder's lease, as we observed it, runs out."""
         log.debug("lease %s: trying to acquire as %s", self._path, self.config.identity)
         while True:
-            if await self._try(loop.time()):
+            began = time.monotonic()
+            if await self._try(began):
+                self._renewed_at = began
                 self._set_leader(True)
                 log.info("lease %s/%s acquired by %s", self.config.namespace, self.config.name,
                          self.config.identity)  # fmt: skip
                 return
-            await asyncio.sleep(self.config.retry_period * (1.0 + 0.2 * random.random()))
+            wait = self.config.retry_period * (1.0 + 0.2 * random.random())
+            expires_in = self._expires_at - time.monotonic()
+            if 0 < expires_in < wait:
+                wait = expires_in + 0.01  # just past it: our clock says it has run out
+            await asyncio.sleep(wait)
 
     async def hold(self) -> None:
         """Renew every retry_period; return, no longer leader, once renewing has failed
         for `renew_deadline`."""
-        loop = asyncio.get_running_loop()
         cfg = self.config
-        last_renew = loop.time()
         while True:
             await asyncio.sleep(cfg.retry_period)
-            left = last_renew + cfg.renew_deadline - loop.time()
+            last_renew = self._renewed_at if self._renewed_at is not None else 0.0
+            began = time.monotonic()
+            left = last_renew + cfg.renew_deadline - began
             renewed = False
             if left > 0:
                 try:
                     async with asyncio.timeout(left):
-                        renewed = await self._try(loop.time())
+                        renewed = await self._try(began)
                 except TimeoutError:
                     renewed = False
             if renewed:
-                last_renew = loop.time()
-            elif loop.time() - last_renew >= cfg.renew_deadline:
+                # Counted from when the renewal was sent: the others may have seen it then.
+                self._renewed_at = began
+            elif time.monotonic() - last_renew >= cfg.renew_deadline:
                 self._set_leader(False)
                 log.info("lease %s/%s lost by %s", cfg.namespace, cfg.name, cfg.identity)
                 return
@@ -175,6 +199,13 @@ class LeaderElector:
         except ReconcilerError as exc:
             log.debug("lease %s: attempt failed: %s", self._path, exc)
             return False
+
+    @property
+    def _expires_at(self) -> float:
+        """When the lease we last observed runs out by our clock (0 if none was seen)."""
+        if self._observed_record is None:
+            return 0.0
+        return self._observed_at + float(self._observed_record[1] or 0)
 
     def _observe(self, lease: Object, now: float) -> None:
         spec = lease.get("spec") or {}

@@ -79,9 +79,15 @@ class Manager:
             requests.labels(code, method, host).inc()
             by_resource.labels(method, resource_of(path)).inc()
 
+        # Replicas share the field manager (their writes must merge as one owner's); the
+        # user agent names the replica, so the API server's audit log tells them apart.
         self.transport = Transport(
             api_client,
-            user_agent=field_manager,
+            user_agent=(
+                f"{field_manager} ({leader_election.identity})"
+                if leader_election
+                else field_manager
+            ),
             observe=observe,
         )
         self.mapper = RESTMapper(self.transport)
@@ -99,6 +105,9 @@ class Manager:
             if leader_election
             else None
         )
+        if self.elector is not None:
+            # A paused leader's workers may wake before its renew loop: every write asks.
+            self.client.may_write = self.elector.may_write
         self.shutdown_timeout = shutdown_timeout
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals

@@ -116,6 +116,7 @@ class Transport:
                 connector_owner=False,
                 trust_env=False,
                 read_bufsize=2**21,  # one watch event may be as large as etcd allows (1.5 MiB)
+                trace_configs=[_BEFORE_SEND],
             )
         return own
 
@@ -138,8 +139,13 @@ class Transport:
         body: Object | bytes | None = None,
         content_type: str = JSON,
         request_timeout: float | None = None,
+        before_send: BeforeSend | None = None,
     ) -> Object:
-        """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`."""
+        """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`.
+
+        `before_send` is called once the request has a connection, right before its bytes
+        go out (and once before that); an exception from it cancels the request. A check
+        made earlier could be stale by then: a connection may take a while to open."""
         _, doc = await self.request_with_status(
             method,
             path,
@@ -147,6 +153,7 @@ class Transport:
             body=body,
             content_type=content_type,
             request_timeout=request_timeout,
+            before_send=before_send,
         )
         return doc
 
@@ -159,9 +166,12 @@ class Transport:
         body: Object | bytes | None = None,
         content_type: str = JSON,
         request_timeout: float | None = None,
+        before_send: BeforeSend | None = None,
     ) -> tuple[int, Object]:
         """Like `request`, with the success status: 201 tells a create from an update."""
-        status, raw = await self._send(method, path, params, body, content_type, request_timeout)
+        status, raw = await self._send(
+            method, path, params, body, content_type, request_timeout, before_send
+        )
         if not raw:
             return status, {}
         doc = decode(raw)
@@ -189,10 +199,13 @@ class Transport:
         body: Object | bytes | None,
         content_type: str,
         request_timeout: float | None,
+        before_send: BeforeSend | None = None,
     ) -> tuple[int, bytes]:
         data = body if isinstance(body, bytes) or body is None else encode(body)
         headers = await self._headers(content_type if data is not None else None)
         client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.request_timeout)
+        if before_send is not None:
+            before_send()
         try:
             async with self._session.request(
                 method,
@@ -204,6 +217,7 @@ class Transport:
                 server_hostname=self._server_hostname,
                 proxy=self._proxy,
                 proxy_auth=self._proxy_auth,
+                trace_request_ctx=before_send,
             ) as resp:
                 self._observe(method, str(resp.status), path)
                 raw = await resp.read()
@@ -246,6 +260,22 @@ class Transport:
             raise ApiUnreachable(f"watch {path}: no data for {inactivity_timeout}s") from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ApiUnreachable(f"watch {path}: {exc!r}") from exc
+
+
+BeforeSend = Callable[[], None]
+
+
+async def _call_before_send(session: aiohttp.ClientSession, context: Any, params: object) -> None:
+    """aiohttp's hook once a request holds a connection (new or reused): the last moment
+    before its bytes are written."""
+    before_send = context.trace_request_ctx
+    if callable(before_send):
+        before_send()
+
+
+_BEFORE_SEND = aiohttp.TraceConfig()
+_BEFORE_SEND.on_connection_create_end.append(_call_before_send)
+_BEFORE_SEND.on_connection_reuseconn.append(_call_before_send)
 
 
 async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:

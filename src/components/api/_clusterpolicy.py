@@ -2,9 +2,10 @@
 
 Field names, enums, limits and CRD defaults follow the reference's
 `api/nvidia/v1/clusterpolicy_types.go`. Every section is typed; the sandbox / vGPU /
-GPUDirect-storage ones live in `_sandbox` (accepted, checked, not acted on yet: see
-`_unsupported`). Python defaults (when a field is absent) follow the reference's
-`IsEnabled()` helpers and Helm values.
+GPUDirect-storage ones live in `_sandbox` (the sandbox ones drive the VM operands, `gds`
+and `gdrcopy` the driver pod's sidecars; what no operand acts on yet: see `_unsupported`).
+Python defaults (when a field is absent) follow the reference's `IsEnabled()` helpers and
+Helm values.
 """
 
 from __future__ import annotations
@@ -364,7 +365,8 @@ class ClusterPolicySpec(ApiModel):
     psa: PSASpec = Field(default_factory=PSASpec)
     cdi: CDIConfigSpec = Field(default_factory=CDIConfigSpec)
     host_paths: HostPathsSpec = Field(default_factory=HostPathsSpec)
-    # Typed and checked, not acted on yet (see `_unsupported`).
+    # The sandbox (VM) sections drive the VM operands, gds and gdrcopy the driver's
+    # sidecars; PSP is typed and checked, not acted on (see `_unsupported`).
     psp: PSPSpec = Field(default_factory=PSPSpec)
     sandbox_workloads: SandboxWorkloadsSpec = Field(default_factory=SandboxWorkloadsSpec)
     vgpu_manager: VGPUManagerSpec = Field(default_factory=VGPUManagerSpec)

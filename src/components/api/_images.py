@@ -52,6 +52,14 @@ class OperandImage(StrEnum):
     NODE_STATUS_EXPORTER = "node-status-exporter"
     NODE_AGENT = "node-agent"
     INIT_CONTAINER = "init-container"
+    VFIO_MANAGER = "vfio-manager"
+    SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
+    VGPU_MANAGER = "vgpu-manager"
+    VGPU_DEVICE_MANAGER = "vgpu-device-manager"
+    KATA_MANAGER = "kata-manager"
+    CC_MANAGER = "cc-manager"
+    GDS = "gds"
+    GDRCOPY = "gdrcopy"
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,32 @@ DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
     OperandImage.INIT_CONTAINER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
         "CUDA_BASE_IMAGE",
+    ),
+    # The VFIO manager runs `vfio-manage` from the driver manager's image.
+    OperandImage.VFIO_MANAGER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0", "VFIO_MANAGER_IMAGE"
+    ),
+    OperandImage.SANDBOX_DEVICE_PLUGIN: ImageDefault(
+        "nvcr.io/nvidia", "kubevirt-gpu-device-plugin", "v1.6.0", "SANDBOX_DEVICE_PLUGIN_IMAGE"
+    ),
+    # vGPU manager images are built by the user from NVIDIA's licensed vGPU host driver:
+    # there is no public default (the policy must name repository and version).
+    OperandImage.VGPU_MANAGER: ImageDefault("", "vgpu-manager", "", "VGPU_MANAGER_IMAGE"),
+    OperandImage.VGPU_DEVICE_MANAGER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "vgpu-device-manager", "v0.5.0",
+        "VGPU_DEVICE_MANAGER_IMAGE",
+    ),
+    OperandImage.KATA_MANAGER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "k8s-kata-manager", "v0.2.3", "KATA_MANAGER_IMAGE"
+    ),
+    OperandImage.CC_MANAGER: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "k8s-cc-manager", "v0.4.3", "CC_MANAGER_IMAGE"
+    ),
+    OperandImage.GDS: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "nvidia-fs", "2.29.4", "GDS_IMAGE"
+    ),
+    OperandImage.GDRCOPY: ImageDefault(
+        "nvcr.io/nvidia/cloud-native", "gdrdrv", "v2.6", "GDRCOPY_IMAGE"
     ),
 }  # fmt: skip
 
@@ -199,6 +233,23 @@ def driver_image(
     return f"{base}-{os_tag(os_id, os_version)}"
 
 
+def driver_side_image(
+    spec: ImageSpec,
+    operand: OperandImage,
+    *,
+    os_id: str,
+    os_version: str,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The image of a driver-side container (GPUDirect Storage's `nvidia-fs`, GDRCopy's
+    `gdrdrv`): built per OS like the driver, so tagged `<version>-<ostag>` for the node's
+    OS; a digest is used as is. There are no precompiled variants of these images."""
+    base = resolve_image(spec, operand, env=env)
+    if "@" in base:
+        return base
+    return f"{base}-{os_tag(os_id, os_version)}"
+
+
 def driver_manager_image(
     spec: DriverSpec | NVIDIADriverSpec, *, env: Mapping[str, str] | None = None
 ) -> str:
@@ -216,6 +267,12 @@ _SECTIONS: Mapping[OperandImage, str] = {
     OperandImage.OPERATOR_VALIDATOR: "validator",
     OperandImage.NODE_STATUS_EXPORTER: "node_status_exporter",
     OperandImage.NODE_AGENT: "node_agent",
+    OperandImage.VFIO_MANAGER: "vfio_manager",
+    OperandImage.SANDBOX_DEVICE_PLUGIN: "sandbox_device_plugin",
+    OperandImage.VGPU_MANAGER: "vgpu_manager",
+    OperandImage.VGPU_DEVICE_MANAGER: "vgpu_device_manager",
+    OperandImage.KATA_MANAGER: "kata_manager",
+    OperandImage.CC_MANAGER: "cc_manager",
 }
 
 

@@ -2,7 +2,8 @@
 
 Keys and values are the reference operator's, so manifests, node selectors and dashboards
 written for it keep working. A key only one package uses lives with it (the upgrade's
-`nvidia.com/gpu-driver-upgrade*` keys in `components.upgrade`).
+`nvidia.com/gpu-driver-upgrade*` keys in `components.upgrade`, but for the state label,
+which the node labeller writes first).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"
 DRIVER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.driver"
 MIG_MANAGER_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.mig-manager"
 
+MIG_CONFIG_LABEL: Final = "nvidia.com/mig.config"
+"""The MIG layout an admin asks of a node (a name in the MIG manager's config)."""
+MIG_CONFIG_STATE_LABEL: Final = "nvidia.com/mig.config.state"
+"""The MIG manager's progress on `MIG_CONFIG_LABEL`: `pending` (a real change, which needs
+the GPUs idle: a layout already in place goes straight to `success`), `rebooting`,
+`success`, `failed`."""
 MIG_CAPABLE_LABEL: Final = "nvidia.com/mig.capable"
 """`true` on a node whose GPUs support MIG (GPU feature discovery)."""
 GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
@@ -47,15 +54,17 @@ WORKLOAD_CONFIG_LABEL: Final = "nvidia.com/gpu.workload.config"
 CLIENT_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.client"
 """`true` on every GPU node; third-party GPU clients select on it so that they leave the
 node while its driver restarts or its MIG layout changes."""
-DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
-"""Where a node is in the driver upgrade walk (the upgrade writes it; the node agent lets go
-of the GPU while the walk restarts the driver)."""
 NODE_AGENT_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.node-agent"
 DRIVER_PRE_INSTALLED: Final = "pre-installed"
 """`nvidia.com/gpu.deploy.driver` on a node whose driver is installed on the host, as the
 reference labels it: no driver pod goes there."""
 DRIVER_UPGRADE_ENABLED_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade-enabled"
 """Node annotation, `true` on GPU nodes while the policy upgrades drivers automatically."""
+DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
+"""Where a node is in the driver upgrade (`UpgradeState` values); absent = unknown. The
+upgrade walk owns it; the node labeller writes its first value (`upgrade-done`) in the same
+patch as a new GPU node's deploy labels, so that a node reaches ready in one label write.
+The node agent lets go of the GPU while the walk restarts the driver."""
 
 DRIVER_KERNEL_PIN_LABEL: Final = "nvidia.com/precompiled-driver.kernel-version.full"
 """With precompiled drivers: the kernel whose driver DaemonSet the node belongs to.

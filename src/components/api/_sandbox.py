@@ -1,9 +1,12 @@
 """ClusterPolicy sections for sandboxed (VM) workloads, vGPU, confidential computing and
 GPUDirect Storage / GDRCopy.
 
-They are typed so the API server checks them as the reference's does, but no operand acts
-on them yet: `components.api.unsupported_fields` names every one that is switched on, and
-the policy's status and `gpu-operator validate` say so.
+Typed so the API server checks them as the reference's does. The sandbox ones are acted
+on by the VM operands (`components.operands`, the last seven states), except
+`kataSandboxDevicePlugin` (Kata's own device plugin is not deployed yet); the driver operand
+acts on `gds` and `gdrcopy` (sidecars of the driver pod). `components.api.unsupported_fields`
+names what is switched on and not acted on (in the policy's status and `gpu-operator
+validate`).
 """
 
 from __future__ import annotations

@@ -51,12 +51,6 @@ def _given(get: Callable[[Any], Any]) -> Callable[[Any], str | None]:
 
 
 CLUSTER_POLICY_RULES: tuple[_Rule, ...] = (
-    _Rule("spec.sandboxWorkloads.enabled", _true(lambda s: s.sandbox_workloads.enabled)),
-    _Rule("spec.vgpuManager.enabled", _true(lambda s: s.vgpu_manager.enabled)),
-    _Rule("spec.kataManager.enabled", _true(lambda s: s.kata_manager.enabled)),
-    _Rule("spec.ccManager.enabled", _true(lambda s: s.cc_manager.enabled)),
-    _Rule("spec.gds.enabled", _true(lambda s: s.gds.enabled)),
-    _Rule("spec.gdrcopy.enabled", _true(lambda s: s.gdrcopy.enabled)),
     _Rule("spec.psp.enabled", _true(lambda s: s.psp.enabled)),
     _Rule("spec.dcgmExporter.annotations", _given(lambda s: s.dcgm_exporter.annotations)),
     _Rule("spec.dcgmExporter.enablePodLabels", _true(lambda s: s.dcgm_exporter.enable_pod_labels)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 from components.commands import deferred
 
@@ -41,6 +42,27 @@ def check_boolean(value: str) -> bool:
     if lowered in ("false", "0", "no", "f"):
         return False
     raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def check_duration(value: str) -> float:
+    """argparse type: a Go duration (`15s`, `1m30s`, `500ms`) or plain seconds, in seconds."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        if not text or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a duration; write for example 15s, 500ms or 1m30s"
+            ) from None
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be longer than zero")
+    return seconds
 
 
 run_operator = deferred("components.run", "run_operator")
@@ -100,6 +122,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--leader-elect",
         action="store_true",
         help="run as one of several replicas: only the holder of the lease acts",
+    )
+    parser.add_argument(
+        "--leader-elect-lease-duration",
+        default=15.0,
+        type=check_duration,
+        metavar="DURATION",
+        help="how long standbys wait after the leader's last renewal before taking over "
+        "(default 15s)",
+    )
+    parser.add_argument(
+        "--leader-elect-renew-deadline",
+        default=10.0,
+        type=check_duration,
+        metavar="DURATION",
+        help="how long the leader keeps trying to renew before it stops acting; shorter "
+        "than the lease duration (default 10s)",
+    )
+    parser.add_argument(
+        "--leader-elect-retry-period",
+        default=2.0,
+        type=check_duration,
+        metavar="DURATION",
+        help="how often the leader renews and standbys try to acquire; shorter than the "
+        "renew deadline (default 2s)",
     )
     parser.add_argument(
         "--log-level",

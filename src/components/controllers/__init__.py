@@ -4,7 +4,9 @@
   driver auto-upgrade annotation on nodes;
 * `ClusterPolicyController`: every operand from the oldest ClusterPolicy, its status,
   Events and `gpu_operator_*` metrics;
-* `NVIDIADriverController`: driver DaemonSets per node pool from NVIDIADriver resources.
+* `NVIDIADriverController`: driver DaemonSets per node pool from NVIDIADriver resources;
+* `MigClearingController`: a node's GPU pods evicted (PodDisruptionBudgets honoured, an
+  Event for each) while its MIG change is pending, and what blocks it reported.
 
 Run them all in-process (tests, `gpu-operator run`)::
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
@@ -138,9 +138,12 @@ class ClusterPolicyController:
         operands: Sequence[Operand] | None = None,
         recorder: EventRecorder | None = None,
         set_auto_upgrade: bool = True,
+        mig_blocked: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """`set_auto_upgrade=False` leaves `gpu_operator_driver_auto_upgrade_enabled` to
-        the upgrade controller (which also knows the NVIDIADrivers' policies)."""
+        the upgrade controller (which also knows the NVIDIADrivers' policies).
+        `mig_blocked` says which nodes' MIG changes wait for pods, and why (the MIG-change
+        clearing controller's answer; call `requeue_active` when it changes)."""
         self.manager = manager
         self.client = manager.client
         self.applier = applier
@@ -153,6 +156,7 @@ class ClusterPolicyController:
         self.controller: Controller | None = None
         self._in_namespace = _namespace_is(namespace)
         self.set_auto_upgrade = set_auto_upgrade
+        self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None
         self._gpu_node_views = GpuNodeViews()
 
@@ -180,6 +184,12 @@ class ClusterPolicyController:
         self.applier.on_new_informer(lambda informer: c.watch(informer, self._owner_policy))
         self.controller = c
         return c
+
+    def requeue_active(self) -> None:
+        """Reconcile the active policy soon (something its status reports changed)."""
+        if self.controller is not None:
+            for request in self._active_policy({}):
+                self.controller.enqueue(request)
 
     def _all_policies(self, obj: Object) -> list[Request]:
         """Every ClusterPolicy (one coming or going may change which is active), and the
@@ -254,6 +264,7 @@ class ClusterPolicyController:
             gpu_nodes=count_gpu_nodes(nodes),
             unsupported=unsupported_fields(policy.spec),
             node_agent=node_agent_summary(nodes) if policy.spec.node_agent.enabled else None,
+            mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
         )
         status = policy_status(obj.get("status"), findings)
         await self._report(obj, sync.changes)

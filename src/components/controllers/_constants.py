@@ -13,6 +13,7 @@ from reconciler.kinds import CONTROLLER_REVISION as CONTROLLER_REVISION
 from reconciler.kinds import CRD as CRD
 from reconciler.kinds import DAEMONSET as DAEMONSET
 from reconciler.kinds import NODE as NODE
+from reconciler.kinds import PDB as PDB
 from reconciler.kinds import POD as POD
 
 FIELD_MANAGER: Final = "gpu-operator"

@@ -28,6 +28,7 @@ from components.api import (
     OS_ID_LABEL,
     OS_VERSION_LABEL,
     ClusterPolicy,
+    DriverSideSpec,
     DriverSpec,
     NVIDIADriverSpec,
 )
@@ -95,8 +96,12 @@ def driver_section(spec: NVIDIADriverSpec) -> DriverSpec:
 
 
 def policy_with_driver(policy: ClusterPolicy, driver: DriverSpec) -> ClusterPolicy:
-    """A copy of `policy` whose `driver` section is `driver`."""
-    spec = policy.spec.model_copy(update={"driver": driver})
+    """A copy of `policy` whose `driver` section is `driver`. The ClusterPolicy's
+    GPUDirect sidecars (`gds`, `gdrcopy`) are not an NVIDIADriver's: its pods run without
+    them (its own `gds` / `gdrcopy` sections are not acted on yet)."""
+    spec = policy.spec.model_copy(
+        update={"driver": driver, "gds": DriverSideSpec(), "gdrcopy": DriverSideSpec()}
+    )
     return policy.model_copy(update={"spec": spec})
 
 

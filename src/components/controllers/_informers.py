@@ -2,8 +2,8 @@
 
 The cache holds one informer per kind, so the scope of each kind is decided here, once:
 
-* cluster-wide: ClusterPolicy, NVIDIADriver, Node (trimmed of images and volumes);
-* cluster-wide Pods (trimmed of volumes): the operand pods readiness is judged from, and
+* cluster-wide: ClusterPolicy, NVIDIADriver, Node (trimmed to what the controllers read);
+* cluster-wide Pods (trimmed likewise): the operand pods readiness is judged from, and
   the GPU pods a driver upgrade must move off a node (the upgrade controller shares it);
 * the operator's namespace: ControllerRevisions (the DaemonSets' revisions that readiness
   is judged from; trimmed of their data);
@@ -12,6 +12,8 @@ The cache holds one informer per kind, so the scope of each kind is decided here
   ClusterRoles never enter the cache; ConfigMaps and DaemonSets are the exceptions, every
   one in the operator's namespace is cached: a policy may name the user's own ConfigMaps
   (their keys are mounted one by one), and the upgrade controller shares the DaemonSets;
+* cluster-wide PodDisruptionBudgets: a budget's change may let a waiting eviction pass
+  (driver drain, MIG-change clearing);
 * the ServiceMonitor CRD alone (a field selector on its name), to know whether
   prometheus-operator is installed.
 
@@ -26,6 +28,7 @@ from components.api import (
     COMPONENT_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
+    MIG_CONFIG_STATE_LABEL,
 )
 from components.controllers._constants import (
     CLUSTER_POLICY,
@@ -34,9 +37,11 @@ from components.controllers._constants import (
     DAEMONSET,
     NODE,
     NVIDIA_DRIVER,
+    PDB,
     POD,
     SERVICE_MONITOR_CRD,
 )
+from components.upgrade import POD_NODE_INDEX, pod_node
 from reconciler import GVK, Informer, Manager
 from reconciler.kinds import CONFIG_MAP
 
@@ -63,12 +68,130 @@ CLUSTER_OWNED: tuple[GVK, ...] = (
 UNSELECTED = frozenset({CONFIG_MAP, DAEMONSET})
 """Owned kinds cached without the managed-by selector (see the module's docstring)."""
 
+
+def _each(prefix: tuple[str, ...], keys: Iterable[str]) -> tuple[tuple[str, ...], ...]:
+    return tuple((*prefix, key) for key in keys)
+
+
 NODE_DROP = (
     ("status", "images"),
     ("status", "volumesAttached"),
     ("status", "volumesInUse"),
+    *_each(
+        ("status",),
+        ("addresses", "capacity", "config", "daemonEndpoints", "features", "runtimeHandlers"),
+    ),
+    *_each(
+        ("status", "nodeInfo"),
+        (
+            "architecture",
+            "bootID",
+            "kernelVersion",
+            "kubeProxyVersion",
+            "kubeletVersion",
+            "machineID",
+            "operatingSystem",
+            "osImage",
+            "swap",
+            "systemUUID",
+        ),
+    ),
+    ("status", "conditions", "*", "lastHeartbeatTime"),
+    *_each(("spec",), ("podCIDR", "podCIDRs", "providerID", "configSource")),
 )
-POD_DROP = (("spec", "volumes"),)
+"""What no controller reads of a Node. Kept: metadata whole (labels; annotations, whose
+presence a JSON patch must know), `spec.unschedulable` and `taints`, `status.allocatable`,
+the conditions' type, status, reason, message and lastTransitionTime (the node agent's
+`GPUDriverReady` reason says host driver, `GPUValidated` since when it holds),
+`status.nodeInfo.containerRuntimeVersion`. A controller
+that starts reading another field of a cached node must take it off this list."""
+
+_CONTAINER_UNREAD = (
+    "args",
+    "command",
+    "env",
+    "envFrom",
+    "lifecycle",
+    "livenessProbe",
+    "ports",
+    "readinessProbe",
+    "securityContext",
+    "startupProbe",
+    "imagePullPolicy",
+    "stdin",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "tty",
+    "volumeDevices",
+    "volumeMounts",
+    "workingDir",
+)
+_CONTAINER_STATUS_UNREAD = (
+    "allocatedResources",
+    "containerID",
+    "image",
+    "imageID",
+    "lastState",
+    "resources",
+    "started",
+    "state",
+    "user",
+    "volumeMounts",
+)
+POD_DROP = (
+    ("spec", "volumes"),
+    *_each(
+        ("spec",),
+        (
+            "affinity",
+            "automountServiceAccountToken",
+            "dnsConfig",
+            "dnsPolicy",
+            "enableServiceLinks",
+            "ephemeralContainers",
+            "hostAliases",
+            "hostIPC",
+            "hostNetwork",
+            "hostPID",
+            "hostname",
+            "imagePullSecrets",
+            "os",
+            "overhead",
+            "preemptionPolicy",
+            "priority",
+            "priorityClassName",
+            "readinessGates",
+            "restartPolicy",
+            "runtimeClassName",
+            "schedulerName",
+            "securityContext",
+            "serviceAccount",
+            "serviceAccountName",
+            "setHostnameAsFQDN",
+            "shareProcessNamespace",
+            "subdomain",
+            "terminationGracePeriodSeconds",
+            "tolerations",
+            "topologySpreadConstraints",
+        ),
+    ),
+    *_each(("spec", "containers", "*"), _CONTAINER_UNREAD),
+    *_each(("spec", "initContainers", "*"), _CONTAINER_UNREAD),
+    *_each(("status",), ("hostIP", "hostIPs", "podIP", "podIPs", "qosClass", "startTime")),
+    *_each(("status", "containerStatuses", "*"), _CONTAINER_STATUS_UNREAD),
+    *_each(("status", "initContainerStatuses", "*"), _CONTAINER_STATUS_UNREAD),
+    *_each(
+        ("status", "conditions", "*"),
+        ("lastProbeTime", "lastTransitionTime", "message", "reason"),
+    ),
+    ("status", "ephemeralContainerStatuses"),
+)
+"""What no controller reads of a Pod (every pod of the cluster is cached, DaemonSet pods
+with a per-node affinity each). Kept: metadata whole, `nodeName`, `nodeSelector`, each
+container's name, image and resources (GPU requests), the phase, the conditions' type and
+status, each container status's name, ready and restartCount. A controller that starts
+reading another field of a cached pod must take it off this list. Volumes are read from the
+server for the few pods a drain must judge (`components.upgrade`)."""
 REVISION_DROP = (("data",),)
 
 
@@ -86,6 +209,22 @@ def nodes(manager: Manager) -> Informer:
 
 def pods(manager: Manager) -> Informer:
     return manager.informer(POD, drop=POD_DROP)
+
+
+def mig_nodes(manager: Manager) -> Informer:
+    """Nodes, indexed by their MIG manager's state (the MIG-change clearing asks which
+    nodes wait)."""
+    return manager.informer(NODE, drop=NODE_DROP, index_labels=(MIG_CONFIG_STATE_LABEL,))
+
+
+def pods_by_node(manager: Manager) -> Informer:
+    """Pods, indexed by node with the upgrade's own index (one index, two readers)."""
+    return manager.informer(POD, drop=POD_DROP, indexers={POD_NODE_INDEX: pod_node})
+
+
+def pdbs(manager: Manager) -> Informer:
+    """PodDisruptionBudgets, cluster-wide and whole (the upgrade's drain reads them too)."""
+    return manager.informer(PDB)
 
 
 def controller_revisions(manager: Manager, namespace: str) -> Informer:
@@ -129,6 +268,9 @@ def register_all(manager: Manager, namespace: str) -> list[Informer]:
         nvidia_drivers(manager),
         nodes(manager),
         pods(manager),
+        mig_nodes(manager),
+        pods_by_node(manager),
+        pdbs(manager),
         controller_revisions(manager, namespace),
         service_monitor_crd(manager),
     )

@@ -25,6 +25,12 @@ keep working (DESIGN section 3):
   never in the middle of a driver upgrade walk (whose restart briefly leaves a module
   loaded with no driver container). The label stays when the host driver goes: an admin
   who removes it sets the label back to `true`.
+* While drivers upgrade automatically, a node that gets `nvidia.com/gpu.deploy.driver` and
+  has no `nvidia.com/gpu-driver-upgrade-state` gets `upgrade-done` in the same patch: its
+  driver pod will come from the DaemonSet's current revision, which is the state the
+  upgrade walk would write on its own a moment later, in a second PATCH per node. The walk
+  owns the label from then on (both writers use merge or JSON patches, never server-side
+  apply, so no field manager takes the label away from the other).
 
 The result is a merge patch (`None` removes a label), empty when nothing must change, so
 a node that is already right costs no write. The node annotation
@@ -126,20 +132,24 @@ class LabelPolicy:
     sandbox_mode: str = "kubevirt"
     auto_upgrade: bool = False
     """Whether `nvidia.com/gpu-driver-upgrade-enabled=true` belongs on GPU nodes."""
+    initial_upgrade_state: bool = False
+    """Whether a node new to the driver starts at `upgrade-done`: the ClusterPolicy's own
+    driver upgrades automatically (NVIDIADriver pools have upgrade policies of their own,
+    so then the walk writes the first state itself)."""
 
     @classmethod
     def of(cls, policy: ClusterPolicy) -> LabelPolicy:
         spec = policy.spec
         sandbox = spec.sandbox_workloads
         driver = spec.driver
+        automatic = driver.upgrade_policy.auto_upgrade and not sandbox.enabled
         return cls(
             sandbox_enabled=sandbox.enabled,
             default_workload=sandbox.default_workload,
             sandbox_mode=sandbox.mode,
-            auto_upgrade=(
-                (driver.enabled or driver.use_nvidia_driver_crd)
-                and driver.upgrade_policy.auto_upgrade
-                and not sandbox.enabled
+            auto_upgrade=(driver.enabled or driver.use_nvidia_driver_crd) and automatic,
+            initial_upgrade_state=(
+                driver.enabled and not driver.use_nvidia_driver_crd and automatic
             ),
         )
 
@@ -221,6 +231,12 @@ def node_label_patch(
         and labels.get(DRIVER_UPGRADE_STATE_LABEL, UPGRADE_DONE) == UPGRADE_DONE
     ):
         patch[DRIVER_DEPLOY_LABEL] = DRIVER_PRE_INSTALLED
+    if (
+        policy.initial_upgrade_state
+        and patch.get(DRIVER_DEPLOY_LABEL) == "true"
+        and DRIVER_UPGRADE_STATE_LABEL not in labels
+    ):
+        patch[DRIVER_UPGRADE_STATE_LABEL] = UPGRADE_DONE
     return patch
 
 

@@ -19,6 +19,7 @@ from components.controllers import _informers
 from components.controllers._apply import Applier
 from components.controllers._clusterpolicy import ClusterPolicyController
 from components.controllers._constants import FIELD_MANAGER, HASH_ANNOTATION
+from components.controllers._mig_clearing import MigClearingController
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
 from components.metrics import OperatorMetrics
@@ -38,6 +39,7 @@ class Operator:
     cluster_policy: ClusterPolicyController
     nvidia_driver: NVIDIADriverController
     upgrade: UpgradeController | None
+    mig_clearing: MigClearingController
 
     @property
     def controllers(self) -> list[Controller]:
@@ -53,12 +55,16 @@ def setup_operator(
     metrics_serving: MetricsServing | None = None,
 ) -> Operator:
     """Register the informers and every controller on `manager`: node labels,
-    ClusterPolicy, NVIDIADriver, and (unless `upgrade=False`) the driver upgrade."""
+    ClusterPolicy, NVIDIADriver, MIG-change clearing, and (unless `upgrade=False`) the
+    driver upgrade."""
     _informers.register_all(manager, namespace)
     applier = Applier(manager, namespace)
     metrics = OperatorMetrics(manager.registry)
     recorder = manager.event_recorder(FIELD_MANAGER)
     labels = NodeLabelController(manager)
+    mig_clearing = MigClearingController(
+        manager, recorder=recorder, on_blocked_change=lambda: policy.requeue_active()
+    )
     policy = ClusterPolicyController(
         manager,
         applier,
@@ -67,6 +73,7 @@ def setup_operator(
         operands=operands,
         recorder=recorder,
         set_auto_upgrade=not upgrade,
+        mig_blocked=mig_clearing.blocked_nodes,
     )
     driver = NVIDIADriverController(
         manager, applier, namespace=namespace, operands=operands, recorder=recorder
@@ -74,6 +81,7 @@ def setup_operator(
     labels.setup()
     policy.setup()
     driver.setup()
+    mig_clearing.setup()
     upgrades = (
         UpgradeController(
             manager, namespace=namespace, auto_upgrade_gauge=metrics.driver_auto_upgrade_enabled
@@ -81,7 +89,7 @@ def setup_operator(
         if upgrade
         else None
     )
-    return Operator(manager, namespace, metrics, labels, policy, driver, upgrades)
+    return Operator(manager, namespace, metrics, labels, policy, driver, upgrades, mig_clearing)
 
 
 def build_operator(

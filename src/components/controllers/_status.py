@@ -40,6 +40,10 @@ from components.api import (
     names_and_more,
     unsupported_message,
 )
+from components.controllers._mig_change import BLOCKED_REASON, policy_message
+
+EVICTION_BLOCKED = "EvictionBlocked"
+"""The `MIGChangeBlocked` condition's reason."""
 
 OWNED_STATUS_KEYS = (
     "state",
@@ -94,6 +98,8 @@ class Findings:
     """Fields set that nothing acts on yet (`spec.gds.enabled=true`)."""
     node_agent: NodeAgentStatus | None = None
     """The node agents' conditions summed up (`node_agent_summary`), with the agent on."""
+    mig_blocked: Mapping[str, str] = field(default_factory=dict)
+    """Nodes whose MIG change waits for GPU pods that cannot leave yet, and why."""
 
 
 def agent_conditions(node: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -177,7 +183,21 @@ def policy_status(
     """The status the active policy should have (conditions keep their transition times)."""
     status = _policy_status(previous, findings, now=now)
     set_unsupported(status, findings.unsupported, now=now)
+    set_mig_blocked(status, findings.mig_blocked, now=now)
     return status
+
+
+def set_mig_blocked(
+    status: ClusterPolicyStatus, blocked: Mapping[str, str], *, now: str | None = None
+) -> None:
+    """`MIGChangeBlocked=True` naming each node whose MIG change waits and the pods that
+    hold it (a budget, a DaemonSet's pod); no condition when none. Like `Unsupported`, it
+    leaves the state alone: the operands are as ready as they were."""
+    if blocked:
+        message = policy_message(blocked)
+        status.set_condition(BLOCKED_REASON, True, EVICTION_BLOCKED, message, now=now)
+    else:
+        status.conditions = [c for c in status.conditions if c.type != BLOCKED_REASON]
 
 
 def set_unsupported(

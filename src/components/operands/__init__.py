@@ -27,11 +27,13 @@ from collections.abc import Sequence
 
 from components.operands._contract import ClusterView, GPUNode, Operand, Rendered
 from components.operands._names import safe_name
+from components.operands.cc_manager import CCManager
 from components.operands.dcgm import DCGM
 from components.operands.dcgm_exporter import DCGMExporter
 from components.operands.device_plugin import DevicePlugin
 from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
+from components.operands.kata_manager import KataManager
 from components.operands.mig_manager import MIGManager
 from components.operands.mps_control_daemon import MPSControlDaemon
 from components.operands.node_agent import NodeAgent
@@ -39,12 +41,18 @@ from components.operands.node_status_exporter import NodeStatusExporter
 from components.operands.operator_metrics import OperatorServiceMonitor
 from components.operands.prerequisites import Prerequisites
 from components.operands.readiness import daemonset_ready
+from components.operands.sandbox_device_plugin import SandboxDevicePlugin
+from components.operands.sandbox_validator import SandboxValidator
 from components.operands.toolkit import Toolkit
 from components.operands.validator import Validator
+from components.operands.vfio_manager import VFIOManager
+from components.operands.vgpu_device_manager import VGPUDeviceManager
+from components.operands.vgpu_manager import VGPUManager
 
 #: The operands in the reference's order (DESIGN "Operand order"; `state-operator-metrics`
-#: renders only the operator's ServiceMonitor, its Service ships with the operator;
-#: the sandbox/vGPU states are not here yet).
+#: renders only the operator's ServiceMonitor, its Service ships with the operator).
+#: The VM operands after the container ones, as the reference orders them; the node
+#: labeller decides which of the two stacks a node runs.
 OPERANDS: Sequence[Operand] = (
     Prerequisites(),
     OperatorServiceMonitor(),
@@ -59,17 +67,26 @@ OPERANDS: Sequence[Operand] = (
     MIGManager(),
     NodeStatusExporter(),
     NodeAgent(),
+    VGPUManager(),
+    VGPUDeviceManager(),
+    SandboxValidator(),
+    VFIOManager(),
+    SandboxDevicePlugin(),
+    KataManager(),
+    CCManager(),
 )
 
 __all__ = [
     "DCGM",
     "OPERANDS",
+    "CCManager",
     "ClusterView",
     "DCGMExporter",
     "DevicePlugin",
     "Driver",
     "GPUFeatureDiscovery",
     "GPUNode",
+    "KataManager",
     "MIGManager",
     "MPSControlDaemon",
     "NodeAgent",
@@ -78,7 +95,12 @@ __all__ = [
     "OperatorServiceMonitor",
     "Prerequisites",
     "Rendered",
+    "SandboxDevicePlugin",
+    "SandboxValidator",
     "Toolkit",
+    "VFIOManager",
+    "VGPUDeviceManager",
+    "VGPUManager",
     "Validator",
     "daemonset_ready",
     "safe_name",

@@ -12,6 +12,7 @@ from typing import Any
 from components.api import ClusterPolicy, ClusterPolicySpec, ImageError, OperandImage, operand_image
 from components.operands._contract import ClusterView, Rendered
 from components.operands._names import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from components.operands._runtime import detect_runtime, nri_annotations
 
 DEFAULT_RUNTIME_CLASS = "nvidia"
 DEFAULT_DRIVER_INSTALL_DIR = "/run/nvidia/driver"
@@ -70,6 +71,35 @@ class Ctx:
     @property
     def runtime_class(self) -> str:
         return self.spec.operator.runtime_class or DEFAULT_RUNTIME_CLASS
+
+    @property
+    def container_runtime(self) -> str:
+        """The GPU nodes' runtime (`operator.defaultRuntime` only when no node says; a
+        runtime this operator does not know counts as containerd)."""
+        nodes = self.view.gpu_nodes
+        reported = any(n.container_runtime for n in nodes)
+        default = "containerd" if reported else self.spec.operator.default_runtime
+        return detect_runtime(nodes, default=default)
+
+    @property
+    def nri_plugin(self) -> bool:
+        """The toolkit's NRI plugin gives management pods their GPUs (`cdi.nriPluginEnabled`,
+        which needs CDI: the plugin injects CDI devices)."""
+        cdi = self.spec.cdi
+        return cdi.enabled and cdi.nri_plugin_enabled
+
+    @property
+    def uses_runtime_class(self) -> bool:
+        """Whether management pods name the RuntimeClass: not with the NRI plugin, and not
+        on CRI-O without CDI (an OCI hook there, no runtime handler)."""
+        if self.nri_plugin:
+            return False
+        return self.spec.cdi.enabled or self.container_runtime != "crio"
+
+    def management_annotations(self, container: str) -> dict[str, str]:
+        """The pod annotations a GPU management pod needs for `container` to get its GPUs:
+        the NRI plugin's, only while that plugin is on."""
+        return nri_annotations(container) if self.nri_plugin else {}
 
     @property
     def host_root(self) -> str:

@@ -76,10 +76,18 @@ def deploy_label(operand: str) -> str:
     return DEPLOY_LABEL_PREFIX + operand
 
 
+#: On every node the labeller gave a VM workload (`vm-passthrough`, `vm-vgpu`), never on a
+#: container node.
+_VM_NODE_LABEL = DEPLOY_LABEL_PREFIX + "sandbox-validator"
+
+
 def wants_operand(node: GPUNode, label: str) -> bool:
-    """Whether a node should run an operand: not opted out (`gpu.deploy.operands=false`)
-    and the operand's deploy label is not `false` (absent counts as wanted: the node
-    labeler sets it soon)."""
+    """Whether a node should run a container operand: not opted out
+    (`gpu.deploy.operands=false`) and the operand's deploy label is not `false`. Absent
+    counts as wanted (the node labeller sets it soon), except on a node the labeller made a
+    VM node: there the container stack's labels are absent because it must not run."""
     if opted_out(node.labels):
+        return False
+    if label not in node.labels and node.labels.get(_VM_NODE_LABEL) == "true":
         return False
     return node.labels.get(label, "true") not in ("false", "pre-installed")

@@ -208,7 +208,9 @@ def build_pod_spec(
 ) -> dict[str, Any]:
     """A pod spec with what every operand pod has: node selector on the deploy label,
     tolerations, priority class, service account, pull secrets, and the policy's
-    `daemonsets.podSecurityContext`. `host_network` (the operand's `hostNetwork`) also sets
+    `daemonsets.podSecurityContext`. `runtime_class` asks for the GPU management
+    RuntimeClass, which the pod names only where the runtime mode has one (see
+    `Ctx.uses_runtime_class`). `host_network` (the operand's `hostNetwork`) also sets
     `dnsPolicy: ClusterFirstWithHostNet`, so the pod still resolves cluster names."""
     selector = {deploy: "true"}
     selector.update(node_selector or {})
@@ -228,7 +230,7 @@ def build_pod_spec(
     security = ctx.spec.daemonsets.pod_security_context
     if security is not None and (given := security.to_dict()):
         spec["securityContext"] = given
-    if runtime_class:
+    if runtime_class and ctx.uses_runtime_class:
         spec["runtimeClassName"] = ctx.runtime_class
     secrets = pull_secrets(*images)
     if secrets:

@@ -81,5 +81,7 @@ class DCGM(BaseOperand):
             images=[dcgm],
             runtime_class=True,
         )
-        rendered.objects.append(daemonset(ctx, APP, pod))
+        rendered.objects.append(
+            daemonset(ctx, APP, pod, pod_annotations=ctx.management_annotations("nvidia-dcgm-ctr"))
+        )
         return rendered

@@ -176,7 +176,10 @@ class DCGMExporter(BaseOperand):
                 APP,
                 pod,
                 pod_labels=exporter.pod_labels,
-                pod_annotations=exporter.pod_annotations,
+                pod_annotations={
+                    **exporter.pod_annotations,
+                    **ctx.management_annotations("nvidia-dcgm-exporter"),
+                },
             )
         )
         return rendered

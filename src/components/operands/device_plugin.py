@@ -170,6 +170,13 @@ class DevicePlugin(BaseOperand):
             env("MPS_ROOT", mps_root),
         ]
         mig_env(envs, spec.mig.strategy)
+        # Containers that ask for GPUs also get the GPUDirect devices the driver pods set
+        # up: /dev/nvidia-fs* and the InfiniBand devices (GDS), /dev/gdrdrv (GDRCopy).
+        if spec.gds.enabled:
+            set_env(envs, "GDS_ENABLED", "true")
+            set_env(envs, "MOFED_ENABLED", "true")
+        if spec.gdrcopy.enabled:
+            set_env(envs, "GDRCOPY_ENABLED", "true")
         if spec.cdi.enabled:
             set_env(envs, "CDI_ENABLED", "true")
             set_env(envs, "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri")
@@ -226,11 +233,7 @@ class DevicePlugin(BaseOperand):
                 ctx,
                 APP,
                 pod,
-                pod_annotations={
-                    "nvidia.cdi.k8s.io/container.nvidia-device-plugin": (
-                        "management.nvidia.com/gpu=all"
-                    )
-                },
+                pod_annotations=ctx.management_annotations("nvidia-device-plugin"),
             )
         )
         return rendered

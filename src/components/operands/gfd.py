@@ -124,5 +124,8 @@ class GPUFeatureDiscovery(BaseOperand):
                 ctx, pod, main, image=plugin_image or image, process="gpu-feature-discovery"
             )
         main["env"] = merge_env(main["env"], gfd.env)
-        rendered.objects.append(daemonset(ctx, APP, pod, selector=PART_OF))
+        annotations = ctx.management_annotations("gpu-feature-discovery")
+        rendered.objects.append(
+            daemonset(ctx, APP, pod, selector=PART_OF, pod_annotations=annotations)
+        )
         return rendered

@@ -233,5 +233,6 @@ class MIGManager(BaseOperand):
             images=[manager],
             runtime_class=True,
         )
-        rendered.objects.append(daemonset(ctx, APP, pod))
+        annotations = ctx.management_annotations("nvidia-mig-manager")
+        rendered.objects.append(daemonset(ctx, APP, pod, pod_annotations=annotations))
         return rendered

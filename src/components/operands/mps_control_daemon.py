@@ -215,4 +215,5 @@ class MPSControlDaemon(BaseOperand):
         pod["affinity"] = _affinity(mps, plugin.config.default, configs)
         apply_plugin_config(ctx, pod, main, image=image, process=DAEMON_PROCESS)
         main["env"] = merge_env(main["env"], plugin.env)
-        return daemonset(ctx, APP, pod)
+        annotations = ctx.management_annotations("mps-control-daemon-ctr")
+        return daemonset(ctx, APP, pod, pod_annotations=annotations)

@@ -1,11 +1,16 @@
 """`state-container-toolkit`: installs the NVIDIA Container Toolkit and configures the node's
 container runtime for the `nvidia` runtime (and CDI).
 
-**Runtime detection**: from the GPU nodes' `status.nodeInfo.containerRuntimeVersion`
-(`containerd://2.1.4`, `cri-o://1.31.0`, `docker://27.3.1`); the runtime most GPU nodes run
-wins (ties: containerd, then cri-o, then docker); with no GPU node reporting one,
-`operator.defaultRuntime`. Nodes on another runtime get a condition naming them: one
-DaemonSet can configure one runtime.
+**Runtime detection**: see `_runtime` (the runtime most GPU nodes run). Nodes on another
+runtime get a condition naming them: one DaemonSet can configure one runtime.
+
+**Runtime modes**, as the reference sets them: with CDI (`cdi.enabled`, the default)
+`CDI_ENABLED`, `NVIDIA_CONTAINER_RUNTIME_MODE=cdi`, `NVIDIA_RUNTIME_SET_AS_DEFAULT=false`
+and `CRIO_CONFIG_MODE=config`; CRI-O without CDI gets `CRIO_CONFIG_MODE=hook` (the OCI
+prestart hook). With the NRI plugin (`cdi.nriPluginEnabled`) `ENABLE_NRI_PLUGIN=true` and
+`NRI_SOCKET` (default `/var/run/nri/nri.sock` on the host, its directory mounted at
+`/runtime/nri-sock-dir`), and none of the runtime's config files or socket below: the plugin
+does not touch them.
 
 **Runtime config** (env of `nvidia-container-toolkit-ctr`), as the reference sets it:
 `RUNTIME`, and per runtime the host files the toolkit edits, mounted into the container:
@@ -21,19 +26,19 @@ DaemonSet can configure one runtime.
 MicroK8s keep containerd elsewhere), exactly as with the reference: its directory is mounted
 into the container under `/runtime/...` and the variable then names the file there
 (`RUNTIME_DROP_IN_CONFIG_HOST_PATH` keeps the host path). `CONTAINERD_RUNTIME_CLASS`
-defaults to `operator.runtimeClass`.
+defaults to `operator.runtimeClass`. `RUNTIME_CONFIG_SOURCE` entries `file=<host path>`
+become `file=/host<host path>`, where the toolkit sees the host's files.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import GPUNode, Rendered
+from components.operands._contract import Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
     VALIDATIONS_DIR,
@@ -51,6 +56,7 @@ from components.operands._pods import (
     validations_volume,
 )
 from components.operands._rbac import service_account
+from components.operands._runtime import RUNTIMES, node_runtime
 from components.operands._workloads import (
     daemonset,
     entrypoint_config_map,
@@ -64,14 +70,6 @@ APP = "nvidia-container-toolkit-daemonset"
 ACCOUNT = "nvidia-container-toolkit"
 ENTRYPOINT_CONFIG_MAP = "nvidia-container-toolkit-entrypoint"
 DEFAULT_INSTALL_DIR = "/usr/local/nvidia"
-
-RUNTIMES = ("containerd", "crio", "docker")
-_PREFIXES: Mapping[str, str] = {
-    "containerd": "containerd",
-    "cri-o": "crio",
-    "crio": "crio",
-    "docker": "docker",
-}
 
 #: Host defaults per runtime: (config file, drop-in file, socket file).
 RUNTIME_DEFAULTS: Mapping[str, tuple[str, str | None, str | None]] = {
@@ -94,46 +92,58 @@ DROP_IN_DIR = "/runtime/config-dir.d"
 SOCKET_DIR = "/runtime/sock-dir"
 
 
-def node_runtime(version: str) -> str | None:
-    """`containerd://2.1.4` -> `containerd`, `cri-o://1.31` -> `crio`; None if unknown."""
-    scheme = version.split("://", 1)[0].strip().lower() if "://" in version else ""
-    return _PREFIXES.get(scheme)
-
-
-def detect_runtime(nodes: Sequence[GPUNode], *, default: str = "containerd") -> str:
-    """The container runtime of the GPU nodes: `containerd`, `crio` or `docker`.
-
-    The one most nodes run (ties: containerd, crio, docker); `default` when no node
-    reports a runtime this operator knows.
-    """
-    counts = Counter(r for r in (node_runtime(n.container_runtime) for n in nodes) if r)
-    if not counts:
-        return default if default in RUNTIMES else "containerd"
-    return max(RUNTIMES, key=lambda r: (counts[r], -RUNTIMES.index(r)))
-
-
 _ENTRYPOINT = """#!/bin/bash
-# Point the toolkit at the driver: the driver container's root, or the host's when the
-# validator found a preinstalled driver.
-set -e
-driver_root=/run/nvidia/driver
-driver_root_ctr_path=$driver_root
-if [[ -f /run/nvidia/validations/host-driver-ready ]]; then
-  driver_root=/
-  driver_root_ctr_path=/host
-fi
-export NVIDIA_DRIVER_ROOT=$driver_root
-export DRIVER_ROOT_CTR_PATH=$driver_root_ctr_path
+# Start once the validator has judged the driver, with the driver settings it recorded in
+# driver-ready (NVIDIA_DRIVER_ROOT, DRIVER_ROOT_CTR_PATH, NVIDIA_DEV_ROOT, ...: a driver
+# container's root, or the host's for a preinstalled driver).
+until [[ -f /run/nvidia/validations/driver-ready ]]; do
+  echo "waiting for the driver validation to finish"
+  sleep 5
+done
+set -o allexport
+. /run/nvidia/validations/driver-ready
+set +o allexport
 # containerd (1.6.9 and later) can send SIGTERM right after its own restart; give it time.
 sleep 5
-exec nvidia-toolkit "${ROOT:-/usr/local/nvidia}"
+exec nvidia-toolkit
 """
 
+#: Where the runtime's NRI socket is on the host unless `NRI_SOCKET` says, and where its
+#: directory is mounted in the toolkit container.
+NRI_SOCKET_DEFAULT = "/var/run/nri/nri.sock"
+NRI_SOCKET_DIR = "/runtime/nri-sock-dir"
 
-def _runtime_config(
+
+def _nri_socket(envs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Point `NRI_SOCKET` into the container (in place); the mount and volume for it."""
+    socket = get_env(envs, "NRI_SOCKET") or NRI_SOCKET_DEFAULT
+    set_env(envs, "NRI_SOCKET", f"{NRI_SOCKET_DIR}/{posixpath.basename(socket)}")
+    return (
+        mount("nri-socket", NRI_SOCKET_DIR),
+        host_path("nri-socket", posixpath.dirname(socket), "DirectoryOrCreate"),
+    )
+
+
+def _config_sources_in_container(envs: list[dict[str, Any]]) -> None:
+    """`RUNTIME_CONFIG_SOURCE` names files on the host (`file=/etc/k3s/config.toml`); the
+    toolkit reads them through the host's root, mounted at `/host` (in place)."""
+    sources = get_env(envs, "RUNTIME_CONFIG_SOURCE")
+    if not sources:
+        return
+    out = []
+    for source in sources.split(","):
+        kind, sep, path = source.partition("=")
+        if sep and kind == "file":
+            source = f"file={posixpath.join('/host', path.lstrip('/'))}"
+        out.append(source)
+    set_env(envs, "RUNTIME_CONFIG_SOURCE", ",".join(out))
+
+
+def runtime_config(
     runtime: str, envs: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Set the runtime env (in place) and return the mounts and volumes for it."""
+    """Set the runtime env (in place) and return the mounts and volumes for it (the Kata
+    manager configures the runtime the same way)."""
     config_default, drop_in_default, socket_default = RUNTIME_DEFAULTS[runtime]
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
@@ -211,10 +221,7 @@ class Toolkit(BaseOperand):
         if image is None:
             return rendered
 
-        # defaultRuntime only when no node says; a runtime we do not know is containerd.
-        reported = any(n.container_runtime for n in ctx.view.gpu_nodes)
-        default = "containerd" if reported else spec.operator.default_runtime
-        detected = detect_runtime(ctx.view.gpu_nodes, default=default)
+        detected = ctx.container_runtime
         others = [
             n.name
             for n in ctx.view.gpu_nodes
@@ -238,16 +245,31 @@ class Toolkit(BaseOperand):
             env_field("NRI_NAMESPACE", "metadata.namespace"),
             env("RUNTIME", detected),
         ]
-        if detected == "containerd":
+        if detected == "containerd" and not ctx.nri_plugin:
             defaults.append(env("CONTAINERD_RUNTIME_CLASS", ctx.runtime_class))
-        if detected == "crio":
-            defaults.append(env("CRIO_CONFIG_MODE", "config"))
         if spec.cdi.enabled:
+            # Workloads get GPUs through the runtime's own CDI support, so `nvidia` is
+            # not the default runtime; management pods name it (or use the NRI plugin).
             defaults += [
                 env("CDI_ENABLED", "true"),
                 env("NVIDIA_RUNTIME_SET_AS_DEFAULT", "false"),
                 env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
+                env("CRIO_CONFIG_MODE", "config"),
             ]
+            if ctx.nri_plugin:
+                defaults.append(env("ENABLE_NRI_PLUGIN", "true"))
+        elif detected == "crio":
+            # Without CDI, CRI-O gets the OCI prestart hook rather than a runtime handler
+            # (which would make `nvidia` its default runtime), as with the reference.
+            defaults.append(env("CRIO_CONFIG_MODE", "hook"))
+        if spec.cdi.nri_plugin_enabled and not spec.cdi.enabled:
+            rendered.conditions.append(
+                (
+                    "NRIPluginNeedsCDI",
+                    "cdi.nriPluginEnabled is ignored while cdi.enabled is false: the NRI "
+                    "plugin injects CDI devices; set cdi.enabled: true to use it",
+                )
+            )
         if ctx.host_root != "/":
             defaults.append(env("HOST_ROOT", ctx.host_root))
         envs = merge_env(defaults, toolkit.env)
@@ -261,7 +283,14 @@ class Toolkit(BaseOperand):
             )
             runtime = detected
             set_env(envs, "RUNTIME", runtime)
-        runtime_mounts, runtime_volumes = _runtime_config(runtime, envs)
+        _config_sources_in_container(envs)
+        if ctx.nri_plugin:
+            # The NRI plugin neither reads nor writes the runtime's config: mount only its
+            # socket (a read-only host such as Talos has no config directories to create).
+            nri_mount, nri_volume = _nri_socket(envs)
+            runtime_mounts, runtime_volumes = [nri_mount], [nri_volume]
+        else:
+            runtime_mounts, runtime_volumes = runtime_config(runtime, envs)
 
         container = apply_component(
             {

@@ -41,9 +41,11 @@ DEPLOY_LABEL = deploy_label("operator-validator")
 APP = "nvidia-operator-validator"
 ACCOUNT = "nvidia-operator-validator"
 PART_OF = {"app.kubernetes.io/part-of": "gpu-operator"}
+#: Validation steps that look at host-level state and need the host's SELinux level.
+_HOST_LEVEL = frozenset({"driver", "vfio-pci", "vgpu-manager"})
 
 
-def _step(
+def validation_step(
     ctx: Ctx,
     image: str,
     component: str,
@@ -51,6 +53,8 @@ def _step(
     overrides: Iterable[EnvVar],
     mounts: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
+    """The init container that runs `nvidia-validator` for one `component` (the sandbox
+    validator runs its steps the same way)."""
     validator = ctx.spec.validator
     return {
         "name": f"{component}-validation",
@@ -62,7 +66,7 @@ def _step(
         "securityContext": {
             "privileged": True,
             "runAsUser": 0,
-            **({"seLinuxOptions": {"level": "s0"}} if component == "driver" else {}),
+            **({"seLinuxOptions": {"level": "s0"}} if component in _HOST_LEVEL else {}),
         },
         "volumeMounts": [
             mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
@@ -80,8 +84,10 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
         env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
         env("VALIDATOR_IMAGE", image),
         env("VALIDATOR_IMAGE_PULL_POLICY", pull_policy(validator)),
-        env("VALIDATOR_RUNTIME_CLASS", ctx.runtime_class),
     ]
+    if ctx.uses_runtime_class:
+        # The test pods run as the validator's own pod does.
+        out.append(env("VALIDATOR_RUNTIME_CLASS", ctx.runtime_class))
     if validator.image_pull_secrets:
         out.append(env("VALIDATOR_IMAGE_PULL_SECRETS", ",".join(validator.image_pull_secrets)))
     return out
@@ -116,7 +122,7 @@ class Validator(BaseOperand):
             return rendered
 
         steps = [
-            _step(
+            validation_step(
                 ctx,
                 image,
                 "driver",
@@ -130,12 +136,14 @@ class Validator(BaseOperand):
                     mount("host-dev-char", "/host-dev-char"),
                 ],
             ),
-            _step(ctx, image, "toolkit", [env("WITH_WAIT", "false")], validator.toolkit.env),
-            _step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
+            validation_step(
+                ctx, image, "toolkit", [env("WITH_WAIT", "false")], validator.toolkit.env
+            ),
+            validation_step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
         ]
         if spec.device_plugin.enabled:
             steps.append(
-                _step(
+                validation_step(
                     ctx,
                     image,
                     "plugin",
@@ -184,5 +192,9 @@ class Validator(BaseOperand):
             images=[validator],
             runtime_class=True,
         )
-        rendered.objects.append(daemonset(ctx, APP, pod, selector=PART_OF))
+        # The toolkit validation checks that a management container gets the GPUs.
+        annotations = ctx.management_annotations("toolkit-validation")
+        rendered.objects.append(
+            daemonset(ctx, APP, pod, selector=PART_OF, pod_annotations=annotations)
+        )
         return rendered

@@ -18,8 +18,18 @@ Pure parts, for tests and tools::
               policy, now)                        # -> Step (transition, deletes, evictions)
     admit(nodes, policy)                          # -> names that may start now
     counts(nodes, policy)                         # -> in progress, unavailable, available
+
+Clearing a node of GPU pods (`deletion_plan`, `disruption_blocker`, `pod_view`,
+`POD_NODE_INDEX`) is shared with the MIG-change clearing in `components.controllers`.
 """
 
+from components.upgrade._clearing import (
+    Blocker,
+    ClearPlan,
+    deletion_plan,
+    describe,
+    disruption_blocker,
+)
 from components.upgrade._controller import UpgradeController
 from components.upgrade._limits import admit, counts, max_unavailable
 from components.upgrade._metrics import upgrade_metrics_for
@@ -34,6 +44,7 @@ from components.upgrade._model import (
     newest_revision,
     node_view,
     parse_time,
+    pdb_view,
     pick_driver_pod,
     pod_view,
 )
@@ -56,6 +67,7 @@ from components.upgrade._names import (
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import cleanup, plan_node
+from components.upgrade._reader import POD_NODE_INDEX, pod_node
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._step import NodeContext, Step, Transition
@@ -72,11 +84,14 @@ __all__ = [
     "INITIALLY_UNSCHEDULABLE",
     "IN_PROGRESS",
     "MESSAGE",
+    "POD_NODE_INDEX",
     "SKIP_LABEL",
     "STATE_LABEL",
     "STATE_SINCE",
     "UPGRADE_REQUESTED",
     "AgentVerdict",
+    "Blocker",
+    "ClearPlan",
     "NodeContext",
     "NodeView",
     "PdbView",
@@ -90,6 +105,9 @@ __all__ = [
     "admit",
     "cleanup",
     "counts",
+    "deletion_plan",
+    "describe",
+    "disruption_blocker",
     "format_time",
     "format_time_ms",
     "is_driver_pod",
@@ -99,9 +117,11 @@ __all__ = [
     "node_view",
     "parse_selector",
     "parse_time",
+    "pdb_view",
     "pick_driver_pod",
     "pin_change",
     "plan_node",
+    "pod_node",
     "pod_view",
     "status_body",
     "transition_patch",

@@ -3,8 +3,8 @@
 The reference's keys (k8s-operator-libs `pkg/upgrade/consts.go`, driver name `gpu`) keep
 their names and meaning, so dashboards, runbooks and `kubectl get nodes -L` keep working.
 Keys the reference does not have are ours and carry the same prefix. Only the upgrade uses
-these; keys other parts share (the kernel, its pin, the NVIDIADriver owner) are
-`components.api`'s.
+these; keys other parts share (the kernel, its pin, the NVIDIADriver owner, and the state
+label, whose first value the node labeller writes) are `components.api`'s.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ MESSAGE: Final = "nvidia.com/gpu-driver-upgrade-message"
 
 CORDONED_AT: Final = "nvidia.com/gpu-driver-upgrade.cordoned-at"
 """When the upgrade cordoned the node (RFC 3339, milliseconds). The scheduler may still bind
-a pod it placed from a view older than the cordon, so the driver is not replaced until the
-cordon has had `CORDON_SETTLE_SECONDS` to reach it."""
+a pod it placed from a view older than the cordon, so on a node that still offers GPUs the
+driver is not replaced until the cordon has had `CORDON_SETTLE_SECONDS` to reach it (once
+the node offers none, the kubelet's device admission is the guard: `_restart._settling`)."""
 
 CORDON_SETTLE_SECONDS: Final = 2.0
 

@@ -16,9 +16,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from components.api import COMPONENT_LABEL, UpgradeState, is_fenced
+from components.api import COMPONENT_LABEL, DRIVER_DEPLOY_LABEL, UpgradeState, is_fenced
 from components.upgrade._clearing import gpu_pods
 from components.upgrade._model import (
+    NodeView,
     PodView,
     is_driver_pod,
     node_view,
@@ -30,6 +31,7 @@ from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     IN_PROGRESS,
     NODE,
+    NODE_ANNOTATIONS,
     PDB,
     POD,
     STATE_LABEL,
@@ -136,6 +138,9 @@ class NodeReconciler:
                 return Result(requeue_after=REREAD_AFTER)
             return None  # the node's update brings us back, pinned
         if pool is None or not pool.enabled:
+            if ds is None and self._driver_on_its_way(obj, node):
+                self.waits.set(name, "")
+                return None
             step = cleanup(node)
             if step.transition is not None:
                 await self.writer.transition(obj, node, step.transition, pool)
@@ -157,6 +162,23 @@ class NodeReconciler:
             replacing=replacing,
         )
         return await self._run(obj, ctx, pool)
+
+    def _driver_on_its_way(self, obj: Object, node: NodeView) -> bool:
+        """A node labelled for the driver (`nvidia.com/gpu.deploy.driver=true`), at
+        `upgrade-done` and nothing else of the walk's, that no driver DaemonSet targets yet,
+        while the ClusterPolicy's drivers upgrade automatically: the node labeller wrote that
+        first state with the node's deploy labels, before the driver DaemonSet reached our
+        cache. Clearing it would cost two writes (off, then on again once the driver pod is
+        there) for nothing. A node that lost its GPU or opted out loses the deploy label,
+        and then its state is cleared as before."""
+        if (
+            node.state is not S.UPGRADE_DONE
+            or labels_of(obj).get(DRIVER_DEPLOY_LABEL) != "true"
+            or any(k in node.annotations for k in NODE_ANNOTATIONS)
+        ):
+            return False
+        pool = self.reader.cluster_policy_pool()
+        return pool is not None and pool.enabled
 
     async def _with_volumes(self, pods: list[PodView]) -> list[PodView]:
         """Pods whose volumes the cache trimmed, with `local_storage` read from the server

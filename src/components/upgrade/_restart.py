@@ -25,9 +25,23 @@ S = UpgradeState
 def _settling(node: NodeView, now: float) -> Step | None:
     """A wait while the cordon may not have reached the scheduler yet: a pod it placed
     from an older view can still be bound to the node, and must be seen before the driver
-    goes. A node without the cordon time (cordoned by an older operator) has settled."""
+    goes. A node without the cordon time (cordoned by an older operator) has settled.
+
+    This is a timer because the scheduler gives no signal to wait for: it publishes
+    neither the resourceVersion of the Node it last saw nor the bindings it has in flight
+    (a decision taken from a pre-cordon snapshot is bound asynchronously, after Permit
+    plugins that may hold it for minutes), and the API server binds a pod to a cordoned
+    node without a check. So no wait, timed or not, bounds that race.
+
+    What does bound it, for the pods a driver restart endangers, is the node itself: once
+    its allocatable shows no GPU, the kubelet's device manager has no device left to admit
+    a GPU pod with, so a GPU pod bound from any stale view fails admission and never runs;
+    and a GPU pod bound before that is already on the server, where the live re-check
+    right before the restart (`NodeReconciler._gpu_pod_arrived`) finds it. So the timer
+    only holds a node that still offers GPUs: a device plugin that is not ours, or one
+    past `DEVICE_PLUGIN_PAUSE_TIMEOUT`; there it is the best guess there is."""
     cordoned = node.cordoned_at
-    if cordoned is None:
+    if cordoned is None or not node.gpus_advertised:
         return None
     left = cordoned + CORDON_SETTLE_SECONDS - now
     if left <= 0:

@@ -177,6 +177,25 @@ class ControlPlane:
         except (OSError, ValueError):
             return False
 
+    def stop_etcd(self) -> None:
+        """Stop etcd (its data stays on disk), to test clients across a storage outage."""
+        if self.etcd is not None:
+            self.etcd.stop()
+
+    def start_etcd(self, *, wait: bool = True) -> None:
+        """Start etcd again on the same ports and data. As with `start_apiserver`, call it
+        on the thread that should own the process; `wait=False` returns at once and
+        `wait_etcd_healthy()` then waits, from any thread."""
+        if self.etcd is None or self.etcd.alive():
+            return
+        self.etcd.start()
+        if wait:
+            self.wait_etcd_healthy()
+
+    def wait_etcd_healthy(self) -> None:
+        if self.etcd is None or not self._wait(self.etcd, self._etcd_healthy):
+            raise self._not_ready(self.etcd)
+
     def etcd_call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST to etcd's JSON gateway (for example `/v3/kv/compaction`)."""
         request = urllib.request.Request(

@@ -1,15 +1,24 @@
-"""Helpers for the operator's end-to-end tests: the operator as a process."""
+"""Helpers for the operator's end-to-end tests: the operator as a process, and the
+ClusterPolicy and operand pods as a user reads them."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
 
 from gpusim import ClusterConfig, parse_kernels, parse_os_list
 from reconciler.envtest import free_port
+from tests.polling import eventually
 
 REPO = Path(__file__).resolve().parents[3]
 NAMESPACE = "gpu-operator"
@@ -23,17 +32,81 @@ OPERATOR_CLUSTER = ClusterConfig(
 )
 
 
-class OperatorProcess:
-    """`gpu-operator run` against the simulated cluster; killable and restartable."""
+POLICY = "cluster-policy"
+GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
+MERGE = {"_content_type": "application/merge-patch+json"}
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+
+async def create_policy(kube: Any, spec: dict[str, Any]) -> None:
+    await client.CustomObjectsApi(kube).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": POLICY},
+            "spec": spec,
+        },
+    )
+
+
+async def policy(kube: Any) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(kube)
+    obj: dict[str, Any] = await custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, POLICY)
+    return obj
+
+
+async def patch_policy(kube: Any, spec: dict[str, Any]) -> None:
+    custom = client.CustomObjectsApi(kube)
+    await custom.patch_cluster_custom_object(
+        GROUP, VERSION, PLURAL, POLICY, {"spec": spec}, **MERGE
+    )
+
+
+async def wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        obj = await policy(kube)
+        status = obj.get("status") or {}
+        fresh = (
+            status.get("observedGeneration", obj["metadata"]["generation"])
+            >= obj["metadata"]["generation"]
+        )
+        return status if status.get("state") == "ready" and fresh else None
+
+    return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
+
+
+async def operand_pods(kube: Any) -> list[Any]:
+    pods = await client.CoreV1Api(kube).list_namespaced_pod(NAMESPACE)
+    return list(pods.items)
+
+
+async def daemonsets(kube: Any) -> list[Any]:
+    sets = await client.AppsV1Api(kube).list_namespaced_daemon_set(NAMESPACE)
+    return list(sets.items)
+
+
+def running(pod: Any) -> bool:
+    return bool(pod.status.phase == "Running" and pod.spec.node_name)
+
+
+class OperatorProcess:
+    """`gpu-operator run` against the simulated cluster; killable and restartable.
+
+    `extra_args` are added to its command line (`--leader-elect`, say)."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, extra_args: Sequence[str] = ()) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        self.extra_args = tuple(extra_args)
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.probe_port = 0
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.probe_port = free_port()
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
                 [
@@ -44,7 +117,8 @@ class OperatorProcess:
                     f"--kubeconfig={self.kubeconfig}",
                     f"--namespace={NAMESPACE}",
                     f"--metrics-bind-address=127.0.0.1:{free_port()}",
-                    f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+                    f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+                    *self.extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -67,6 +141,32 @@ class OperatorProcess:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, but runs nothing until `resume()` (a frozen VM)."""
+        if self.popen is not None:
+            self.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.popen is not None:
+            self.popen.send_signal(signal.SIGCONT)
+
+    def probe(self, path: str) -> int:
+        """The HTTP status of the health probe server's `path` (0: nothing answered)."""
+        url = f"http://127.0.0.1:{self.probe_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except OSError:
+            return 0
+
+    def lease_identities(self) -> list[str]:
+        """The identities this process's runs held the lease as (from its log, oldest first)."""
+        if not self.log_path.exists():
+            return []
+        return re.findall(r"acquired by (\S+)", self.log_path.read_text(errors="replace"))
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None

@@ -18,16 +18,17 @@ from kubernetes_asyncio import client
 
 from components.api import GpuProcessEntry, gpu_processes
 from gpusim import ClusterConfig, SimulatedCluster
-from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
-from tests.e2e.operator.test_operator_on_simulated_cluster import (
-    GPU_POD,
+from tests.e2e.operator._harness import (
     GROUP,
+    NAMESPACE,
     PLURAL,
     POLICY,
     VERSION,
-    _policy,
-    _wait_ready,
+    OperatorProcess,
 )
+from tests.e2e.operator._harness import policy as _policy
+from tests.e2e.operator._harness import wait_ready as _wait_ready
+from tests.e2e.operator.test_operator_on_simulated_cluster import GPU_POD
 from tests.polling import eventually
 
 HOST_DRIVER = "550.54.15"

@@ -14,12 +14,15 @@ from kubernetes_asyncio import client
 
 from components.api import DRIVER_KERNEL_PIN_LABEL
 from gpusim import SimulatedCluster
-from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess
+from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess, create_policy
+from tests.e2e.operator._harness import daemonsets as _daemonsets
+from tests.e2e.operator._harness import operand_pods as _operand_pods
+from tests.e2e.operator._harness import patch_policy as _patch_policy
+from tests.e2e.operator._harness import policy as _policy
+from tests.e2e.operator._harness import running as _running
+from tests.e2e.operator._harness import wait_ready as _wait_ready
 from tests.polling import eventually
 
-POLICY = "cluster-policy"
-GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
-MERGE = {"_content_type": "application/merge-patch+json"}
 GPU_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
@@ -37,46 +40,6 @@ GPU_POD = {
 }
 
 
-async def _policy(kube: Any) -> dict[str, Any]:
-    custom = client.CustomObjectsApi(kube)
-    obj: dict[str, Any] = await custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, POLICY)
-    return obj
-
-
-async def _patch_policy(kube: Any, spec: dict[str, Any]) -> None:
-    custom = client.CustomObjectsApi(kube)
-    await custom.patch_cluster_custom_object(
-        GROUP, VERSION, PLURAL, POLICY, {"spec": spec}, **MERGE
-    )
-
-
-async def _wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
-    async def ready() -> dict[str, Any] | None:
-        obj = await _policy(kube)
-        status = obj.get("status") or {}
-        fresh = (
-            status.get("observedGeneration", obj["metadata"]["generation"])
-            >= obj["metadata"]["generation"]
-        )
-        return status if status.get("state") == "ready" and fresh else None
-
-    return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
-
-
-async def _operand_pods(kube: Any) -> list[Any]:
-    pods = await client.CoreV1Api(kube).list_namespaced_pod(NAMESPACE)
-    return list(pods.items)
-
-
-async def _daemonsets(kube: Any) -> list[Any]:
-    sets = await client.AppsV1Api(kube).list_namespaced_daemon_set(NAMESPACE)
-    return list(sets.items)
-
-
-def _running(pod: Any) -> bool:
-    return bool(pod.status.phase == "Running" and pod.spec.node_name)
-
-
 async def test_policy_rolls_out_on_gpu_nodes_only_and_a_gpu_pod_runs(
     operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
 ) -> None:
@@ -88,18 +51,7 @@ async def test_policy_rolls_out_on_gpu_nodes_only_and_a_gpu_pod_runs(
     assert waiting.spec.node_name is None
     assert waiting.status.phase == "Pending"
 
-    custom = client.CustomObjectsApi(kube)
-    await custom.create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        PLURAL,
-        {
-            "apiVersion": "nvidia.com/v1",
-            "kind": "ClusterPolicy",
-            "metadata": {"name": POLICY},
-            "spec": {},
-        },
-    )
+    await create_policy(kube, {})
     status = await _wait_ready(kube)
     assert status["namespace"] == NAMESPACE
 

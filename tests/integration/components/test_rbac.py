@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.unit.components.api.cases import REPO
+from tests.unit.components.operands.test_operand_rbac import every_operand_role
 
 pytestmark = pytest.mark.integration
 
@@ -89,6 +90,9 @@ async def can(
 
 ALLOWED = [
     ("patch", "nodes", "", None, None),
+    # Held only to be granted: a role can grant only what its creator holds.
+    ("update", "nodes", "", None, None),
+    ("create", "pods", "", NAMESPACE, None),
     ("watch", "nodes", "", None, None),
     ("delete", "pods", "", "some-team", None),
     ("create", "pods", "", "some-team", "eviction"),
@@ -113,8 +117,7 @@ ALLOWED = [
 DENIED = [
     ("get", "secrets", "", NAMESPACE, None),
     ("delete", "nodes", "", None, None),
-    ("update", "nodes", "", None, None),
-    ("create", "pods", "", NAMESPACE, None),
+    ("create", "pods", "", "kube-system", None),
     ("create", "daemonsets", "apps", "kube-system", None),
     ("delete", "controllerrevisions", "apps", NAMESPACE, None),
     ("create", "configmaps", "", "kube-system", None),
@@ -151,3 +154,26 @@ async def test_the_operator_may_not(
     assert not await can(
         api_client, verb, resource, group=group, namespace=namespace, subresource=sub
     )
+
+
+async def test_the_operator_may_create_every_role_its_operands_need(
+    api_client: client.ApiClient,
+) -> None:
+    """The API server's escalation check, as the operator's ServiceAccount meets it: each
+    Role and ClusterRole an operand renders is created (dry run) while impersonating the
+    account. A rule the operator does not hold is a 403 here, and a stuck policy in a
+    real cluster."""
+    await apply_rbac(api_client)
+    configuration = api_client.configuration
+    async with client.ApiClient(configuration) as impersonating:
+        impersonating.set_default_header("Impersonate-User", ACCOUNT)
+        rbac = client.RbacAuthorizationV1Api(impersonating)
+        created = 0
+        for obj in every_operand_role(NAMESPACE):
+            body = {**obj, "metadata": {"name": obj["metadata"]["name"] + "-rbac-check"}}
+            if obj["kind"] == "ClusterRole":
+                await rbac.create_cluster_role(body, dry_run="All")
+            else:
+                await rbac.create_namespaced_role(NAMESPACE, body, dry_run="All")
+            created += 1
+        assert created >= 15

@@ -173,3 +173,31 @@ async def test_events_are_recorded_and_repeats_aggregated(kit: Kit, namespace: s
     assert by_reason["Synced"]["involvedObject"]["uid"] == target["metadata"]["uid"]
     assert by_reason["Broken"]["type"] == "Warning"
     assert by_reason["Synced"]["source"]["component"] == "reconciler-tests"
+
+
+async def test_similar_events_are_combined_into_one_counted_event(kit: Kit, namespace: str) -> None:
+    target = (await kit.client.apply(configmap("similar", namespace))).object
+    now = [0.0]
+    recorder = EventRecorder(
+        kit.client, "reconciler-tests", max_similar=3, similar_window=60, clock=lambda: now[0]
+    )
+    for i in range(12):
+        await recorder.event(target, "Normal", "NodeMoved", f"node n{i}: moved")
+    await recorder.event(target, "Normal", "NodeMoved", "node n0: moved")  # a repeat
+    await recorder.event(target, "Warning", "Other", "not similar: another reason")
+    events = await kit.client.list_live(EVENT, namespace=namespace)
+    moved = {e["message"]: e["count"] for e in events if e["reason"] == "NodeMoved"}
+    assert moved == {
+        "node n0: moved": 2,
+        "node n1: moved": 1,
+        "node n2: moved": 1,
+        "(combined from similar events): node n11: moved": 9,
+    }
+    assert [e["message"] for e in events if e["reason"] == "Other"] == [
+        "not similar: another reason"
+    ]
+    # After a quiet window, a new message has an event of its own again.
+    now[0] = 61.0
+    await recorder.event(target, "Normal", "NodeMoved", "node n12: moved")
+    events = await kit.client.list_live(EVENT, namespace=namespace)
+    assert "node n12: moved" in {e["message"] for e in events}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.api import validate_document
+from components.api import ClusterPolicy, unsupported_fields, validate_document
 from tests.tools import CHART, REPO, run
 from tests.unit.components.api.cases import COMPAT
 
@@ -198,6 +198,52 @@ def test_host_network_kubelet_root_and_pod_security_context_reach_the_policy() -
     )
 
 
+def test_sandbox_values_reach_the_policy_and_the_vm_operands_act_on_them() -> None:
+    spec = one(
+        render(
+            "--set",
+            "sandboxWorkloads.enabled=true",
+            "--set",
+            "sandboxWorkloads.defaultWorkload=vm-passthrough",
+            "--set",
+            "vgpuManager.enabled=true",
+            "--set",
+            "vgpuManager.repository=registry.example/nvidia",
+            "--set",
+            "vgpuDeviceManager.config.name=vgpu-devices",
+            "--set",
+            "sandboxDevicePlugin.env[0].name=P_GPU_ALIAS",
+            "--set",
+            "sandboxDevicePlugin.env[0].value=nvidia.com/gpu",
+        ),
+        "ClusterPolicy",
+    )["spec"]
+    assert spec["sandboxWorkloads"] == {
+        "enabled": True,
+        "defaultWorkload": "vm-passthrough",
+        "mode": "kubevirt",
+    }
+    assert spec["vgpuManager"]["repository"] == "registry.example/nvidia"
+    assert "kernelModuleConfig" not in spec["vgpuManager"]  # not acted on: not passed
+    assert spec["vgpuDeviceManager"]["config"] == {"name": "vgpu-devices", "default": "default"}
+    assert spec["ccManager"]["enabled"] is True  # NVIDIA's chart default
+    document = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "p"}}
+    assert validate_document({**document, "spec": spec}) == []
+    assert unsupported_fields(ClusterPolicy.from_dict({**document, "spec": spec}).spec) == []
+
+
+def test_gpudirect_sections_reach_the_policy() -> None:
+    spec = one(
+        render("--set", "gds.enabled=true", "--set", "gdrcopy.enabled=true"), "ClusterPolicy"
+    )["spec"]
+    assert spec["gds"]["enabled"] is True
+    assert (spec["gds"]["image"], spec["gds"]["version"]) == ("nvidia-fs", "2.29.4")
+    assert spec["gdrcopy"]["enabled"] is True
+    assert (spec["gdrcopy"]["image"], spec["gdrcopy"]["version"]) == ("gdrdrv", "v2.6")
+    document = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "spec": spec}
+    assert validate_document({**document, "metadata": {"name": "p"}}) == []
+
+
 def test_no_policy_when_the_admin_brings_their_own() -> None:
     assert not [
         d for d in render("--set", "clusterPolicy.deployCR=false") if d["kind"] == "ClusterPolicy"
@@ -207,8 +253,14 @@ def test_no_policy_when_the_admin_brings_their_own() -> None:
 @pytest.mark.parametrize(
     ("setting", "named"),
     [
-        ("vgpuManager.hostNetwork=true", "vgpuManager.hostNetwork is not supported"),
-        ("ccManager.enabled=false", "ccManager.enabled is not supported"),
+        (
+            "vgpuManager.kernelModuleConfig.name=vgpu-modules",
+            "vgpuManager.kernelModuleConfig.name is not supported",
+        ),
+        (
+            "kataSandboxDevicePlugin.enabled=false",
+            "kataSandboxDevicePlugin.enabled is not supported",
+        ),
         ("operator.logging.timeEncoding=iso8601", "operator.logging.timeEncoding is not supported"),
     ],
 )

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler._decode import ObjectDecoder, build_plan
-from reconciler._trim import drop_paths
+from reconciler._trim import Trimmer, drop_paths
 
 pytestmark = pytest.mark.unit
 
@@ -55,3 +55,50 @@ def test_lists_and_events() -> None:
     assert kind == "ERROR" and status["code"] == 410
     empty, _ = decoder.list(b'{"kind":"NodeList","metadata":{},"items":null}')
     assert empty == []
+
+
+def _drop_one(node: Any, path: list[str]) -> None:
+    """The meaning of one path, written plainly: the oracle for the one-walk trimmer."""
+    if not path:
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        children = node if isinstance(node, list) else list(node.values()) if isinstance(
+            node, dict
+        ) else []  # fmt: skip
+        if not rest:
+            if isinstance(node, list | dict):
+                node.clear()
+            return
+        for child in children:
+            _drop_one(child, rest)
+    elif isinstance(node, dict):
+        if not rest:
+            node.pop(head, None)
+        elif head in node:
+            _drop_one(node[head], rest)
+
+
+@settings(max_examples=400, deadline=None)
+@given(obj=st.dictionaries(KEYS, values, max_size=5), drop=paths)
+def test_dropping_every_path_in_one_walk_is_dropping_each(
+    obj: dict[str, Any], drop: list[list[str]]
+) -> None:
+    expected = copy.deepcopy(obj)
+    for path in drop:
+        _drop_one(expected, path)
+    got = copy.deepcopy(obj)
+    drop_paths(got, drop)
+    assert got == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=st.dictionaries(KEYS, values, max_size=5), drop=paths)
+def test_an_informer_caches_the_same_whatever_the_decoder_left_to_the_trimmer(
+    obj: dict[str, Any], drop: list[list[str]]
+) -> None:
+    # The informer's decoder skips only shallow paths; the trimmer drops the rest.
+    trimmer = Trimmer(drop)
+    raw = json.dumps(obj).encode()
+    split = trimmer(ObjectDecoder(trimmer.decoder_paths).object(raw))
+    assert split == trimmer(ObjectDecoder(trimmer.paths).object(raw))

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from reconciler.errors import ApiUnreachable, NotFound
+from reconciler.errors import ApiUnreachable, LeaderElectionLost, NotFound
 from reconciler.lowlevel import Transport
 
 pytestmark = pytest.mark.unit
@@ -102,3 +102,44 @@ async def test_unreachable_server_is_typed() -> None:
         transport = Transport(FakeApiClient("http://127.0.0.1:9", session))
         with pytest.raises(ApiUnreachable):
             await transport.request("GET", "/x")
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["new-connection", "pooled-connection"])
+async def test_a_write_whose_check_fails_by_connection_time_is_never_sent(pooled: bool) -> None:
+    """A leader may freeze between deciding to write and its connection being ready; the
+    check made once the connection is there must stop the write."""
+    received: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        received.append(request.method)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/things", record)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    calls = 0
+
+    def lease_lapses_while_connecting() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise LeaderElectionLost("lease expired")
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            transport = Transport(FakeApiClient(host, session))
+            if pooled:
+                await transport.request("GET", "/things")  # leaves a connection in the pool
+            with pytest.raises(LeaderElectionLost):
+                await transport.request(
+                    "POST", "/things", body={}, before_send=lease_lapses_while_connecting
+                )
+            await transport.request("GET", "/things")  # the transport still works
+    finally:
+        await runner.cleanup()
+    assert calls == 2
+    assert "POST" not in received

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpusim import cpu_node, gpu_node, node_manifest
-from gpusim._node_model import MigProgress, Plan, driver_version, plan_node
+from gpusim._node_model import MigProgress, Plan, Sharing, driver_version, plan_node, sharing_of
 from gpusim._node_software import (
     ANNOTATION_MIG_APPLIED,
     ANNOTATION_MIG_FAILED,
@@ -20,6 +20,7 @@ from gpusim._node_software import (
     NodeInfo,
     NodeSoftware,
     PodInfo,
+    gpu_workload_node,
     is_gfd_label,
     node_info,
     pod_info,
@@ -36,6 +37,8 @@ APPS = {
     NodeSoftware.GPU_FEATURE_DISCOVERY: "gpu-feature-discovery",
     NodeSoftware.MIG_MANAGER: "nvidia-mig-manager",
     NodeSoftware.DCGM: "nvidia-dcgm",
+    NodeSoftware.VFIO_MANAGER: "nvidia-vfio-manager",
+    NodeSoftware.SANDBOX_DEVICE_PLUGIN: "nvidia-sandbox-device-plugin-daemonset",
 }
 
 
@@ -194,6 +197,33 @@ def test_a_driver_preinstalled_on_the_host_needs_no_driver_pod() -> None:
 def test_in_sync_node_needs_no_write() -> None:
     node = gpu(resources={"nvidia.com/gpu": "8"})
     assert plan_node(node, STACK, now=0).empty
+
+
+# -- sandbox (VM) software -> the resources KubeVirt asks for --------------------------
+
+VM_STACK = [pod(NodeSoftware.VFIO_MANAGER), pod(NodeSoftware.SANDBOX_DEVICE_PLUGIN)]
+
+
+def test_passthrough_node_advertises_its_gpus_by_model_for_kubevirt() -> None:
+    plan = plan_node(gpu(gpus=4, product="NVIDIA-H100-80GB-HBM3"), VM_STACK, now=0)
+    assert plan.resources == {"nvidia.com/NVIDIA_H100_80GB_HBM3": "4"}
+    l4 = plan_node(gpu(gpus=2, product="NVIDIA-L4"), VM_STACK, now=0)
+    assert l4.resources == {"nvidia.com/NVIDIA_L4": "2"}
+
+
+def test_moving_to_passthrough_swaps_nvidia_gpu_for_the_vm_resource() -> None:
+    container_node = apply(gpu(gpus=4), plan_node(gpu(gpus=4), STACK, now=0))
+    assert container_node.allocatable == {"nvidia.com/gpu": "4"}
+    plan = plan_node(container_node, VM_STACK, now=0)
+    assert plan.resources == {"nvidia.com/gpu": None, "nvidia.com/NVIDIA_H100_80GB_HBM3": "4"}
+    assert plan_node(apply(container_node, plan), VM_STACK, now=0).empty
+
+
+def test_no_vm_resource_before_vfio_binds_or_while_a_driver_holds_the_gpus() -> None:
+    assert plan_node(gpu(), [pod(NodeSoftware.SANDBOX_DEVICE_PLUGIN)], now=0).empty
+    binding = [pod(NodeSoftware.VFIO_MANAGER, ready=False), pod(NodeSoftware.SANDBOX_DEVICE_PLUGIN)]
+    assert plan_node(gpu(), binding, now=0).empty
+    assert plan_node(gpu(), [*VM_STACK, pod(NodeSoftware.DRIVER)], now=0).empty
 
 
 def test_cpu_nodes_are_never_touched() -> None:
@@ -376,9 +406,109 @@ def test_mig_manager_pauses_gpu_clients_until_their_pods_are_gone() -> None:
     }
 
 
-def test_no_pause_when_the_layout_already_matches() -> None:
+def test_a_layout_already_in_place_is_success_without_pending_or_pause() -> None:
+    # The real MIG manager asserts the layout first and never says `pending` for it: the
+    # operator reads `pending` as "a change that needs the GPUs idle".
     deploy = "nvidia.com/gpu.deploy.device-plugin"
     node = _mig_node(**{deploy: "true"})
     node = apply(node, Plan(annotations={ANNOTATION_MIG_APPLIED: "all-1g.10gb"}))
-    plan = plan_node(node, MIG_STACK, now=0.0)
-    assert plan.labels == {LABEL_MIG_STATE: "pending"}
+    plan = plan_node(node, MIG_STACK, now=0.0, gpu_workloads=1)
+    assert plan.labels == {LABEL_MIG_STATE: "success"}
+    assert plan.mig is None and plan.recheck_after is None
+
+
+def test_a_mig_change_waits_pending_while_a_workload_holds_the_gpus() -> None:
+    node = _mig_node()
+    first = plan_node(node, MIG_STACK, now=0.0, mig_reconfigure_seconds=1.0, gpu_workloads=1)
+    assert first.labels[LABEL_MIG_STATE] == "pending"
+    node = apply(node, first)
+    # Long past the delay, a workload pod still holds a GPU: still pending, no write, and no
+    # timed recheck (the pod's deletion is what requeues).
+    held = plan_node(node, MIG_STACK, now=60.0, mig=first.mig, gpu_workloads=1)
+    assert held.empty and held.mig == first.mig and held.recheck_after is None
+    done = plan_node(node, MIG_STACK, now=61.0, mig=first.mig, gpu_workloads=0)
+    assert done.labels[LABEL_MIG_STATE] == "success"
+
+
+def _workload(
+    node: str | None = "n1", *, phase: str = "Running", gpu: bool = True
+) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "1"} if gpu else {"cpu": "1"}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "cuda", "resources": {"limits": limits}}],
+        "volumes": [{"name": "data", "emptyDir": {}}],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "metadata": {"name": "train-0", "namespace": "ml", "labels": {"app": "train"}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def test_a_gpu_workload_is_known_by_its_gpu_request_and_survives_the_trim() -> None:
+    assert gpu_workload_node(_workload()) == "n1"
+    assert gpu_workload_node(trim_pod(_workload())) == "n1"
+    assert "volumes" not in trim_pod(_workload())["spec"]
+    deleting = _workload()
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert gpu_workload_node(trim_pod(deleting)) == "n1"  # it holds the GPU until gone
+    assert gpu_workload_node(_workload(phase="Succeeded")) is None
+    assert gpu_workload_node(_workload(gpu=False)) is None
+    assert gpu_workload_node(_workload(node=None)) is None
+    # Node software is never a workload, even when it asks for a GPU.
+    software = _pod_object("nvidia-dcgm")
+    software["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    assert gpu_workload_node(software) is None
+
+
+# -- GPU sharing (MPS, time-slicing) -------------------------------------------------------
+
+MPS_CONFIG = """
+version: v1
+sharing:
+  mps:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+"""
+
+
+def test_a_sharing_config_is_read_as_the_device_plugin_reads_it() -> None:
+    assert sharing_of(MPS_CONFIG) == Sharing("mps", 4)
+    renamed = MPS_CONFIG.replace("mps:", "timeSlicing:\n    renameByDefault: true")
+    assert sharing_of(renamed) == Sharing("time-slicing", 4, "nvidia.com/gpu.shared")
+    for text in (None, "", "version: v1\n", "{{ not yaml", "sharing: {mps: {resources: 3}}"):
+        assert sharing_of(text) is None
+
+
+def test_mps_advertises_replicas_once_its_control_daemon_runs() -> None:
+    node = gpu(gpus=2)
+    stack = [pod(NodeSoftware.DRIVER), pod(NodeSoftware.DEVICE_PLUGIN)]
+    # The plugin waits for the node's MPS control daemon: nothing to hand out meanwhile.
+    waiting = plan_node(node, stack, now=0, plugin_config=MPS_CONFIG)
+    assert apply(node, waiting).allocatable == {}
+    daemon = _pod_object("nvidia-device-plugin-mps-control-daemon")
+    serving = [*stack, pod_info(daemon), pod(NodeSoftware.GPU_FEATURE_DISCOVERY)]
+    node = apply(node, plan_node(node, [p for p in serving if p], now=0, plugin_config=MPS_CONFIG))
+    assert node.allocatable == {"nvidia.com/gpu": "8"}
+    assert node.labels["nvidia.com/gpu.replicas"] == "4"
+    assert node.labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert node.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
+    # Back to a plain config: whole GPUs again.
+    plain = plan_node(node, [p for p in serving if p], now=0, plugin_config="version: v1\n")
+    node = apply(node, plain)
+    assert node.allocatable == {"nvidia.com/gpu": "2"}
+    assert node.labels["nvidia.com/gpu.sharing-strategy"] == "none"
+
+
+def test_the_device_plugin_pod_keeps_its_config_maps_through_the_trim() -> None:
+    plugin = _pod_object("nvidia-device-plugin-daemonset")
+    plugin["spec"]["volumes"] = [
+        {"name": "configs", "configMap": {"name": "plugin-configs"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    info = pod_info(trim_pod(plugin))
+    assert info is not None and info.config_maps == ("gpu/plugin-configs",)
+    assert info == pod_info(plugin)

@@ -1,5 +1,6 @@
 """The containers of a driver pod: the driver manager (an init container that unloads the
-old driver safely), the driver itself and, with GPUDirect RDMA, the peermem sidecar."""
+old driver safely), the driver itself and its sidecars: with GPUDirect RDMA the peermem
+one, with GPUDirect Storage / GDRCopy those of `_gpudirect`."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ from components.operands._pods import (
     set_env,
 )
 from components.operands.driver._files import user_files
+from components.operands.driver._gpudirect import gpudirect_containers, gpudirect_env
 from components.operands.driver._pools import DriverPool
 
 DRIVER_CONTAINER = "nvidia-driver-ctr"
+MANAGER_CONTAINER = "k8s-driver-manager"
+SYSFS_DEVICES_SYSTEM_VOLUME = "host-sys-devices-system"
 #: Volume and file name of the startup-probe script (the ConfigMap is the DaemonSet's).
 STARTUP_PROBE_VOLUME = "driver-startup-probe-script"
 _STARTUP_PROBE_FILE = "startup-probe.sh"
@@ -49,7 +53,7 @@ def driver_containers(
     """The driver container (first, so `containers[0]` is the driver), its sidecars, and
     the volumes the user's files need besides the pod's own."""
     files = user_files(ctx, driver, pool, rendered)
-    container = _driver_container(driver, image, files.mounts)
+    container = _driver_container(ctx, driver, image, files.mounts)
     if files.env_from:
         container["envFrom"] = files.env_from
     _add_health_probes(container, driver)
@@ -59,6 +63,7 @@ def driver_containers(
     containers = [container]
     if driver.rdma.enabled:
         containers.append(_peermem_container(driver, image))
+    containers += gpudirect_containers(ctx, pool, files.package_mounts, files.env_from, rendered)
     return containers, files.volumes
 
 
@@ -80,7 +85,7 @@ def manager_container(ctx: Ctx, driver: DriverSpec) -> dict[str, Any]:
     if ctx.host_root != "/":
         defaults.append(env("HOST_ROOT", ctx.host_root))
     return {
-        "name": "k8s-driver-manager",
+        "name": MANAGER_CONTAINER,
         "image": driver_manager_image(driver, env=ctx.view.image_env),
         "imagePullPolicy": pull_policy(driver.manager),
         "command": ["driver-manager"],
@@ -106,7 +111,7 @@ def _rdma_env(driver: DriverSpec) -> list[dict[str, Any]]:
     return out
 
 
-def _driver_env(driver: DriverSpec) -> list[dict[str, Any]]:
+def _driver_env(ctx: Ctx, driver: DriverSpec) -> list[dict[str, Any]]:
     defaults = [
         env_field("NODE_NAME", "spec.nodeName"),
         env_field("NODE_IP", "status.hostIP"),
@@ -115,6 +120,7 @@ def _driver_env(driver: DriverSpec) -> list[dict[str, Any]]:
     ]
     if driver.use_open_kernel_modules or driver.kernel_module_type == "open":
         defaults.append(env("OPEN_KERNEL_MODULES_ENABLED", "true"))
+    defaults += [env(name, value) for name, value in gpudirect_env(ctx)]
     defaults += _rdma_env(driver)
     return merge_env(defaults, driver.env)
 
@@ -130,7 +136,9 @@ def _driver_mounts() -> list[dict[str, Any]]:
         mount("host-os-release", "/host-etc/os-release", read_only=True),
         mount("mlnx-ofed-usr-src", "/run/mellanox/drivers/usr/src", propagation="HostToContainer"),
         mount("run-mellanox-drivers", "/run/mellanox/drivers", propagation="HostToContainer"),
-        mount("sysfs-memory-online", "/sys/devices/system/memory/auto_online_blocks"),
+        # All of it, not only memory/auto_online_blocks: memory hot-plug settings move
+        # between kernels (the reference mounts the whole directory too).
+        mount(SYSFS_DEVICES_SYSTEM_VOLUME, "/sys/devices/system"),
         mount("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
         mount("nv-firmware", "/lib/firmware"),
         mount(STARTUP_PROBE_VOLUME, _STARTUP_PROBE_PATH, sub_path=_STARTUP_PROBE_FILE),
@@ -138,7 +146,7 @@ def _driver_mounts() -> list[dict[str, Any]]:
 
 
 def _driver_container(
-    driver: DriverSpec, image: str, user_mounts: list[dict[str, Any]]
+    ctx: Ctx, driver: DriverSpec, image: str, user_mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
     return {
         "name": DRIVER_CONTAINER,
@@ -146,7 +154,7 @@ def _driver_container(
         "imagePullPolicy": pull_policy(driver),
         "command": ["nvidia-driver"],
         "args": list(driver.args) or ["init"],
-        "env": _driver_env(driver),
+        "env": _driver_env(ctx, driver),
         "securityContext": _driver_security(),
         "volumeMounts": _driver_mounts() + user_mounts,
         "startupProbe": _probe(

@@ -3,21 +3,31 @@ ServiceAccount with its RBAC, the startup-probe script)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KEEP_OFF_TAKEN_OVER, DriverSpec
 from components.operands._context import Ctx
 from components.operands._contract import Rendered
-from components.operands._names import safe_name
-from components.operands._pods import VALIDATIONS_DIR, build_pod_spec, config_map_volume, host_path
+from components.operands._names import safe_name, short_hash
+from components.operands._pods import (
+    VALIDATIONS_DIR,
+    build_pod_spec,
+    config_map_volume,
+    host_path,
+    set_env,
+)
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import config_map, daemonset
 from components.operands.driver._containers import (
     DRIVER_CONTAINER,
+    MANAGER_CONTAINER,
     STARTUP_PROBE_VOLUME,
+    SYSFS_DEVICES_SYSTEM_VOLUME,
     driver_containers,
     manager_container,
 )
+from components.operands.driver._gpudirect import gpudirect_specs
 from components.operands.driver._pools import APP, DEPLOY_LABEL, DriverPool, sanitize_kernel
 
 ACCOUNT = "nvidia-driver"
@@ -83,7 +93,7 @@ def _volumes(ctx: Ctx, driver: DriverSpec) -> list[dict[str, Any]]:
         host_path("host-root", ctx.host_root),
         host_path("host-sys", "/sys", "Directory"),
         host_path("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
-        host_path("sysfs-memory-online", "/sys/devices/system/memory/auto_online_blocks"),
+        host_path(SYSFS_DEVICES_SYSTEM_VOLUME, "/sys/devices/system", "Directory"),
         host_path("nv-firmware", f"{ctx.driver_install_dir}/lib/firmware", "DirectoryOrCreate"),
         config_map_volume(STARTUP_PROBE_VOLUME, STARTUP_PROBE_CONFIG_MAP, mode=0o755),
     ]
@@ -119,7 +129,7 @@ def driver_daemonset(
         init_containers=[manager_container(ctx, driver)],
         containers=containers,
         volumes=_volumes(ctx, driver) + extra_volumes,
-        images=[driver, driver.manager],
+        images=[driver, driver.manager, *gpudirect_specs(ctx)],
         host_pid=True,
     )
     pod["affinity"] = {
@@ -159,7 +169,7 @@ def driver_daemonset(
     }
     if pool.kernel is not None:
         labels[PRECOMPILED_KERNEL_LABEL] = sanitize_kernel(pool.kernel)
-    return daemonset(
+    ds = daemonset(
         ctx,
         name,
         pod,
@@ -169,3 +179,20 @@ def driver_daemonset(
         pod_annotations={"kubectl.kubernetes.io/default-container": DRIVER_CONTAINER},
         strategy={"type": "OnDelete"},
     )
+    _set_config_digest(ds)
+    return ds
+
+
+def _set_config_digest(ds: dict[str, Any]) -> None:
+    """`DRIVER_CONFIG_DIGEST` on the driver manager and the driver container: a digest of
+    what the driver is installed with (the pod's containers and volumes). A driver pod
+    that restarts with the digest the running driver was installed with keeps that driver
+    (no unload, no rebuild): only a change of configuration pays for a reinstall, not a
+    new label, toleration or priority class on the pods."""
+    pod = ds["spec"]["template"]["spec"]
+    installed_with = {key: pod.get(key, []) for key in ("initContainers", "containers", "volumes")}
+    text = json.dumps(installed_with, sort_keys=True, separators=(",", ":"))
+    digest = short_hash(text, length=16)
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        if container["name"] in (MANAGER_CONTAINER, DRIVER_CONTAINER):
+            set_env(container.setdefault("env", []), "DRIVER_CONFIG_DIGEST", digest)

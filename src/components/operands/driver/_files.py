@@ -1,11 +1,12 @@
-"""Files a user adds to the driver container from Secrets and ConfigMaps the policy names:
-vGPU licensing, the virtual topology, kernel module parameters, package repositories and
-certificates. Each is mounted file by file (subPath), so what the image has in the same
-directory stays."""
+"""Files the driver container gets besides its own: from Secrets and ConfigMaps the policy
+names (vGPU licensing, the virtual topology, kernel module parameters, package
+repositories and certificates; each mounted file by file with subPath, so what the image
+has in the same directory stays), and the host's subscription files on RHEL and SLES, so
+it can install the distribution's packages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,12 +14,14 @@ from components.api import DriverSpec
 from components.operands._context import Ctx
 from components.operands._contract import Rendered
 from components.operands._names import name_list
-from components.operands._pods import config_map_volume, mount
+from components.operands._pods import config_map_volume, host_path, mount
 from components.operands.driver._pools import DriverPool
 
-#: Where package repository and certificate files go in the driver container, per OS.
+#: Where package repository and certificate files go in the driver container, per OS
+#: (`os_release.ID`): the reference's OS families, and Rocky Linux with RHEL's paths.
 REPO_CONFIG_DIRS: Mapping[str, str] = {
     "ubuntu": "/etc/apt/sources.list.d",
+    "debian": "/etc/apt/sources.list.d",
     "centos": "/etc/yum.repos.d",
     "rhel": "/etc/yum.repos.d",
     "rhcos": "/etc/yum.repos.d",
@@ -26,10 +29,30 @@ REPO_CONFIG_DIRS: Mapping[str, str] = {
 }
 CERT_CONFIG_DIRS: Mapping[str, str] = {
     "ubuntu": "/usr/local/share/ca-certificates",
+    "debian": "/usr/local/share/ca-certificates",
     "centos": "/etc/pki/ca-trust/extracted/pem",
     "rhel": "/etc/pki/ca-trust/extracted/pem",
     "rhcos": "/etc/pki/ca-trust/extracted/pem",
     "rocky": "/etc/pki/ca-trust/extracted/pem",
+    "sles": "/etc/pki/trust/anchors",
+    "sl-micro": "/etc/pki/trust/anchors",
+}
+
+_RHEL_SUBSCRIPTION = (
+    ("/run/secrets/etc-pki-entitlement", "/etc/pki/entitlement", "Directory"),
+    ("/run/secrets/redhat.repo", "/etc/yum.repos.d/redhat.repo", "File"),
+    ("/run/secrets/rhsm", "/etc/rhsm", "Directory"),
+)
+_SUSE_SUBSCRIPTION = (
+    ("/etc/SUSEConnect", "/etc/SUSEConnect", "FileOrCreate"),
+    ("/etc/zypp/credentials.d", "/etc/zypp/credentials.d", "Directory"),
+)
+#: The host's subscription / entitlement files, per OS: (path in the container, path on
+#: the host, hostPath type), in the order of the container path (volumes are numbered so).
+SUBSCRIPTION_PATHS: Mapping[str, Sequence[tuple[str, str, str]]] = {
+    "rhel": _RHEL_SUBSCRIPTION,
+    "sles": _SUSE_SUBSCRIPTION,
+    "sl-micro": _SUSE_SUBSCRIPTION,
 }
 
 _LICENSING_VOLUME = "licensing-config"
@@ -39,11 +62,13 @@ _TOPOLOGY_VOLUME = "topology-config"
 @dataclass
 class UserFiles:
     """What the user's files add to the driver pod: mounts into the driver container, the
-    volumes behind them, and `envFrom` sources."""
+    volumes behind them, and `envFrom` sources; `package_mounts` is the part of `mounts`
+    that GPUDirect sidecars, which install packages too, also get."""
 
     mounts: list[dict[str, Any]] = field(default_factory=list)
     volumes: list[dict[str, Any]] = field(default_factory=list)
     env_from: list[dict[str, Any]] = field(default_factory=list)
+    package_mounts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def user_files(ctx: Ctx, driver: DriverSpec, pool: DriverPool, rendered: Rendered) -> UserFiles:
@@ -62,7 +87,19 @@ def user_files(ctx: Ctx, driver: DriverSpec, pool: DriverPool, rendered: Rendere
         _package_config(ctx, driver, pool, rendered, files)
         if driver.secret_env:
             files.env_from.append({"secretRef": {"name": driver.secret_env}})
+        _subscriptions(ctx, pool, files)
     return files
+
+
+def _subscriptions(ctx: Ctx, pool: DriverPool, files: UserFiles) -> None:
+    """The host's entitlements, read-only, on SLES and on RHEL, as the reference mounts
+    them (on RHEL not with CRI-O, which passes them to containers itself)."""
+    if pool.os_id == "rhel" and ctx.container_runtime == "crio":
+        return
+    for number, (in_ctr, on_host, kind) in enumerate(SUBSCRIPTION_PATHS.get(pool.os_id, ())):
+        volume = f"subscription-config-{number}"
+        files.mounts.append(mount(volume, in_ctr, read_only=True))
+        files.volumes.append(host_path(volume, on_host, kind))
 
 
 def _licensing(driver: DriverSpec, files: UserFiles) -> None:
@@ -134,7 +171,9 @@ def _package_config(
             )
             continue
         # One ConfigMap may hold both; its volume is listed once.
+        before = len(files.mounts)
         _add_config_map(files, ctx, rendered, field_name, config_name, directory, shared=True)
+        files.package_mounts += files.mounts[before:]
 
 
 def _add_config_map(

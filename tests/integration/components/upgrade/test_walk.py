@@ -9,6 +9,7 @@ from components.api import UpgradeState
 from components.upgrade import (
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
+    DRIVER_KERNEL_ANNOTATION,
     EVENT_REASON,
     INITIALLY_UNSCHEDULABLE,
     SKIP_LABEL,
@@ -17,7 +18,7 @@ from components.upgrade import (
 )
 from reconciler import Object, annotations_of, labels_of, name_of
 
-from .conftest import CLUSTER_POLICY, NODE, Kit, S, eventually
+from .conftest import CLUSTER_POLICY, KERNEL, NODE, Kit, S, eventually
 
 FULL_WALK = [
     "",
@@ -170,6 +171,45 @@ async def test_auto_upgrade_off_touches_nothing(kit: Kit) -> None:
     assert len(await kit.pods(app="train")) == 1
     drivers = await kit.pods(app="nvidia-driver-daemonset")
     assert {labels_of(p)["controller-revision-hash"] for p in drivers} == {"rev1"}
+
+
+async def test_a_node_labelled_upgrade_done_before_its_driver_runs_is_never_written(
+    kit: Kit,
+) -> None:
+    """The node labeller writes `upgrade-done` with a new node's deploy labels, before the
+    driver DaemonSet targets it: the walk keeps that state, neither clearing it while no
+    driver is there nor writing it again once the driver runs in sync (one label write per
+    node to reach ready)."""
+    await kit.cluster_policy({"autoUpgrade": True})
+    await kit.start_operator(workers=1)
+    new = f"{kit.tag}-new"
+    labels = {
+        "upgrade-test": f"{kit.tag}-later",
+        KERNEL: "5.15.0-1",
+        "nvidia.com/gpu.deploy.driver": "true",
+        STATE_LABEL: "upgrade-done",
+    }
+    await kit.client.create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": new, "labels": labels}}
+    )
+    # One worker takes the nodes in the order they came: once a later node is done, the new
+    # node's reconcile (no driver DaemonSet targets it yet) is over.
+    await kit.add_node("later")
+    await eventually(kit.all_done, "the later node to be upgrade-done")
+    assert labels_of(await kit.node(new))[STATE_LABEL] == S.UPGRADE_DONE
+
+    moved = await kit.client.patch(NODE, new, {"metadata": {"labels": {"upgrade-test": kit.tag}}})
+    kit.nodes.append(new)  # the stand-in kubelet starts its driver, at the newest revision
+
+    async def driver_seen() -> bool:
+        drivers = [p for p in await kit.pods(app="nvidia-driver-daemonset")
+                   if p["spec"]["nodeName"] == new]  # fmt: skip
+        return any(DRIVER_KERNEL_ANNOTATION in annotations_of(p) for p in drivers)
+
+    await eventually(driver_seen, "the walk to note the kernel of the new node's driver")
+    after = await kit.node(new)
+    assert labels_of(after)[STATE_LABEL] == S.UPGRADE_DONE
+    assert after["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]
 
 
 async def test_turning_auto_upgrade_off_mid_walk_clears_the_marks_and_uncordons(kit: Kit) -> None:

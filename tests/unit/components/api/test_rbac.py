@@ -88,7 +88,10 @@ def test_every_rule_says_why(name: str) -> None:
 @pytest.mark.parametrize(
     ("kind", "group", "resource", "verbs"),
     [
-        ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch"}),
+        # update: only to grant it to the driver and MIG managers (their images update nodes)
+        ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch", "update"}),
+        # read only, to grant it to the driver manager
+        ("ClusterRole", "apps", "daemonsets", {"get", "list", "watch"}),
         ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
         ("ClusterRole", "", "pods/eviction", {"create"}),
         ("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}),
@@ -151,6 +154,10 @@ def test_every_rule_says_why(name: str) -> None:
             {"get", "list", "watch", "create", "update", "patch", "delete"},
         ),
         ("Role", "coordination.k8s.io", "leases", {"get", "create", "update"}),
+        # only to grant it to the validator's Role (its check pods)
+        ("Role", "", "pods", {"create"}),
+        # only to grant it to GPU feature discovery's Role
+        ("Role", "nfd.k8s-sigs.io", "nodefeatures", {"get", "list", "watch", "create", "update"}),
         (
             "Role",
             "monitoring.coreos.com",
@@ -166,8 +173,8 @@ def test_exactly_the_verbs_it_needs(kind: str, group: str, resource: str, verbs:
 def test_nothing_else_is_granted() -> None:
     assert allowed("ClusterRole", "", "secrets") == set()
     assert allowed("Role", "", "secrets") == set()
-    assert allowed("ClusterRole", "apps", "daemonsets") == set()
-    assert allowed("ClusterRole", "", "nodes") & {"update", "delete", "create"} == set()
+    assert allowed("ClusterRole", "apps", "daemonsets") & {"create", "update", "delete"} == set()
+    assert allowed("ClusterRole", "", "nodes") & {"delete", "create"} == set()
 
 
 def test_bindings_point_at_the_service_account() -> None:

@@ -64,9 +64,14 @@ def test_each_field_set_is_named_with_its_value() -> None:
     spec = ClusterPolicy.from_dict(
         policy(
             {
-                "gds": {"enabled": True},
-                "sandboxWorkloads": {"enabled": True},
+                "psp": {"enabled": True},
                 # acted on: not named
+                "gds": {"enabled": True},
+                "gdrcopy": {"enabled": True},
+                "sandboxWorkloads": {"enabled": True},
+                "vgpuManager": {"enabled": True},
+                "kataManager": {"enabled": True},
+                "ccManager": {"enabled": True},
                 "toolkit": {"hostNetwork": True},
                 "dcgmExporter": {"hostNetwork": True},
                 "hostPaths": {"kubeletRootDir": "/data/kubelet"},
@@ -76,8 +81,7 @@ def test_each_field_set_is_named_with_its_value() -> None:
         )
     ).spec
     assert unsupported_fields(spec) == [
-        "spec.sandboxWorkloads.enabled=true",
-        "spec.gds.enabled=true",
+        "spec.psp.enabled=true",
     ]
     pool = NVIDIADriver.from_dict(
         driver(
@@ -116,17 +120,16 @@ def test_validate_warns_about_the_helm_rendered_policy_and_exits_0(
     assert main(["validate", "-q", str(HELM_RENDERED)]) == 0
     source = str(HELM_RENDERED)
     assert capsys.readouterr().out.splitlines() == [
-        f"{source}: warning: spec.ccManager.enabled=true is accepted but not acted on",
         f"{source}: warning: spec.dcgmExporter.podLabelAllowlistRegex is accepted but not acted on",
     ]
     # Errors still decide the exit status; the warnings of the other documents still show.
     both = tmp_path / "both.yaml"
     bad = policy({"mig": {"strategy": "weird"}}, name="bad")
-    good = policy({"gds": {"enabled": True}}, name="good")
+    good = policy({"psp": {"enabled": True}}, name="good")
     both.write_text(yaml.safe_dump_all([bad, good]))
     assert main(["validate", str(both)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == (
-        f"{both} (document 2): warning: spec.gds.enabled=true is accepted but not acted on"
+        f"{both} (document 2): warning: spec.psp.enabled=true is accepted but not acted on"
     )
     assert lines[0].startswith(f"{both} (document 1): spec.mig.strategy:")

@@ -87,11 +87,10 @@ def test_cli_passes_good_files(capsys: pytest.CaptureFixture[str]) -> None:
     files = [str(p) for p in COMPAT_FILES + SAMPLE_FILES]
     code, lines = run(capsys, *files)
     assert code == 0
-    # The reference's sample asks for the vGPU manager, which nothing deploys yet: a warning.
-    warning = f"{files[0]}: warning: spec.vgpuManager.enabled=true is accepted but not acted on"
-    assert lines == [f"{files[0]}: ok", warning, *[f"{f}: ok" for f in files[1:]]]
+    # The reference's sample asks for the vGPU manager, which we deploy: no warning.
+    assert lines == [f"{f}: ok" for f in files]
     code, lines = run(capsys, "-q", *files)
-    assert (code, lines) == (0, [warning])
+    assert (code, lines) == (0, [])
 
 
 def test_yaml_syntax_errors_give_the_line(

@@ -149,3 +149,22 @@ def test_the_nvidia_driver_decides_its_pods_network_and_security_context() -> No
     )
     assert pod["securityContext"] == {"fsGroup": 2000}
     assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+
+
+def test_the_cluster_policys_gpudirect_sidecars_are_not_an_nvidia_drivers() -> None:
+    policy = ClusterPolicy.from_dict(
+        {
+            "spec": {
+                "driver": {"useNvidiaDriverCRD": True},
+                "gds": {"enabled": True},
+                "gdrcopy": {"enabled": True},
+            }
+        }
+    )
+    view = ClusterView("gpu-operator", [NODE], False, None)
+    section = driver_section(NVIDIADriverSpec.from_dict({"version": "580.1"}))
+    rendered = Driver().render(policy_with_driver(policy, section), view)
+    (ds,) = [o for o in rendered.objects if o["kind"] == "DaemonSet"]
+    assert [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]] == [
+        "nvidia-driver-ctr"
+    ]

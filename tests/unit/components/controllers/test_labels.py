@@ -278,3 +278,44 @@ def test_pre_installed_is_not_set_over_another_value_nor_mid_upgrade() -> None:
     assert node_label_patch(done, POLICY, host_driver=True) == {DEPLOY + "driver": "pre-installed"}
     # Without an active policy nothing but gpu.present is kept.
     assert node_label_patch(labelled, None, host_driver=True) == {}
+
+
+STATE = "nvidia.com/gpu-driver-upgrade-state"
+
+
+def _policy(driver: dict[str, object]) -> LabelPolicy:
+    return LabelPolicy.of(ClusterPolicy.from_dict({"spec": {"driver": driver}}))
+
+
+AUTO = {"upgradePolicy": {"autoUpgrade": True}}
+
+
+def test_a_new_gpu_node_gets_its_first_upgrade_state_in_the_same_write() -> None:
+    # One PATCH per node: the deploy labels and `upgrade-done` together, the state the
+    # walk would otherwise write on its own once the driver pod is there.
+    patch = node_label_patch(NFD_GPU, _policy(AUTO))
+    assert patch[STATE] == "upgrade-done"
+    assert {k for k in patch if k.startswith(DEPLOY)} == CONTAINER_SET
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        {},  # auto upgrade off: the walk leaves the node alone
+        {"enabled": False, **AUTO},  # no driver of ours
+        {"useNvidiaDriverCRD": True, **AUTO},  # pools with upgrade policies of their own
+    ],
+)
+def test_no_upgrade_state_unless_the_policy_s_driver_upgrades_automatically(
+    driver: dict[str, object],
+) -> None:
+    assert STATE not in node_label_patch(NFD_GPU, _policy(driver))
+
+
+def test_an_existing_upgrade_state_is_the_walk_s_and_never_written() -> None:
+    labels = {**NFD_GPU, STATE: "upgrade-required"}
+    assert STATE not in node_label_patch(labels, _policy(AUTO))
+    # A node that already has the driver label (deploy labels written before) is not
+    # written only for the state: the walk writes it when it needs one.
+    right = apply(NFD_GPU, node_label_patch(NFD_GPU, POLICY))
+    assert node_label_patch(right, _policy(AUTO)) == {}

@@ -26,7 +26,11 @@ pytestmark = pytest.mark.unit
 CLUSTER_SCOPED = {"RuntimeClass", "ClusterRole", "ClusterRoleBinding"}
 
 EXPECTED: dict[str, set[tuple[str, str]]] = {
-    "pre-requisites": {("RuntimeClass", "nvidia")},
+    "pre-requisites": {
+        ("RuntimeClass", "nvidia"),
+        ("RuntimeClass", "nvidia-cdi"),
+        ("RuntimeClass", "nvidia-legacy"),
+    },
     "state-driver": {
         ("ServiceAccount", "nvidia-driver"),
         ("ClusterRole", "nvidia-driver"),
@@ -178,6 +182,13 @@ def test_operands_are_in_the_reference_order() -> None:
         "state-mig-manager",
         "state-node-status-exporter",
         "state-node-agent",  # ours, after the reference's
+        "state-vgpu-manager",
+        "state-vgpu-device-manager",
+        "state-sandbox-validation",
+        "state-vfio-manager",
+        "state-sandbox-device-plugin",
+        "state-kata-manager",
+        "state-cc-manager",
     ]
     assert [op.deploy_label for op in OPERANDS][2:] == [
         "nvidia.com/gpu.deploy.driver",
@@ -191,6 +202,13 @@ def test_operands_are_in_the_reference_order() -> None:
         "nvidia.com/gpu.deploy.mig-manager",
         "nvidia.com/gpu.deploy.node-status-exporter",
         "nvidia.com/gpu.deploy.node-agent",
+        "nvidia.com/gpu.deploy.vgpu-manager",
+        "nvidia.com/gpu.deploy.vgpu-device-manager",
+        "nvidia.com/gpu.deploy.sandbox-validator",
+        "nvidia.com/gpu.deploy.vfio-manager",
+        "nvidia.com/gpu.deploy.sandbox-device-plugin",
+        "nvidia.com/gpu.deploy.kata-manager",
+        "nvidia.com/gpu.deploy.cc-manager",
     ]
     assert operand("pre-requisites").deploy_label is None
     assert operand("state-operator-metrics").deploy_label is None

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.operands import GPUNode, Rendered, Toolkit
-from components.operands.toolkit import detect_runtime
+from components.operands._runtime import detect_runtime
 
 from .cases import (
     CLUSTER,

@@ -238,15 +238,23 @@ def test_the_outdated_driver_pod_is_deleted_then_its_replacement_awaited() -> No
 
 
 def test_the_driver_waits_until_the_cordon_has_reached_the_scheduler() -> None:
-    # Cordoned a moment ago: a pod the scheduler placed from an older view may still be
-    # bound to the node, so the driver stays until the cordon has settled.
+    # Cordoned a moment ago, on a node that still offers GPUs (a device plugin not ours):
+    # a pod the scheduler placed from an older view may still be bound to the node, so the
+    # driver stays until the cordon has settled.
     cordoned = format_time_ms(NOW - 0.5)
-    fresh = node(state=S.POD_RESTART_REQUIRED, **{CORDONED_AT: cordoned})
-    s = step(NodeContext(fresh, driver("old"), "new"))
+    offering = replace(
+        node(state=S.POD_RESTART_REQUIRED, **{CORDONED_AT: cordoned}), gpus_advertised=True
+    )
+    s = step(NodeContext(offering, driver("old"), "new"))
     assert s.delete == () and s.transition is None
     assert s.requeue_after is not None and 1.4 < s.requeue_after <= 1.5
     settled = node(state=S.POD_RESTART_REQUIRED, **{CORDONED_AT: format_time_ms(NOW - 2.5)})
+    settled = replace(settled, gpus_advertised=True)
     assert step(NodeContext(settled, driver("old"), "new")).delete == (driver("old"),)
+    # A node that offers no GPU needs no settling: a GPU pod bound from a stale view fails
+    # the kubelet's device admission, and one bound before is seen by the live re-check.
+    cleared = node(state=S.POD_RESTART_REQUIRED, **{CORDONED_AT: cordoned})
+    assert step(NodeContext(cleared, driver("old"), "new")).delete == (driver("old"),)
     # The cordon records its time; leaving the walk forgets it.
     s = step(NodeContext(node(state=S.CORDON_REQUIRED), driver("old"), "new"))
     assert s.transition is not None and s.transition.annotations[CORDONED_AT] == format_time_ms(NOW)

@@ -1,0 +1,189 @@
+"""The MIG-change clearing controller: GPU pods leave a node, politely, before its MIG
+layout changes (`_mig_change` decides; this carries it out).
+
+One request per node. It runs when a node's MIG labels change, a pod on a node with a
+pending change comes, goes or changes, or a PodDisruptionBudget changes while a node waits;
+a refused eviction is also retried with a doubling delay. Each eviction goes through the
+Eviction API (a 429 from a budget is an answer to wait on, never a reason to delete), and
+every pod evicted gets an Event, as does its node. What blocks a node (a budget, a
+DaemonSet's pod) is an Event on the node when it changes and, through `blocked`, a
+condition on the ClusterPolicy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from components.api import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from components.controllers import _informers
+from components.controllers._constants import NODE, PDB, POD
+from components.controllers._mig_change import (
+    BLOCKED_REASON,
+    EVICTION_REASON,
+    backoff,
+    blocked_message,
+    change_pending,
+    clearing,
+    evicted_message,
+    node_evicted_message,
+    refusal,
+)
+from components.upgrade import POD_NODE_INDEX, PodView, pdb_view, pod_node, pod_view
+from reconciler import (
+    NORMAL,
+    WARNING,
+    Controller,
+    EventRecorder,
+    Funcs,
+    Manager,
+    Object,
+    Request,
+    Result,
+    label_index_name,
+    labels_of,
+    name_of,
+)
+from reconciler import Eviction as Outcome
+
+log = logging.getLogger("components.controllers.mig_clearing")
+
+NAME = "mig-clearing-controller"
+EVICTED_MEMORY_SECONDS = 30.0
+"""How long an evicted pod is not asked again while the cache still shows it running."""
+
+
+def _mig_labels(obj: Object) -> tuple[str | None, str | None]:
+    labels = labels_of(obj)
+    return labels.get(MIG_CONFIG_LABEL), labels.get(MIG_CONFIG_STATE_LABEL)
+
+
+def _mig_labels_changed(old: Object, new: Object) -> bool:
+    return _mig_labels(old) != _mig_labels(new)
+
+
+def _pending(obj: Object) -> bool:
+    return change_pending(labels_of(obj))
+
+
+def _node_ref(obj: Object) -> Object:
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": meta.get("name"), "uid": meta.get("uid")},
+    }
+
+
+def _pod_ref(pod: PodView) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+    }
+
+
+class MigClearingController:
+    """Registers the controller and its informers on `manager` (`setup`)."""
+
+    def __init__(
+        self,
+        manager: Manager,
+        *,
+        recorder: EventRecorder,
+        on_blocked_change: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        workers: int = 4,
+    ) -> None:
+        self.manager = manager
+        self.client = manager.client
+        self.recorder = recorder
+        self.on_blocked_change = on_blocked_change
+        self.clock = clock
+        self.workers = workers
+        self.blocked: dict[str, str] = {}
+        """Node -> what keeps its MIG change waiting (only nodes something blocks)."""
+        self._attempts: dict[str, int] = {}
+        self._evicted: dict[str, float] = {}
+        self.controller: Controller | None = None
+
+    def setup(self) -> Controller:
+        m = self.manager
+        c = m.controller(NAME, self.reconcile, max_concurrent_reconciles=self.workers)
+        node_events = Funcs(create=_pending, update=_mig_labels_changed)
+        c.watch(_informers.mig_nodes(m), lambda o: (Request("", name_of(o)),), node_events)
+        c.watch(_informers.pods_by_node(m), self._pod_to_node)
+        c.watch(_informers.pdbs(m), lambda o: self._waiting_nodes())
+        self.controller = c
+        return c
+
+    def blocked_nodes(self) -> Mapping[str, str]:
+        return dict(self.blocked)
+
+    # -- event mapping -------------------------------------------------------------------
+
+    def _pod_to_node(self, obj: Object) -> Iterable[Request]:
+        for name in pod_node(obj):
+            node = self.client.get(NODE, name)
+            if node is not None and _pending(node):
+                return (Request("", name),)
+        return ()
+
+    def _waiting_nodes(self) -> list[Request]:
+        index = label_index_name(MIG_CONFIG_STATE_LABEL)
+        return [Request("", name_of(n)) for n in self.client.list(NODE, index=(index, "pending"))]
+
+    # -- reconcile -----------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        name = request.name
+        node = self.client.get(NODE, name)
+        if node is None or not _pending(node):
+            self._attempts.pop(name, None)
+            await self._set_blocked(node, name, "")
+            return None
+        config = labels_of(node)[MIG_CONFIG_LABEL]
+        now = self.clock()
+        self._evicted = {uid: t for uid, t in self._evicted.items() if t > now}
+        pods = [pod_view(p) for p in self.client.list(POD, index=(POD_NODE_INDEX, name))]
+        plan = clearing(pods, self._evicted)
+        asks = (self.client.evict(p.name, p.namespace) for p in plan.evict)
+        answers = list(zip(plan.evict, await asyncio.gather(*asks), strict=True))
+        refused = [(p, r) for p, r in answers if not r.evicted]
+        gone = [p for p, r in answers if r.outcome is Outcome.EVICTED]
+        for pod in gone:
+            self._evicted[pod.uid] = now + EVICTED_MEMORY_SECONDS
+        if gone:
+            log.debug("node %s: evicted %s for the MIG change to %s", name, gone, config)
+            await self.recorder.event(
+                _node_ref(node), NORMAL, EVICTION_REASON, node_evicted_message(config, gone)
+            )
+            for pod in gone:
+                await self.recorder.event(
+                    _pod_ref(pod), WARNING, EVICTION_REASON, evicted_message(name, config)
+                )
+        pdbs = [pdb_view(b) for b in self.client.list(PDB)] if refused else []
+        blockers = [refusal(p, pdbs, r.message) for p, r in refused] + list(plan.blocked)
+        await self._set_blocked(node, name, blocked_message(config, blockers))
+        if not refused:
+            self._attempts.pop(name, None)
+            return None
+        attempts = self._attempts.get(name, 0) + 1
+        self._attempts[name] = attempts
+        retry_after = max((r.retry_after or 0.0 for _, r in refused), default=0.0)
+        return Result(requeue_after=max(backoff(attempts), retry_after))
+
+    async def _set_blocked(self, node: Object | None, name: str, message: str) -> None:
+        if self.blocked.get(name, "") == message:
+            return
+        if message:
+            self.blocked[name] = message
+            log.debug("node %s: %s", name, message)
+            if node is not None:
+                await self.recorder.event(_node_ref(node), WARNING, BLOCKED_REASON, message)
+        else:
+            self.blocked.pop(name, None)
+        if self.on_blocked_change is not None:
+            self.on_blocked_change()

@@ -1,0 +1,135 @@
+"""Clearing a node for a MIG change: when it starts, which GPU pods are evicted, waited for
+or reported, and the sentences people read (Events, the ClusterPolicy condition)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.controllers._mig_change import (
+    BACKOFF_MAX,
+    backoff,
+    blocked_message,
+    change_pending,
+    clearing,
+    evicted_message,
+    node_evicted_message,
+    policy_message,
+    refusal,
+)
+from components.controllers._status import policy_status, status_patch
+from components.upgrade import PdbView, PodView
+from tests.unit.components.controllers.test_status import T0, T1, findings
+
+pytestmark = pytest.mark.unit
+
+GPU_LIMITS = {"limits": {"nvidia.com/gpu": "1"}}
+
+
+def pod(name: str, **fields: Any) -> PodView:
+    base: dict[str, Any] = {
+        "namespace": "ml",
+        "name": name,
+        "uid": f"uid-{name}",
+        "node": "n1",
+        "labels": {"app": "train"},
+        "gpu": True,
+        "owner_kind": "ReplicaSet",
+        "owner_name": "train-5d9",
+    }
+    base.update(fields)
+    return PodView(**base)
+
+
+def test_only_a_pending_state_with_a_requested_config_means_clear_the_node() -> None:
+    config = "nvidia.com/mig.config"
+    state = "nvidia.com/mig.config.state"
+    assert change_pending({config: "all-1g.10gb", state: "pending"})
+    # success/failed/rebooting, or no state yet: the MIG manager has not found a change.
+    for value in ("success", "failed", "rebooting"):
+        assert not change_pending({config: "all-1g.10gb", state: value})
+    assert not change_pending({config: "all-1g.10gb"})
+    assert not change_pending({state: "pending"})
+
+
+def test_gpu_pods_are_evicted_terminating_ones_waited_for_others_left_alone() -> None:
+    train = pod("train-0")
+    bare = pod("notebook", owner_kind="", owner_name="", local_storage=True)
+    leaving = pod("train-1", terminating=True)
+    cpu = pod("web", gpu=False)
+    done = pod("job-0", phase="Succeeded")
+    plan = clearing([train, bare, leaving, cpu, done])
+    # A pod without a controller or with emptyDir goes too: the change ends it anyway,
+    # and its eviction says so in an Event.
+    assert plan.evict == (train, bare)
+    assert plan.waiting == (leaving,)
+    assert plan.blocked == ()
+
+
+def test_a_daemonset_or_static_gpu_pod_cannot_be_cleared_and_is_reported() -> None:
+    ds = pod("agent-x", owner_kind="DaemonSet", owner_name="gpu-agent")
+    static = pod("static-x", mirror=True, owner_kind="Node", owner_name="n1")
+    plan = clearing([ds, static])
+    assert plan.evict == ()
+    assert [b.pod for b in plan.blocked] == [ds, static]
+    assert "DaemonSet gpu-agent would recreate it" in str(plan.blocked[0])
+    assert "static pod" in str(plan.blocked[1])
+
+
+def test_a_pod_just_evicted_is_not_asked_again_while_the_cache_lags() -> None:
+    train = pod("train-0")
+    plan = clearing([train], recently_evicted={"uid-train-0"})
+    assert plan.evict == () and plan.waiting == (train,)
+
+
+def test_a_refusal_names_the_budget_the_cache_knows_else_the_server_reason() -> None:
+    train = pod("train-0")
+    budget = PdbView("ml", "train", {"matchLabels": {"app": "train"}}, disruptions_allowed=0)
+    other = PdbView("ml", "web", {"matchLabels": {"app": "web"}}, disruptions_allowed=0)
+    named = refusal(train, [other, budget], "Cannot evict pod")
+    assert str(named) == ("ml/train-0 (PodDisruptionBudget ml/train allows no disruption now)")
+    assert str(refusal(train, [other], "Cannot evict pod")) == "ml/train-0 (Cannot evict pod)"
+
+
+def test_the_blocked_message_names_the_config_and_the_first_blockers() -> None:
+    assert blocked_message("all-1g.10gb", []) == ""
+    blockers = [refusal(pod(f"train-{i}"), [], "refused") for i in range(5)]
+    assert blocked_message("all-1g.10gb", blockers) == (
+        "MIG change to all-1g.10gb waits for GPU pods to leave: ml/train-0 (refused); "
+        "ml/train-1 (refused); ml/train-2 (refused) and 2 more"
+    )
+
+
+def test_events_say_which_node_which_config_and_that_the_eviction_api_was_used() -> None:
+    text = evicted_message("gpu-node-1", "all-1g.10gb")
+    assert "gpu-node-1" in text and "all-1g.10gb" in text and "Eviction API" in text
+    pods = [pod("train-0"), pod("train-1")]
+    assert node_evicted_message("all-balanced", pods) == (
+        "evicted ml/train-0, ml/train-1 for the MIG change to all-balanced"
+    )
+
+
+def test_refused_evictions_back_off_doubling_to_a_cap() -> None:
+    assert [backoff(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
+    assert backoff(50) == BACKOFF_MAX
+
+
+def test_the_policy_condition_names_each_blocked_node_and_leaves_the_state_alone() -> None:
+    blocked = {"n2": "MIG change to all-1g.10gb waits ...", "n1": "MIG change to x waits ..."}
+    status = policy_status(None, findings(mig_blocked=blocked), now=T0)
+    assert status.state == "ready"
+    cond = status.condition("MIGChangeBlocked")
+    assert cond is not None
+    assert (cond.status, cond.reason) == ("True", "EvictionBlocked")
+    assert cond.message == policy_message(blocked)
+    assert cond.message.startswith("n1: MIG change to x waits ...; n2: ")
+    # Gone once nothing blocks, and that is a status write.
+    cleared = policy_status(status.to_dict(defaults=True), findings(), now=T1)
+    assert cleared.condition("MIGChangeBlocked") is None
+    assert status_patch(status.to_dict(defaults=True), cleared) is not None
+
+
+def test_the_policy_message_stops_after_a_few_nodes_and_counts_the_rest() -> None:
+    blocked = {f"n{i}": "waits" for i in range(8)}
+    assert policy_message(blocked, limit=2) == "n0: waits; n1: waits; and 6 more nodes"
