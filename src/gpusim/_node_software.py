@@ -184,15 +184,29 @@ def _config_map_names(spec: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def sees_gpus(spec: Mapping[str, Any]) -> bool:
+    """A container asks the NVIDIA runtime for GPUs by environment alone
+    (`NVIDIA_VISIBLE_DEVICES=all` or a list), with no device-plugin request: on a real node
+    its processes use the GPUs all the same."""
+    return any(
+        e.get("name") == "NVIDIA_VISIBLE_DEVICES"
+        and str(e.get("value") or "") not in ("", "void", "none")
+        for container in spec.get("containers") or []
+        for e in container.get("env") or []
+    )
+
+
 def gpu_workload_node(pod: dict[str, Any]) -> str | None:
     """The node whose GPU `pod` holds: a pod that is no node software, requests a GPU
-    resource, is bound and has not finished (a terminating one still holds it until it is
-    gone, as its processes do on a real GPU). None for any other pod."""
+    resource (or sees the GPUs through `NVIDIA_VISIBLE_DEVICES`), is bound and has not
+    finished (a terminating one still holds it until it is gone, as its processes do on a
+    real GPU). None for any other pod."""
     meta = pod.get("metadata") or {}
     if software_of(meta.get("labels") or {}) is not None:
         return None
     view = pod_view(pod)
-    return view.node if view.gpu and view.active and view.node else None
+    uses = view.gpu or sees_gpus(pod.get("spec") or {})
+    return view.node if uses and view.active and view.node else None
 
 
 def _gpu_limit(spec: Mapping[str, Any]) -> int:
@@ -220,14 +234,15 @@ class GpuWorkload:
 
 def gpu_workload(pod: Mapping[str, Any]) -> GpuWorkload | None:
     """The pod as a GPU workload: bound, Running, not being deleted, and limiting an
-    `nvidia.com/` resource; None for any other pod (and for the NVIDIA software itself)."""
+    `nvidia.com/` resource (or seeing the GPUs through its environment: one process);
+    None for any other pod (and for the NVIDIA software itself)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     if software_of(meta.get("labels") or {}) is not None or meta.get("deletionTimestamp"):
         return None
     if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") != "Running":
         return None
-    gpus = _gpu_limit(spec)
+    gpus = _gpu_limit(spec) or (1 if sees_gpus(spec) else 0)
     if gpus <= 0:
         return None
     return GpuWorkload(

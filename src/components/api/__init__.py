@@ -95,6 +95,7 @@ from components.api._node_agent import (
     NODE_AGENT_CONDITIONS,
     GpuProcessEntry,
     gpu_processes,
+    node_agent_enabled,
 )
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
 from components.api._sandbox import DriverSideSpec, KataRuntimeClassSpec
@@ -196,6 +197,7 @@ __all__ = [
     "driver_manager_image",
     "driver_side_image",
     "gpu_processes",
+    "node_agent_enabled",
     "operand_image",
     "os_tag",
     "render_all",

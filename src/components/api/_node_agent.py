@@ -71,3 +71,11 @@ def gpu_processes(annotations: Mapping[str, str]) -> list[GpuProcessEntry]:
         except (TypeError, ValueError):
             continue
     return out
+
+
+def node_agent_enabled(policy: Mapping[str, object] | None) -> bool:
+    """Whether a ClusterPolicy object (raw, as cached) deploys the node agent: only then
+    are its conditions and process lists current enough to decide on."""
+    spec = (policy or {}).get("spec")
+    agent = spec.get("nodeAgent") if isinstance(spec, Mapping) else None
+    return isinstance(agent, Mapping) and agent.get("enabled") is True

@@ -22,6 +22,7 @@ from components.api import (
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     active_cluster_policy,
+    node_agent_enabled,
     pod_spec_targets,
     template_pod_spec,
 )
@@ -176,7 +177,7 @@ class ClusterReader:
             policy,
             valid and policy.auto_upgrade,
             precompiled,
-            agent=self._agent_enabled(active_cluster_policy(self.cache.list(CLUSTER_POLICY))),
+            agent=node_agent_enabled(active_cluster_policy(self.cache.list(CLUSTER_POLICY))),
         )
 
     def cluster_policy_pool(self) -> Pool | None:
@@ -205,14 +206,8 @@ class ClusterReader:
             policy,
             enabled,
             precompiled,
-            agent=self._agent_enabled(cp),
+            agent=node_agent_enabled(cp),
         )
-
-    @staticmethod
-    def _agent_enabled(cp: Object | None) -> bool:
-        if cp is None:
-            return False
-        return ((cp.get("spec") or {}).get("nodeAgent") or {}).get("enabled") is True
 
     def owner_daemonset(self, pod: PodView) -> Object | None:
         if pod.owner_kind != "DaemonSet":

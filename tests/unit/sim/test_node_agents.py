@@ -17,7 +17,13 @@ from gpusim._node_agents import (
     parse_xids,
     simulated_gpus,
 )
-from gpusim._node_software import GpuWorkload, Hardware, gpu_workload, trim_pod
+from gpusim._node_software import (
+    GpuWorkload,
+    Hardware,
+    gpu_workload,
+    gpu_workload_node,
+    trim_pod,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -71,6 +77,34 @@ def test_gpu_workload_pods_survive_the_cache_trim() -> None:
     }
     assert gpu_workload(trim_pod(pod)) == TRAIN
     assert gpu_workload({**pod, "status": {"phase": "Pending"}}) is None
+
+
+def test_a_pod_seeing_the_gpus_through_its_environment_runs_a_process() -> None:
+    # NVIDIA_VISIBLE_DEVICES=all without a device-plugin request: the runtime still hands
+    # it every GPU, so it holds them (the MIG manager waits) and NVML lists its process.
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    pod = {
+        "metadata": {"name": "smi", "namespace": "ml", "uid": "uid-smi"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "env": env}]},
+        "status": {"phase": "Running"},
+    }
+    assert gpu_workload_node(pod) == gpu_workload_node(trim_pod(pod)) == "n1"
+    workload = gpu_workload(pod)
+    assert workload is not None and workload.gpus == 1
+    assert gpu_workload(trim_pod(pod)) == workload
+    gpus = simulated_gpus("n1", facts(workloads=(workload,)))
+    assert sum(len(g.processes) for g in gpus) == 1
+    for value in ("void", "none", ""):
+        quiet = {
+            **pod,
+            "spec": {
+                **pod["spec"],
+                "containers": [
+                    {"name": "c", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]}
+                ],
+            },
+        }
+        assert gpu_workload_node(quiet) is None and gpu_workload(quiet) is None
 
 
 @pytest.mark.parametrize(
