@@ -103,10 +103,12 @@ class OperatorProcess:
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.probe_port = 0
+        self.metrics_port = 0
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.probe_port = free_port()
+        self.metrics_port = free_port()
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
                 [
@@ -116,7 +118,7 @@ class OperatorProcess:
                     "run",
                     f"--kubeconfig={self.kubeconfig}",
                     f"--namespace={NAMESPACE}",
-                    f"--metrics-bind-address=127.0.0.1:{free_port()}",
+                    f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
                     f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
                     *self.extra_args,
                 ],

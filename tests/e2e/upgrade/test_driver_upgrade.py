@@ -213,12 +213,13 @@ async def test_repeated_operator_kills_during_a_rollout(
     deadline = asyncio.get_running_loop().time() + ROLLOUT_SECONDS
     while not _upgraded(watch, "595.100.03"):
         assert asyncio.get_running_loop().time() < deadline, f"not done after {kills} kills"
-        await asyncio.sleep(rng.uniform(0.5, 4.0))
+        await asyncio.sleep(rng.uniform(0.5, 3.0))
         operator.kill()  # SIGKILL, wherever it is
         kills += 1
         operator.start()
     watch.drop(inv)
-    assert kills >= 3, "the rollout should have seen several kills"
+    # The walk no longer waits out a 2 s settle per node, so a rollout can be short.
+    assert kills >= 2, "the rollout should have been cut short more than once"
     assert not inv.violations, inv.violations[:5]
     assert inv.peak_in_progress <= 4
     assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
