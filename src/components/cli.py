@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from components import __version__
-from components.commands import api, demo, hooks, run, sim
+from components.commands import api, demo, hooks, node_agent, run, sim
 from components.errors import CommandError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.register(sub)
     demo.register(sub)
     hooks.register(sub)
+    node_agent.register(sub)
     run.register(sub)
     sim.register(sub)
     return parser

@@ -17,10 +17,9 @@ from typing import Any
 from components.api import KINDS, crd
 from components.errors import CommandError
 from components.kinds import CLUSTER_POLICY
-from components.run import api_client
-from reconciler import Cache, Client, name_of
+from components.run import api_client, plain_client
+from reconciler import Client, name_of
 from reconciler.errors import ApiError, ApiUnreachable
-from reconciler.lowlevel import RESTMapper, Transport
 
 log = logging.getLogger("components.hooks")
 FIELD_MANAGER = "gpu-operator-hooks"
@@ -29,9 +28,7 @@ POLL_SECONDS = 2.0
 
 
 def _client(api: Any) -> Client:
-    transport = Transport(api)
-    mapper = RESTMapper(transport)
-    return Client(transport, mapper, Cache(transport, mapper), field_manager=FIELD_MANAGER)
+    return plain_client(api, FIELD_MANAGER)
 
 
 async def apply_crds(kubeconfig: str | None) -> None:

@@ -26,8 +26,9 @@ from components import reachability
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
 from components.errors import CommandError
-from reconciler import LeaderElectionConfig, MetricsServing, configure_logging
+from reconciler import Cache, Client, LeaderElectionConfig, MetricsServing, configure_logging
 from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
+from reconciler.lowlevel import RESTMapper, Transport
 
 log = logging.getLogger("components.run")
 
@@ -53,6 +54,14 @@ async def api_client(kubeconfig: str | None) -> Any:
     else:
         await config.load_kube_config(client_configuration=configuration)
     return client.ApiClient(configuration)
+
+
+def plain_client(api: Any, field_manager: str) -> Client:
+    """A client with an empty cache, for a process that reads the few objects it needs
+    from the server (the Helm hooks, the node agent) rather than watching kinds."""
+    transport = Transport(api)
+    mapper = RESTMapper(transport)
+    return Client(transport, mapper, Cache(transport, mapper), field_manager=field_manager)
 
 
 def metrics_serving(args: argparse.Namespace) -> MetricsServing | None:

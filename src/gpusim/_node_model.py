@@ -144,6 +144,17 @@ def gpu_resources(
     return {"nvidia.com/gpu": str(hardware.gpus * count)}
 
 
+def cuda_version(driver: str) -> str:
+    """The CUDA version a driver supports (`12.8`), as NVML and GFD report it."""
+    major = int(driver.split(".", 1)[0] or 0)
+    return next((v for floor, v in _CUDA_BY_DRIVER if major >= floor), "12.0")
+
+
+def applied_layout(hardware: Hardware, applied: str) -> dict[str, int] | None:
+    """MIG instances per GPU for the applied config, or None when MIG is off."""
+    return _applied_layout(hardware, applied)
+
+
 def passthrough_resource(hardware: Hardware) -> str:
     """The resource KubeVirt's GPU device plugin names a GPU bound to vfio-pci by: its
     model in upper case, other characters as `_` (`nvidia.com/NVIDIA_H100_80GB_HBM3`; the
@@ -170,8 +181,7 @@ def gfd_labels(
     """The labels GPU feature discovery writes for this node."""
     gpu = hardware.product
     parts = [*driver.split("."), "0", "0"][:3]
-    major = int(parts[0])
-    cuda = next((v for floor, v in _CUDA_BY_DRIVER if major >= floor), "12.0")
+    cuda = cuda_version(driver)
     cuda_major, cuda_minor = cuda.split(".")
     labels = {
         "nvidia.com/cuda.driver.major": parts[0],

@@ -38,6 +38,8 @@ class NodeSoftware(enum.Enum):
     MPS_CONTROL_DAEMON = "mps-control-daemon"
     VFIO_MANAGER = "vfio-manager"
     SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
+    CONTAINER_TOOLKIT = "container-toolkit"
+    NODE_AGENT = "node-agent"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -56,6 +58,8 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.MPS_CONTROL_DAEMON: (("app", "nvidia-device-plugin-mps-control-daemon"),),
     NodeSoftware.VFIO_MANAGER: (("app", "nvidia-vfio-manager"), ("name", "nvidia-vfio-manager")),
     NodeSoftware.SANDBOX_DEVICE_PLUGIN: (("app", "nvidia-sandbox-device-plugin-daemonset"),),
+    NodeSoftware.CONTAINER_TOOLKIT: (("app", "nvidia-container-toolkit-daemonset"),),
+    NodeSoftware.NODE_AGENT: (("app", "gpu-operator-node-agent"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.
@@ -180,15 +184,73 @@ def _config_map_names(spec: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def sees_gpus(spec: Mapping[str, Any]) -> bool:
+    """A container asks the NVIDIA runtime for GPUs by environment alone
+    (`NVIDIA_VISIBLE_DEVICES=all` or a list), with no device-plugin request: on a real node
+    its processes use the GPUs all the same."""
+    return any(
+        e.get("name") == "NVIDIA_VISIBLE_DEVICES"
+        and str(e.get("value") or "") not in ("", "void", "none")
+        for container in spec.get("containers") or []
+        for e in container.get("env") or []
+    )
+
+
 def gpu_workload_node(pod: dict[str, Any]) -> str | None:
     """The node whose GPU `pod` holds: a pod that is no node software, requests a GPU
-    resource, is bound and has not finished (a terminating one still holds it until it is
-    gone, as its processes do on a real GPU). None for any other pod."""
+    resource (or sees the GPUs through `NVIDIA_VISIBLE_DEVICES`), is bound and has not
+    finished (a terminating one still holds it until it is gone, as its processes do on a
+    real GPU). None for any other pod."""
     meta = pod.get("metadata") or {}
     if software_of(meta.get("labels") or {}) is not None:
         return None
     view = pod_view(pod)
-    return view.node if view.gpu and view.active and view.node else None
+    uses = view.gpu or sees_gpus(pod.get("spec") or {})
+    return view.node if uses and view.active and view.node else None
+
+
+def _gpu_limit(spec: Mapping[str, Any]) -> int:
+    """How many `nvidia.com/` devices the pod's containers limit."""
+    gpus = 0
+    for container in spec.get("containers") or []:
+        for key, value in ((container.get("resources") or {}).get("limits") or {}).items():
+            if key.startswith(RESOURCE_PREFIX):
+                try:
+                    gpus += int(value)
+                except (TypeError, ValueError):
+                    continue
+    return gpus
+
+
+@dataclass(frozen=True)
+class GpuWorkload:
+    """A running pod that asked for GPUs: on a real node, its processes use them."""
+
+    key: str
+    uid: str
+    node: str
+    gpus: int
+
+
+def gpu_workload(pod: Mapping[str, Any]) -> GpuWorkload | None:
+    """The pod as a GPU workload: bound, Running, not being deleted, and limiting an
+    `nvidia.com/` resource (or seeing the GPUs through its environment: one process);
+    None for any other pod (and for the NVIDIA software itself)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    if software_of(meta.get("labels") or {}) is not None or meta.get("deletionTimestamp"):
+        return None
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") != "Running":
+        return None
+    gpus = _gpu_limit(spec) or (1 if sees_gpus(spec) else 0)
+    if gpus <= 0:
+        return None
+    return GpuWorkload(
+        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        uid=str(meta.get("uid") or ""),
+        node=str(spec["nodeName"]),
+        gpus=gpus,
+    )
 
 
 @dataclass(frozen=True)
@@ -283,8 +345,8 @@ def trim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A Pod cut down to what `pod_info` and `gpu_workload_node` read; any other pod keeps
-    its name alone."""
+    """A Pod cut down to what `pod_info`, `gpu_workload_node` and `gpu_workload` read; any
+    other pod keeps its name alone."""
     meta = pod.get("metadata") or {}
     kept: dict[str, Any] = {
         key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta
@@ -298,8 +360,11 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         node = gpu_workload_node(pod)
         if node is None:
             return {"metadata": {k: v for k, v in kept.items() if k != "deletionTimestamp"}}
-        # A GPU workload: its node, its phase and one GPU request are all the model reads.
-        gpu = {"limits": {f"{RESOURCE_PREFIX}gpu": "1"}}
+        # A GPU workload: its node, its phase, its uid (the simulated processes' cgroup)
+        # and how many GPUs it limits are all the model and the node agents read.
+        if "uid" in meta:
+            kept["uid"] = meta["uid"]
+        gpu = {"limits": {f"{RESOURCE_PREFIX}gpu": str(_gpu_limit(spec) or 1)}}
         return {
             "metadata": kept,
             "spec": {"nodeName": node, "containers": [{"resources": gpu}]},

@@ -27,6 +27,9 @@ ANNOTATION_PRODUCT = SIM_PREFIX + "product"
 ANNOTATION_MIG_CAPABLE = SIM_PREFIX + "mig-capable"
 ANNOTATION_HOST_DRIVER = SIM_PREFIX + "host-driver"
 ANNOTATION_INDEX = SIM_PREFIX + "index"
+ANNOTATION_XIDS = SIM_PREFIX + "xids"
+"""XIDs the simulated GPUs raise, `<gpu index>:<xid>` comma-separated (a test writes it;
+the node's simulated NVML delivers each once to the node agent)."""
 
 NFD = "feature.node.kubernetes.io/"
 LABEL_PCI_NVIDIA = NFD + "pci-10de.present"

@@ -28,6 +28,11 @@ node the way the real node software would:
   layout is applied after `mig_reconfigure_seconds`, then `success` (or `failed` for a
   config the GPU cannot apply) and the paused labels go back to `true`.
 
+* **node agent** pod Running and Ready -> the product's node agent looks at the node
+  through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
+  its conditions and GPU processes, as the real pod would (the annotation
+  `sim.gpu-operator.io/xids` makes a GPU raise an XID).
+
 The MIG strategy is read the way the real pods read it: the `MIG_STRATEGY` env of the device
 plugin (then GFD) container, else the node label `nvidia.com/mig.strategy`, else `single`.
 The driver version comes from the driver pod's image tag (`driver:595.91.07-ubuntu22.04`).
@@ -59,11 +64,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpusim._node_model import MigProgress, plan_node
+from gpusim._node_agents import SimulatedNodeAgents, node_facts
+from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
     LABEL_PLUGIN_CONFIG,
     NodeSoftware,
     PodInfo,
+    gpu_workload,
     gpu_workload_node,
     node_info,
     pod_info,
@@ -86,7 +93,9 @@ log = logging.getLogger("gpusim.gpu_node_behaviour")
 
 FIELD_MANAGER = "gpu-node-behaviour"
 PODS_BY_NODE = "gpusim.node"
-"""Index of the node-software pods by the node they run on."""
+"""Index of the node-software pods (and GPU workload pods) by the node they run on."""
+AGENT_SECONDS = 5.0
+"""How often a simulated node agent looks again with nothing new (changes wake it)."""
 PODS_BY_CONFIG_MAP = "gpusim.config-map"
 """Index of the node-software pods by the ConfigMaps (`namespace/name`) they mount."""
 
@@ -122,7 +131,11 @@ def _node_facts_changed(old: Object, new: Object) -> bool:
 
 
 def _pod_facts_changed(old: Object, new: Object) -> bool:
-    return pod_info(old) != pod_info(new) or gpu_workload_node(old) != gpu_workload_node(new)
+    return (
+        pod_info(old) != pod_info(new)
+        or gpu_workload_node(old) != gpu_workload_node(new)
+        or gpu_workload(old) != gpu_workload(new)
+    )
 
 
 def _version(obj: Object) -> int:
@@ -147,8 +160,11 @@ class GpuNodeBehaviour:
         *,
         mig_reconfigure_seconds: float = 1.0,
         workers: int = 8,
+        agent_seconds: float = AGENT_SECONDS,
     ) -> None:
         self._client = manager.client
+        self.agents = SimulatedNodeAgents(manager.client)
+        self._agent_seconds = agent_seconds
         self._mig_seconds = mig_reconfigure_seconds
         self._mig: dict[str, MigProgress] = {}
         self._written: dict[str, int] = {}
@@ -174,6 +190,7 @@ class GpuNodeBehaviour:
         if node is None:
             self._mig.pop(name, None)
             self._written.pop(name, None)
+            self.agents.forget(name)
             return None
         if _version(node) < self._written.get(name, 0):
             return None  # the event of our own last write is on its way, and requeues
@@ -204,9 +221,37 @@ class GpuNodeBehaviour:
             self._mig.pop(name, None)
         else:
             self._mig[name] = plan.mig
-        if plan.recheck_after is not None:
-            return Result(requeue_after=max(plan.recheck_after, 0.001))
+        again = plan.recheck_after
+        if await self._agent(node, pods, on_node):
+            again = min(again if again is not None else self._agent_seconds, self._agent_seconds)
+        if again is not None:
+            return Result(requeue_after=max(again, 0.001))
         return None
+
+    async def _agent(
+        self, node: Object, pods: Sequence[PodInfo], on_node: Iterable[Object]
+    ) -> bool:
+        """Let the node's agent look, where its pod runs; whether it did."""
+        info = node_info(node)
+        hardware = info.hardware
+        ready = {p.software: p for p in pods if p.ready}
+        if hardware is None or NodeSoftware.NODE_AGENT not in ready:
+            self.agents.forget(info.name)
+            return False
+        driver_pod = ready.get(NodeSoftware.DRIVER)
+        # Against a host driver a driver container never gets to publish its root.
+        serving = driver_pod is not None and not hardware.host_driver
+        driver = hardware.host_driver or (driver_version(driver_pod.image) if driver_pod else None)
+        facts = node_facts(
+            info,
+            hardware,
+            driver=driver or None,
+            driver_container=serving,
+            toolkit=NodeSoftware.CONTAINER_TOOLKIT in ready,
+            workloads=[w for w in map(gpu_workload, on_node) if w is not None],
+        )
+        await self.agents.step(info.name, facts)
+        return True
 
     def _nodes_mounting(self, config_map: Object) -> list[Request]:
         meta = config_map.get("metadata") or {}
@@ -262,7 +307,7 @@ async def _serve(args: argparse.Namespace) -> None:
     configuration.connection_pool_maxsize = max(args.workers * 2, 16)
     async with client.ApiClient(configuration) as api:
         manager = Manager(api, field_manager=FIELD_MANAGER, bind_address=None, handle_signals=True)
-        GpuNodeBehaviour(
+        behaviour = GpuNodeBehaviour(
             manager, mig_reconfigure_seconds=args.mig_reconfigure_seconds, workers=args.workers
         )
         running = asyncio.create_task(manager.run())
@@ -273,7 +318,10 @@ async def _serve(args: argparse.Namespace) -> None:
             if args.ready_file:
                 await asyncio.to_thread(Path(args.ready_file).write_text, "ready\n")
         leading.cancel()
-        await running
+        try:
+            await running
+        finally:
+            behaviour.agents.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

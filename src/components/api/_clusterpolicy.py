@@ -295,6 +295,20 @@ class NodeStatusExporterSpec(OperandSpec):
 # --- validator, PSA, CDI -------------------------------------------------------------
 
 
+class NodeAgentSpec(OperandSpec):
+    """The node agent (this operator's own; the reference has none): on every GPU node it
+    reads the GPUs through NVML and publishes the node's GPUDriverReady, GPUHealthy and
+    GPUValidated conditions, its GPU processes and `gpu_operator_node_*` metrics. Its image
+    is the operator's own (`gpu-operator node-agent`)."""
+
+    enabled: bool = Field(default=False, description="Deploy the node agent.")
+    interval_seconds: Int32 = Field(
+        default=15,
+        ge=1,
+        description="How often the agent looks at the GPUs (an XID is published at once).",
+    )
+
+
 class EnvOnly(ApiModel):
     """Extra environment variables for one validation step."""
 
@@ -346,6 +360,7 @@ class ClusterPolicySpec(ApiModel):
     mig: MIGSpec = Field(default_factory=MIGSpec)
     mig_manager: MIGManagerSpec = Field(default_factory=MIGManagerSpec)
     node_status_exporter: NodeStatusExporterSpec = Field(default_factory=NodeStatusExporterSpec)
+    node_agent: NodeAgentSpec = Field(default_factory=NodeAgentSpec)
     validator: ValidatorSpec = Field(default_factory=ValidatorSpec)
     psa: PSASpec = Field(default_factory=PSASpec)
     cdi: CDIConfigSpec = Field(default_factory=CDIConfigSpec)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from components import __version__
 from components.api._clusterpolicy import ClusterPolicySpec
 from components.api._common import ImageSpec
 from components.api._driver import DriverSpec
@@ -49,6 +50,7 @@ class OperandImage(StrEnum):
     MIG_MANAGER = "mig-manager"
     OPERATOR_VALIDATOR = "operator-validator"
     NODE_STATUS_EXPORTER = "node-status-exporter"
+    NODE_AGENT = "node-agent"
     INIT_CONTAINER = "init-container"
     VFIO_MANAGER = "vfio-manager"
     SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
@@ -108,6 +110,8 @@ DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
         "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
         "VALIDATOR_IMAGE",
     ),
+    # Ours: the operator's own image (`gpu-operator node-agent`); the Deployment names it.
+    OperandImage.NODE_AGENT: ImageDefault("", "gpu-operator", __version__, "NODE_AGENT_IMAGE"),
     OperandImage.INIT_CONTAINER: ImageDefault(
         "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
         "CUDA_BASE_IMAGE",
@@ -262,6 +266,7 @@ _SECTIONS: Mapping[OperandImage, str] = {
     OperandImage.MIG_MANAGER: "mig_manager",
     OperandImage.OPERATOR_VALIDATOR: "validator",
     OperandImage.NODE_STATUS_EXPORTER: "node_status_exporter",
+    OperandImage.NODE_AGENT: "node_agent",
     OperandImage.VFIO_MANAGER: "vfio_manager",
     OperandImage.SANDBOX_DEVICE_PLUGIN: "sandbox_device_plugin",
     OperandImage.VGPU_MANAGER: "vgpu_manager",

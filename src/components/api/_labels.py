@@ -54,12 +54,17 @@ WORKLOAD_CONFIG_LABEL: Final = "nvidia.com/gpu.workload.config"
 CLIENT_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.client"
 """`true` on every GPU node; third-party GPU clients select on it so that they leave the
 node while its driver restarts or its MIG layout changes."""
+NODE_AGENT_DEPLOY_LABEL: Final = "nvidia.com/gpu.deploy.node-agent"
+DRIVER_PRE_INSTALLED: Final = "pre-installed"
+"""`nvidia.com/gpu.deploy.driver` on a node whose driver is installed on the host, as the
+reference labels it: no driver pod goes there."""
 DRIVER_UPGRADE_ENABLED_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade-enabled"
 """Node annotation, `true` on GPU nodes while the policy upgrades drivers automatically."""
 DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
 """Where a node is in the driver upgrade (`UpgradeState` values); absent = unknown. The
 upgrade walk owns it; the node labeller writes its first value (`upgrade-done`) in the same
-patch as a new GPU node's deploy labels, so that a node reaches ready in one label write."""
+patch as a new GPU node's deploy labels, so that a node reaches ready in one label write.
+The node agent lets go of the GPU while the walk restarts the driver."""
 
 DRIVER_KERNEL_PIN_LABEL: Final = "nvidia.com/precompiled-driver.kernel-version.full"
 """With precompiled drivers: the kernel whose driver DaemonSet the node belongs to.

@@ -189,6 +189,33 @@ class UpgradeStatus(ApiModel):
         )
 
 
+class NodeConditionSummary(ApiModel):
+    """How many GPU nodes report one of the node agent's conditions with each status."""
+
+    type: str = Field(description="GPUDriverReady, GPUHealthy or GPUValidated.")
+    true: int = Field(default=0, ge=0)
+    false: int = Field(default=0, ge=0)
+    unknown: int = Field(default=0, ge=0)
+    not_true: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LISTED_NODES,
+        description="Nodes where it is not True, by name, each with its reason.",
+    )
+
+
+class NodeAgentStatus(ApiModel):
+    """What the node agents report, summed up over the GPU nodes (`nodeAgent.enabled`)."""
+
+    nodes: int = Field(default=0, ge=0, description="GPU nodes whose agent has reported.")
+    conditions: Annotated[list[NodeConditionSummary], ListMap("type")] = Field(default_factory=list)
+    host_driver_nodes: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LISTED_NODES,
+        description="Nodes served by a driver installed on the host (no driver pod there).",
+    )
+    host_driver_nodes_omitted: int = Field(default=0, ge=0)
+
+
 class _Status(ApiModel):
     """What both kinds' status share: namespace, conditions, components, upgrade."""
 
@@ -270,6 +297,9 @@ class ClusterPolicyStatus(_Status):
 
     state: PolicyState = Field(
         description="ready, notReady, or ignored (another, older ClusterPolicy is active)."
+    )
+    node_agent: NodeAgentStatus | None = Field(
+        default=None, description="The node agents' conditions, counted over the GPU nodes."
     )
 
 

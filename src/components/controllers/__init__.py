@@ -25,7 +25,13 @@ from components.controllers._constants import (
     HASH_ANNOTATION,
     LEASE_NAME,
 )
-from components.controllers._labels import LabelPolicy, annotation_patch, has_gpu, node_label_patch
+from components.controllers._labels import (
+    LabelPolicy,
+    annotation_patch,
+    has_gpu,
+    host_driver,
+    node_label_patch,
+)
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
 from components.controllers._operator import Operator, build_operator, setup_operator
@@ -51,6 +57,7 @@ __all__ = [
     "build_operator",
     "exclusion_terms",
     "has_gpu",
+    "host_driver",
     "node_label_patch",
     "policy_status",
     "setup_operator",

@@ -49,7 +49,9 @@ from components.controllers._operand_sync import OperandSync
 from components.controllers._policies import parse_spec, spec_key
 from components.controllers._status import (
     Findings,
+    agent_conditions,
     ignored_status,
+    node_agent_summary,
     policy_status,
     status_patch,
 )
@@ -113,8 +115,16 @@ def _namespace_is(namespace: str) -> Matching:
     return Matching(lambda obj: namespace_of(obj) == namespace)
 
 
-NODE_CHANGED = Or(LabelsChanged(), Funcs(update=_runtime_changed))
-"""Node events that can change the desired state (not heartbeats or conditions)."""
+def _agent_reported(old: Object, new: Object) -> bool:
+    def said(node: Object) -> dict[str, tuple[Any, Any]]:
+        return {k: (c.get("status"), c.get("reason")) for k, c in agent_conditions(node).items()}
+
+    return said(old) != said(new)
+
+
+NODE_CHANGED = Or(LabelsChanged(), Funcs(update=_runtime_changed), Funcs(update=_agent_reported))
+"""Node events that can change the desired state or the status: labels, the container
+runtime, what the node agent reports (not heartbeats or kubelet's conditions)."""
 
 
 class ClusterPolicyController:
@@ -253,6 +263,7 @@ class ClusterPolicyController:
             has_nfd_labels=any_nfd_labels(nodes),
             gpu_nodes=count_gpu_nodes(nodes),
             unsupported=unsupported_fields(policy.spec),
+            node_agent=node_agent_summary(nodes) if policy.spec.node_agent.enabled else None,
             mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
         )
         status = policy_status(obj.get("status"), findings)

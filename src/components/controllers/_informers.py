@@ -96,15 +96,14 @@ NODE_DROP = (
             "systemUUID",
         ),
     ),
-    *_each(
-        ("status", "conditions", "*"),
-        ("lastHeartbeatTime", "lastTransitionTime", "message", "reason"),
-    ),
+    ("status", "conditions", "*", "lastHeartbeatTime"),
     *_each(("spec",), ("podCIDR", "podCIDRs", "providerID", "configSource")),
 )
 """What no controller reads of a Node. Kept: metadata whole (labels; annotations, whose
 presence a JSON patch must know), `spec.unschedulable` and `taints`, `status.allocatable`,
-the conditions' type and status, `status.nodeInfo.containerRuntimeVersion`. A controller
+the conditions' type, status, reason, message and lastTransitionTime (the node agent's
+`GPUDriverReady` reason says host driver, `GPUValidated` since when it holds),
+`status.nodeInfo.containerRuntimeVersion`. A controller
 that starts reading another field of a cached node must take it off this list."""
 
 _CONTAINER_UNREAD = (

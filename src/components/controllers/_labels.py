@@ -19,6 +19,12 @@ keep working (DESIGN section 3):
   `paused-for-mig-change`): only missing labels are added.
 * `nvidia.com/gpu.deploy.operands=false` opts a node out: every deploy label above goes.
 * Deploy labels outside these sets are left alone, except on a node with no GPU any more.
+* A node whose node agent reports a driver installed on the host (`GPUDriverReady`, reason
+  `HostDriver`) gets `nvidia.com/gpu.deploy.driver=pre-installed`, as the reference labels
+  it: no driver pod goes there (nor is one restarted against it). Only from `true`, and
+  never in the middle of a driver upgrade walk (whose restart briefly leaves a module
+  loaded with no driver container). The label stays when the host driver goes: an admin
+  who removes it sets the label back to `true`.
 * While drivers upgrade automatically, a node that gets `nvidia.com/gpu.deploy.driver` and
   has no `nvidia.com/gpu-driver-upgrade-state` gets `upgrade-done` in the same patch: its
   driver pod will come from the DaemonSet's current revision, which is the state the
@@ -35,15 +41,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from components.api import (
     CLIENT_DEPLOY_LABEL,
     DEPLOY_LABEL_PREFIX,
     DRIVER_DEPLOY_LABEL,
+    DRIVER_PRE_INSTALLED,
     DRIVER_UPGRADE_ENABLED_ANNOTATION,
     DRIVER_UPGRADE_STATE_LABEL,
+    GPU_DRIVER_READY,
     GPU_PRESENT_LABEL,
+    HOST_DRIVER_REASON,
     MIG_MANAGER_DEPLOY_LABEL,
     NFD_GPU_LABELS,
     NFD_PREFIX,
@@ -62,6 +71,7 @@ VM_PASSTHROUGH: Final = "vm-passthrough"
 VM_VGPU: Final = "vm-vgpu"
 
 _D = DEPLOY_LABEL_PREFIX
+UPGRADE_DONE: Final = UpgradeState.UPGRADE_DONE.value
 _KUBEVIRT_DEVICE_PLUGIN = _D + "sandbox-device-plugin"
 _KATA_DEVICE_PLUGIN = _D + "kata-sandbox-device-plugin"
 
@@ -78,6 +88,7 @@ WORKLOAD_LABELS: Final[Mapping[str, frozenset[str]]] = {
             "dcgm-exporter",
             "node-status-exporter",
             "operator-validator",
+            "node-agent",
         )
     )
     | {CLIENT_DEPLOY_LABEL},
@@ -171,11 +182,24 @@ def workload_labels(config: str, mode: str) -> frozenset[str]:
     return labels
 
 
-def node_label_patch(labels: Mapping[str, str], policy: LabelPolicy | None) -> LabelPatch:
+def host_driver(status: Mapping[str, Any]) -> bool:
+    """The node agent says a driver installed on the host serves the node's GPUs."""
+    return any(
+        c.get("type") == GPU_DRIVER_READY
+        and c.get("status") == "True"
+        and c.get("reason") == HOST_DRIVER_REASON
+        for c in status.get("conditions") or []
+    )
+
+
+def node_label_patch(
+    labels: Mapping[str, str], policy: LabelPolicy | None, *, host_driver: bool = False
+) -> LabelPatch:
     """The merge patch of `metadata.labels` that makes `labels` right.
 
     `policy` is what the active ClusterPolicy says (`LabelPolicy.of`); `None` means no
     active ClusterPolicy, and then only `nvidia.com/gpu.present` is kept right.
+    `host_driver`: the node agent found a driver installed on the host (`host_driver`).
     """
     if not has_gpu(labels):
         return _no_gpu_patch(labels)
@@ -201,11 +225,18 @@ def node_label_patch(labels: Mapping[str, str], policy: LabelPolicy | None) -> L
                 continue
             patch[key] = None
     if (
+        host_driver
+        and DRIVER_DEPLOY_LABEL in wanted
+        and {**labels, **patch}.get(DRIVER_DEPLOY_LABEL) == "true"
+        and labels.get(DRIVER_UPGRADE_STATE_LABEL, UPGRADE_DONE) == UPGRADE_DONE
+    ):
+        patch[DRIVER_DEPLOY_LABEL] = DRIVER_PRE_INSTALLED
+    if (
         policy.initial_upgrade_state
         and patch.get(DRIVER_DEPLOY_LABEL) == "true"
         and DRIVER_UPGRADE_STATE_LABEL not in labels
     ):
-        patch[DRIVER_UPGRADE_STATE_LABEL] = UpgradeState.UPGRADE_DONE.value
+        patch[DRIVER_UPGRADE_STATE_LABEL] = UPGRADE_DONE
     return patch
 
 

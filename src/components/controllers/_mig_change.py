@@ -16,16 +16,24 @@ a static pod cannot be cleared (it would be back at once); they are reported as 
 Pods already terminating are waited for. Unlike the upgrade's podDeletion, a pod without a
 controller or with emptyDir data is evicted too: the admin asked for this node's GPUs to be
 repartitioned, which ends whatever runs on them, and the eviction says so on the pod.
+
+*With the node agent* (`nodeAgent.enabled`) the node's own word counts too: the agent lists
+the GPUs' compute processes and the pods owning them (`nvidia.com/gpu-operator.compute-
+processes`). A pod owning one is a GPU pod even if it requests no GPU (a container with
+`NVIDIA_VISIBLE_DEVICES=all` sees every GPU), a process no pod owns is a host process that
+blocks the change (nothing in the API can end it), and the node is clear only once the
+agent lists no process at all: an evicted pod's process may outlive its Pod object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from components.api import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
+    GpuProcessEntry,
     PodDeletionSpec,
 )
 from components.upgrade import (
@@ -57,24 +65,57 @@ def change_pending(labels: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class HostProcess:
+    """A GPU compute process that no pod owns: the API cannot end it."""
+
+    process: GpuProcessEntry
+
+    def __str__(self) -> str:
+        p = self.process
+        return f"process {p.pid} on GPU {p.index} (no pod owns it: stop it on the host)"
+
+
+@dataclass(frozen=True, slots=True)
 class Clearing:
     """What clearing one node for its MIG change takes now."""
 
     evict: tuple[PodView, ...] = ()
     waiting: tuple[PodView, ...] = ()
     """Terminating already: wait for them to go."""
-    blocked: tuple[Blocker, ...] = ()
-    """Pods no eviction can clear (a DaemonSet's, a static pod)."""
+    blocked: tuple[Blocker | HostProcess, ...] = ()
+    """Pods no eviction can clear (a DaemonSet's, a static pod), and host processes."""
+    processes: tuple[GpuProcessEntry, ...] = ()
+    """The compute processes the node agent still lists: the change waits for them."""
+
+    @property
+    def clear(self) -> bool:
+        """Nothing left on the node's GPUs: the MIG manager may repartition them."""
+        return not (self.evict or self.waiting or self.blocked or self.processes)
 
 
-def clearing(pods: Iterable[PodView], recently_evicted: Iterable[str] = ()) -> Clearing:
+def _owns_process(pod: PodView, processes: Sequence[GpuProcessEntry]) -> bool:
+    return any(
+        (e.pod_uid and e.pod_uid == pod.uid) or (e.pod and e.pod == pod.key) for e in processes
+    )
+
+
+def clearing(
+    pods: Iterable[PodView],
+    recently_evicted: Iterable[str] = (),
+    processes: Sequence[GpuProcessEntry] | None = None,
+) -> Clearing:
     """The GPU pods to evict, wait for, or report. `recently_evicted` (pod UIDs) are not
-    asked again while the cache has not yet shown them terminating."""
+    asked again while the cache has not yet shown them terminating. `processes`: the node
+    agent's list of the node's compute processes, None when no agent runs."""
+    listed = tuple(processes or ())
+    if listed:
+        pods = [replace(p, gpu=True) if not p.gpu and _owns_process(p, listed) else p for p in pods]
     plan = deletion_plan(pods, _EVICT_ALL)
     asked = set(recently_evicted)
     evict = tuple(p for p in plan.act if p.uid not in asked)
     waiting = plan.waiting + tuple(p for p in plan.act if p.uid in asked)
-    return Clearing(evict, waiting, plan.blocked)
+    host = tuple(HostProcess(e) for e in listed if not e.pod_uid and not e.pod)
+    return Clearing(evict, waiting, plan.blocked + host, listed)
 
 
 def refusal(pod: PodView, pdbs: Sequence[PdbView], server_message: str) -> Blocker:
@@ -88,14 +129,15 @@ def refusal(pod: PodView, pdbs: Sequence[PdbView], server_message: str) -> Block
     return Blocker(pod, server_message or "eviction refused")
 
 
-def blocked_message(config: str, blockers: Sequence[Blocker], limit: int = 3) -> str:
+def blocked_message(config: str, blockers: Sequence[Blocker | HostProcess], limit: int = 3) -> str:
     """One sentence for the node's Event and the policy's condition ("" when nothing
     blocks)."""
     if not blockers:
         return ""
     shown = "; ".join(str(b) for b in blockers[:limit])
     more = f" and {len(blockers) - limit} more" if len(blockers) > limit else ""
-    return f"MIG change to {config} waits for GPU pods to leave: {shown}{more}"
+    what = "GPU pods" if all(isinstance(b, Blocker) for b in blockers) else "GPU users"
+    return f"MIG change to {config} waits for {what} to leave: {shown}{more}"
 
 
 def evicted_message(node: str, config: str) -> str:

@@ -6,8 +6,9 @@ pending change comes, goes or changes, or a PodDisruptionBudget changes while a 
 a refused eviction is also retried with a doubling delay. Each eviction goes through the
 Eviction API (a 429 from a budget is an answer to wait on, never a reason to delete), and
 every pod evicted gets an Event, as does its node. What blocks a node (a budget, a
-DaemonSet's pod) is an Event on the node when it changes and, through `blocked`, a
-condition on the ClusterPolicy.
+DaemonSet's pod, a host process) is an Event on the node when it changes and, through
+`blocked`, a condition on the ClusterPolicy. With the node agent enabled, a change of the
+node's process list (its annotation) brings a waiting node back too.
 """
 
 from __future__ import annotations
@@ -17,9 +18,17 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from components.api import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from components.api import (
+    GPU_PROCESSES_ANNOTATION,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    GpuProcessEntry,
+    active_cluster_policy,
+    gpu_processes,
+    node_agent_enabled,
+)
 from components.controllers import _informers
-from components.controllers._constants import NODE, PDB, POD
+from components.controllers._constants import CLUSTER_POLICY, NODE, PDB, POD
 from components.controllers._mig_change import (
     BLOCKED_REASON,
     EVICTION_REASON,
@@ -42,6 +51,7 @@ from reconciler import (
     Object,
     Request,
     Result,
+    annotations_of,
     label_index_name,
     labels_of,
     name_of,
@@ -62,6 +72,14 @@ def _mig_labels(obj: Object) -> tuple[str | None, str | None]:
 
 def _mig_labels_changed(old: Object, new: Object) -> bool:
     return _mig_labels(old) != _mig_labels(new)
+
+
+def _node_changed(old: Object, new: Object) -> bool:
+    """The MIG labels moved, or the node agent's process list did on a waiting node."""
+    if _mig_labels_changed(old, new):
+        return True
+    listed = annotations_of(old).get(GPU_PROCESSES_ANNOTATION)
+    return _pending(new) and listed != annotations_of(new).get(GPU_PROCESSES_ANNOTATION)
 
 
 def _pending(obj: Object) -> bool:
@@ -112,7 +130,7 @@ class MigClearingController:
     def setup(self) -> Controller:
         m = self.manager
         c = m.controller(NAME, self.reconcile, max_concurrent_reconciles=self.workers)
-        node_events = Funcs(create=_pending, update=_mig_labels_changed)
+        node_events = Funcs(create=_pending, update=_node_changed)
         c.watch(_informers.mig_nodes(m), lambda o: (Request("", name_of(o)),), node_events)
         c.watch(_informers.pods_by_node(m), self._pod_to_node)
         c.watch(_informers.pdbs(m), lambda o: self._waiting_nodes())
@@ -148,7 +166,7 @@ class MigClearingController:
         now = self.clock()
         self._evicted = {uid: t for uid, t in self._evicted.items() if t > now}
         pods = [pod_view(p) for p in self.client.list(POD, index=(POD_NODE_INDEX, name))]
-        plan = clearing(pods, self._evicted)
+        plan = clearing(pods, self._evicted, self._processes(node))
         asks = (self.client.evict(p.name, p.namespace) for p in plan.evict)
         answers = list(zip(plan.evict, await asyncio.gather(*asks), strict=True))
         refused = [(p, r) for p, r in answers if not r.evicted]
@@ -174,6 +192,13 @@ class MigClearingController:
         self._attempts[name] = attempts
         retry_after = max((r.retry_after or 0.0 for _, r in refused), default=0.0)
         return Result(requeue_after=max(backoff(attempts), retry_after))
+
+    def _processes(self, node: Object) -> list[GpuProcessEntry] | None:
+        """The node agent's list of the node's GPU processes; None without the agent (a
+        list it left behind when disabled is not current)."""
+        if not node_agent_enabled(active_cluster_policy(self.client.list(CLUSTER_POLICY))):
+            return None
+        return gpu_processes(annotations_of(node))
 
     async def _set_blocked(self, node: Object | None, name: str, message: str) -> None:
         if self.blocked.get(name, "") == message:

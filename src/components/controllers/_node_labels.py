@@ -22,15 +22,18 @@ from components.controllers._labels import (
     LabelPolicy,
     annotation_patch,
     has_gpu,
+    host_driver,
     node_label_patch,
 )
 from components.controllers._policies import ActivePolicy
 from reconciler import (
     Controller,
+    Funcs,
     GenerationChanged,
     LabelsChanged,
     Manager,
     Object,
+    Or,
     Request,
     Result,
     labels_of,
@@ -53,6 +56,10 @@ def concerns_us(node: Object) -> bool:
     )
 
 
+def _host_driver_changed(old: Object, new: Object) -> bool:
+    return host_driver(old.get("status") or {}) != host_driver(new.get("status") or {})
+
+
 class NodeLabelController:
     def __init__(self, manager: Manager) -> None:
         self.manager = manager
@@ -64,7 +71,11 @@ class NodeLabelController:
         # One write per node, independent of every other: several at once, so that labelling
         # a thousand nodes takes a fraction of the round trips end to end.
         c = m.controller(NAME, self, max_concurrent_reconciles=LABEL_WORKERS)
-        c.watch(_informers.nodes(m), lambda n: [Request("", name_of(n))], LabelsChanged())
+        c.watch(
+            _informers.nodes(m),
+            lambda n: [Request("", name_of(n))],
+            Or(LabelsChanged(), Funcs(update=_host_driver_changed)),
+        )
         c.watch(_informers.cluster_policies(m), self._every_node, GenerationChanged())
         return c
 
@@ -83,7 +94,7 @@ class NodeLabelController:
             return None
         policy = self._policy()
         labels = labels_of(node)
-        patch = node_label_patch(labels, policy)
+        patch = node_label_patch(labels, policy, host_driver=host_driver(node.get("status") or {}))
         after = {k: v for k, v in {**labels, **patch}.items() if v is not None}
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         notes = annotation_patch(after, annotations, policy)

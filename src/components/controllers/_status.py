@@ -16,19 +16,25 @@ observedGeneration, conditions, components); `upgrade` belongs to the upgrade co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
 
 from components.api import (
+    GPU_DRIVER_READY,
+    HOST_DRIVER_REASON,
+    MAX_LISTED_NODES,
+    NODE_AGENT_CONDITIONS,
     UNSUPPORTED_CONDITION,
     UNSUPPORTED_REASON,
     ClusterPolicyStatus,
     ComponentState,
     ComponentStatus,
     ConditionType,
+    NodeAgentStatus,
+    NodeConditionSummary,
     NVIDIADriverStatus,
     Reason,
     names_and_more,
@@ -39,7 +45,14 @@ from components.controllers._mig_change import BLOCKED_REASON, policy_message
 EVICTION_BLOCKED = "EvictionBlocked"
 """The `MIGChangeBlocked` condition's reason."""
 
-OWNED_STATUS_KEYS = ("state", "namespace", "observedGeneration", "conditions", "components")
+OWNED_STATUS_KEYS = (
+    "state",
+    "namespace",
+    "observedGeneration",
+    "conditions",
+    "components",
+    "nodeAgent",
+)
 IGNORED_REASON = "Ignored"
 _MAX_NAMED = 5
 
@@ -83,8 +96,63 @@ class Findings:
     gpu_nodes: int = 0
     unsupported: Sequence[str] = ()
     """Fields set that nothing acts on yet (`spec.gds.enabled=true`)."""
+    node_agent: NodeAgentStatus | None = None
+    """The node agents' conditions summed up (`node_agent_summary`), with the agent on."""
     mig_blocked: Mapping[str, str] = field(default_factory=dict)
     """Nodes whose MIG change waits for GPU pods that cannot leave yet, and why."""
+
+
+def agent_conditions(node: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The node agent's conditions on a node, by type."""
+    return {
+        str(c.get("type")): c
+        for c in (node.get("status") or {}).get("conditions") or []
+        if c.get("type") in NODE_AGENT_CONDITIONS
+    }
+
+
+def node_agent_summary(nodes: Iterable[Mapping[str, Any]]) -> NodeAgentStatus:
+    """How many nodes report each of the agent's conditions True, False or Unknown, the
+    first nodes (by name) where one is not True, and the nodes on a host-installed driver."""
+    reported = sorted(
+        ((str((n.get("metadata") or {}).get("name") or ""), agent_conditions(n)) for n in nodes),
+        key=lambda pair: pair[0],
+    )
+    reported = [(name, found) for name, found in reported if found]
+    summaries = []
+    for kind in NODE_AGENT_CONDITIONS:
+        counts = {"True": 0, "False": 0, "Unknown": 0}
+        not_true: list[str] = []
+        for name, found in reported:
+            c = found.get(kind)
+            if c is None:
+                continue
+            status = str(c.get("status"))
+            counts[status if status in counts else "Unknown"] += 1
+            if status != "True" and len(not_true) < MAX_LISTED_NODES:
+                not_true.append(f"{name}: {c.get('reason') or status}")
+        summaries.append(
+            NodeConditionSummary(
+                type=kind,
+                true=counts["True"],
+                false=counts["False"],
+                unknown=counts["Unknown"],
+                not_true=not_true,
+            )
+        )
+    hosts = [
+        name
+        for name, found in reported
+        if (c := found.get(GPU_DRIVER_READY)) is not None
+        and c.get("status") == "True"
+        and c.get("reason") == HOST_DRIVER_REASON
+    ]
+    return NodeAgentStatus(
+        nodes=len(reported),
+        conditions=summaries,
+        host_driver_nodes=hosts[:MAX_LISTED_NODES],
+        host_driver_nodes_omitted=max(0, len(hosts) - MAX_LISTED_NODES),
+    )
 
 
 def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
@@ -151,6 +219,7 @@ def _policy_status(
     status.namespace = findings.namespace
     status.observed_generation = findings.generation
     status.components = [op.component() for op in findings.operands]
+    status.node_agent = findings.node_agent
     not_ready = [op for op in findings.operands if op.enabled and not op.ready]
     if findings.problems:
         reason, _ = findings.problems[0]
@@ -220,9 +289,11 @@ def status_patch(
 ) -> dict[str, Any] | None:
     """The merge patch body that writes `status`, or None when the stored one equals it."""
     new = owned(status.to_dict(defaults=True))
-    if new == owned(previous):
+    old = owned(previous)
+    if new == old:
         return None
-    return {"status": new}
+    # A part that is gone (the node agent switched off) is removed, not left as it was.
+    return {"status": {**{k: None for k in old if k not in new}, **new}}
 
 
 # -- NVIDIADriver ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from components.operands.gfd import GPUFeatureDiscovery
 from components.operands.kata_manager import KataManager
 from components.operands.mig_manager import MIGManager
 from components.operands.mps_control_daemon import MPSControlDaemon
+from components.operands.node_agent import NodeAgent
 from components.operands.node_status_exporter import NodeStatusExporter
 from components.operands.operator_metrics import OperatorServiceMonitor
 from components.operands.prerequisites import Prerequisites
@@ -65,6 +66,7 @@ OPERANDS: Sequence[Operand] = (
     GPUFeatureDiscovery(),
     MIGManager(),
     NodeStatusExporter(),
+    NodeAgent(),
     VGPUManager(),
     VGPUDeviceManager(),
     SandboxValidator(),
@@ -87,6 +89,7 @@ __all__ = [
     "KataManager",
     "MIGManager",
     "MPSControlDaemon",
+    "NodeAgent",
     "NodeStatusExporter",
     "Operand",
     "OperatorServiceMonitor",

@@ -34,6 +34,7 @@ from components.upgrade._controller import UpgradeController
 from components.upgrade._limits import admit, counts, max_unavailable
 from components.upgrade._metrics import upgrade_metrics_for
 from components.upgrade._model import (
+    AgentVerdict,
     NodeView,
     PdbView,
     PodView,
@@ -88,6 +89,7 @@ __all__ = [
     "STATE_LABEL",
     "STATE_SINCE",
     "UPGRADE_REQUESTED",
+    "AgentVerdict",
     "Blocker",
     "ClearPlan",
     "NodeContext",

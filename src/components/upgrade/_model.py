@@ -16,6 +16,7 @@ from typing import Any
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
     DRIVER_TAKEOVER_LABEL,
+    GPU_VALIDATED,
     KERNEL_LABEL,
     UpgradeState,
 )
@@ -217,6 +218,34 @@ def pick_driver_pod(pods: Iterable[PodView]) -> PodView | None:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentVerdict:
+    """The node agent's `GPUValidated` condition: its answer and since when it holds."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    since: float = 0.0
+
+    def passed_after(self, moment: float) -> bool:
+        """True, and it turned True at or after `moment` (a driver pod's creation): the
+        agent lets go of the GPU while the walk restarts the driver, so an answer given
+        since is about the new driver."""
+        return self.status == "True" and self.since >= moment
+
+
+def agent_verdict(status: Mapping[str, Any]) -> AgentVerdict | None:
+    for c in status.get("conditions") or []:
+        if c.get("type") == GPU_VALIDATED:
+            return AgentVerdict(
+                status=str(c.get("status") or ""),
+                reason=str(c.get("reason") or ""),
+                message=str(c.get("message") or ""),
+                since=parse_time(c.get("lastTransitionTime")) or 0.0,
+            )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A node, trimmed to what the upgrade reads."""
 
@@ -243,6 +272,8 @@ class NodeView:
     has_annotations: bool = False
     """Whether `metadata.labels`/`annotations` exist (a JSON patch must create them first)."""
     resource_version: str = ""
+    validated: AgentVerdict | None = None
+    """The node agent's GPUValidated condition (None: no agent has answered)."""
 
     @property
     def initially_unschedulable(self) -> bool:
@@ -313,6 +344,7 @@ def node_view(obj: Object) -> NodeView:
         has_labels=bool(labels),
         has_annotations=bool(all_annotations),
         resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
+        validated=agent_verdict(obj.get("status") or {}),
     )
 
 

@@ -158,6 +158,7 @@ class NodeReconciler:
             ),
             operator_pod=self.operator_pod,
             precompiled=pool.precompiled,
+            agent=pool.agent,
             replacing=replacing,
         )
         return await self._run(obj, ctx, pool)

@@ -22,6 +22,7 @@ from components.api import (
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     active_cluster_policy,
+    node_agent_enabled,
     pod_spec_targets,
     template_pod_spec,
 )
@@ -65,6 +66,8 @@ class Pool:
     enabled: bool
     precompiled: bool = False
     """The policy wants precompiled drivers (`usePrecompiled`)."""
+    agent: bool = False
+    """The active ClusterPolicy runs the node agent (`nodeAgent.enabled`)."""
 
     @property
     def key(self) -> PoolKey:
@@ -167,7 +170,15 @@ class ClusterReader:
         raw = (nvd.get("spec") or {}).get("upgradePolicy")
         policy, valid = self._parse("NVIDIADriver", nvd, raw, NVIDIADriverUpgradePolicySpec)
         precompiled = (nvd.get("spec") or {}).get("usePrecompiled") is True
-        return Pool("NVIDIADriver", name, nvd, policy, valid and policy.auto_upgrade, precompiled)
+        return Pool(
+            "NVIDIADriver",
+            name,
+            nvd,
+            policy,
+            valid and policy.auto_upgrade,
+            precompiled,
+            agent=node_agent_enabled(active_cluster_policy(self.cache.list(CLUSTER_POLICY))),
+        )
 
     def cluster_policy_pool(self) -> Pool | None:
         cp = active_cluster_policy(self.cache.list(CLUSTER_POLICY))
@@ -188,7 +199,15 @@ class ClusterReader:
             and (spec.get("sandboxWorkloads") or {}).get("enabled") is not True
         )
         precompiled = driver.get("usePrecompiled") is True
-        return Pool("ClusterPolicy", name_of(cp), cp, policy, enabled, precompiled)
+        return Pool(
+            "ClusterPolicy",
+            name_of(cp),
+            cp,
+            policy,
+            enabled,
+            precompiled,
+            agent=node_agent_enabled(cp),
+        )
 
     def owner_daemonset(self, pod: PodView) -> Object | None:
         if pod.owner_kind != "DaemonSet":

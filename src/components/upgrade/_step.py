@@ -78,6 +78,8 @@ class NodeContext:
     operator_pod: tuple[str, str] | None = None
     precompiled: bool | None = None
     """Whether the policy wants precompiled drivers (None: not known, keep the pod's kind)."""
+    agent: bool = False
+    """The node agent is on (`nodeAgent.enabled`): its GPUValidated answers validation."""
     replacing: bool = False
     """The driver pod is the reference operator's, its DaemonSet fenced for the takeover
     (`components.api.is_fenced`): ours replaces it through the walk."""

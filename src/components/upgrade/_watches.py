@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.api import KERNEL_LABEL, UpgradeState
-from components.upgrade._model import gpus_advertised, is_driver_pod, is_validator_pod
+from components.upgrade._model import (
+    agent_verdict,
+    gpus_advertised,
+    is_driver_pod,
+    is_validator_pod,
+)
 from components.upgrade._names import (
     CLUSTER_POLICY,
     CONTROLLER_REVISION,
@@ -213,7 +218,7 @@ def _ours(obj: Object) -> dict[str, str]:
 def _node_changed(old: Object, new: Object) -> bool:
     """Updates that can matter to the upgrade: labels (state, skip, kernel, NFD, ...), our
     annotations, the cordon, readiness, whether GPUs are offered (a paused device plugin's
-    are awaited). Heartbeats and image lists are not."""
+    are awaited), the node agent's GPUValidated answer. Heartbeats and image lists are not."""
     return (
         labels_of(old) != labels_of(new)
         or gpus_advertised(old) != gpus_advertised(new)
@@ -221,6 +226,7 @@ def _node_changed(old: Object, new: Object) -> bool:
         or bool((old.get("spec") or {}).get("unschedulable"))
         != bool((new.get("spec") or {}).get("unschedulable"))
         or _ready_condition(old) != _ready_condition(new)
+        or agent_verdict(old.get("status") or {}) != agent_verdict(new.get("status") or {})
     )
 
 

@@ -11,6 +11,10 @@ and the change goes through.
 *An MPS config* (item 1): a device-plugin config with `sharing.mps`, used by one node
 through its `nvidia.com/device-plugin.config` label, brings the MPS control daemon to that
 node alone, and the node offers `replicas` clients per GPU.
+
+*With the node agent* (issue 17 item 4): a pod that requests no GPU but sees them all
+(`NVIDIA_VISIBLE_DEVICES=all`) holds a GPU process the agent lists; the MIG change evicts
+it, and goes through only once the agent lists no process.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from components.api import GpuProcessEntry, gpu_processes
 from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
 from tests.e2e.operator._harness import (
     NAMESPACE,
@@ -244,3 +249,72 @@ async def test_an_mps_config_brings_the_control_daemon_and_shared_gpus_to_its_no
     assert daemon["state"] == "ready"
     assert daemon["nodesReady"] == daemon["nodesDesired"] == 1
     assert await daemon_nodes() == {MPS_NODE}
+
+
+def _sees_all_gpus() -> dict[str, Any]:
+    """A pod that requests no GPU and sees them all through the NVIDIA runtime's variable:
+    nothing but the node agent's process list says it uses them."""
+    return {
+        "metadata": {"name": "smi-watch", "labels": {"app": "smi-watch"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04",
+                    "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+                }
+            ],
+        },
+    }
+
+
+async def test_with_the_node_agent_a_pod_holding_a_gpu_process_is_evicted_before_the_change(
+    operator: Any, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    await _ensure_policy(kube)
+    await patch_policy(kube, {"nodeAgent": {"enabled": True}})
+    try:
+        await core.create_namespace({"metadata": {"name": JOB_NS}})
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    # Only the process-holding pod on the node: no other GPU pod to clear.
+    try:
+        await client.AppsV1Api(kube).delete_namespaced_deployment("train", JOB_NS)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+    await core.create_namespaced_pod(JOB_NS, _sees_all_gpus())
+
+    async def listed() -> list[GpuProcessEntry] | None:
+        node = await core.read_node(NODE)
+        found = gpu_processes(node.metadata.annotations or {})
+        return found if [p.pod_key for p in found] == [(JOB_NS, "smi-watch")] else None
+
+    pod = await core.read_namespaced_pod("smi-watch", JOB_NS)
+    processes = await eventually(listed, "the agent listing the pod's GPU process", seconds=180)
+    assert processes[0].pod_uid == pod.metadata.uid
+
+    before = await core.read_node(NODE)
+    assert before.metadata.labels.get("nvidia.com/mig.config") == CONFIG  # the first test's
+    # The admin turns MIG off on the node: the pod requests no GPU, yet it is evicted,
+    # because the agent saw its process; the change goes through once no process is left.
+    await operator_cluster.set_node_labels(NODE, {"nvidia.com/mig.config": "all-disabled"})
+
+    async def mig_off() -> Any:
+        # `success` alone may still be the previous change's: whole GPUs offered again
+        # (2, not 14 MIG instances) say this one went through.
+        node = await core.read_node(NODE)
+        whole = (node.status.allocatable or {}).get("nvidia.com/gpu") == "2"
+        return node if whole and node.metadata.labels.get(STATE) == "success" else None
+
+    node = await eventually(mig_off, f"{STATE}=success and whole GPUs again", seconds=180)
+    assert gpu_processes(node.metadata.annotations or {}) == []
+    with pytest.raises(client.ApiException) as gone:
+        await core.read_namespaced_pod("smi-watch", JOB_NS)
+    assert gone.value.status == 404
+    pod_events = await _events(kube, JOB_NS, "smi-watch", "MIGChangeEviction")
+    assert pod_events and pod_events[0].involved_object.uid == pod.metadata.uid
+    assert "all-disabled" in pod_events[0].message

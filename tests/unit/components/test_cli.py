@@ -17,7 +17,7 @@ from components.controllers import DEFAULT_NAMESPACE as CONTROLLERS_DEFAULT_NAME
 
 pytestmark = pytest.mark.unit
 
-SUBCOMMANDS = ["version", "crds", "validate", "demo", "run", "sim"]
+SUBCOMMANDS = ["version", "crds", "validate", "demo", "run", "sim", "node-agent"]
 
 # What a subcommand imports when it runs, never when the command line is built.
 HEAVY = [
@@ -31,6 +31,8 @@ HEAVY = [
     "components.controllers",
     "components.run",
     "gpusim",
+    "components.nodeagent",
+    "pynvml",
 ]
 
 

@@ -35,6 +35,7 @@ CONTAINER_STACK = {
         "gpu-feature-discovery",
         "operator-validator",
         "node-status-exporter",
+        "node-agent",
     )
 }
 PASSTHROUGH_STACK = {

@@ -130,6 +130,7 @@ def test_every_top_level_section_is_accepted() -> None:
         "gds",
         "gdrcopy",
         "psp",
+        "nodeAgent",  # ours: the node agent (not in the reference)
     ]
     assert sorted(properties) == sorted(design)
     for name, section in properties.items():

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from components.api import ClusterPolicy
-from components.controllers import LabelPolicy, annotation_patch, has_gpu, node_label_patch
+from components.controllers import (
+    LabelPolicy,
+    annotation_patch,
+    has_gpu,
+    host_driver,
+    node_label_patch,
+)
 
 NFD_GPU = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 DEPLOY = "nvidia.com/gpu.deploy."
@@ -21,6 +27,7 @@ CONTAINER_SET = {
         "dcgm-exporter",
         "node-status-exporter",
         "operator-validator",
+        "node-agent",
         "client",
     )
 }
@@ -238,6 +245,39 @@ def test_with_nvidiadriver_resources_upgrades_are_still_announced() -> None:
         {"spec": {"driver": {"useNvidiaDriverCRD": True, "upgradePolicy": {"autoUpgrade": True}}}}
     )
     assert LabelPolicy.of(policy).auto_upgrade
+
+
+def _agent_says(reason: str, status: str = "True") -> dict[str, object]:
+    return {"conditions": [{"type": "GPUDriverReady", "status": status, "reason": reason}]}
+
+
+def test_a_host_installed_driver_labels_the_node_pre_installed() -> None:
+    assert host_driver(_agent_says("HostDriver"))
+    assert not host_driver(_agent_says("DriverContainer"))
+    assert not host_driver(_agent_says("HostDriver", status="False"))
+    labelled = apply(NFD_GPU, node_label_patch(NFD_GPU, POLICY))
+    patch = node_label_patch(labelled, POLICY, host_driver=True)
+    assert patch == {DEPLOY + "driver": "pre-installed"}
+    # Settled: nothing more to write, and the label stays if the agent stops saying so.
+    after = apply(labelled, patch)
+    assert node_label_patch(after, POLICY, host_driver=True) == {}
+    assert node_label_patch(after, POLICY) == {}
+    # A new GPU node gets it with its first labels.
+    assert node_label_patch(NFD_GPU, POLICY, host_driver=True)[DEPLOY + "driver"] == (
+        "pre-installed"
+    )
+
+
+def test_pre_installed_is_not_set_over_another_value_nor_mid_upgrade() -> None:
+    labelled = apply(NFD_GPU, node_label_patch(NFD_GPU, POLICY))
+    paused = {**labelled, DEPLOY + "driver": "false"}
+    assert node_label_patch(paused, POLICY, host_driver=True) == {}
+    walking = {**labelled, "nvidia.com/gpu-driver-upgrade-state": "pod-restart-required"}
+    assert node_label_patch(walking, POLICY, host_driver=True) == {}
+    done = {**labelled, "nvidia.com/gpu-driver-upgrade-state": "upgrade-done"}
+    assert node_label_patch(done, POLICY, host_driver=True) == {DEPLOY + "driver": "pre-installed"}
+    # Without an active policy nothing but gpu.present is kept.
+    assert node_label_patch(labelled, None, host_driver=True) == {}
 
 
 STATE = "nvidia.com/gpu-driver-upgrade-state"

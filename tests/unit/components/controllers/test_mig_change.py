@@ -3,12 +3,15 @@ or reported, and the sentences people read (Events, the ClusterPolicy condition)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from components.api import GpuProcessEntry
 from components.controllers._mig_change import (
     BACKOFF_MAX,
+    HostProcess,
     backoff,
     blocked_message,
     change_pending,
@@ -18,6 +21,7 @@ from components.controllers._mig_change import (
     policy_message,
     refusal,
 )
+from components.controllers._mig_clearing import _node_changed
 from components.controllers._status import policy_status, status_patch
 from components.upgrade import PdbView, PodView
 from tests.unit.components.controllers.test_status import T0, T1, findings
@@ -77,6 +81,57 @@ def test_a_daemonset_or_static_gpu_pod_cannot_be_cleared_and_is_reported() -> No
     assert "static pod" in str(plan.blocked[1])
 
 
+def process(pid: int, pod: PodView | None = None, index: int = 0) -> GpuProcessEntry:
+    return GpuProcessEntry(
+        gpu=f"GPU-{index}",
+        index=index,
+        pid=pid,
+        mig=None,
+        pod_uid=pod.uid if pod else "",
+        pod=pod.key if pod else "",
+    )
+
+
+def test_with_the_agent_a_pod_owning_a_gpu_process_is_evicted_without_a_gpu_request() -> None:
+    # NVIDIA_VISIBLE_DEVICES=all: no nvidia.com/gpu request, yet its process is on the GPU.
+    sneaky = pod("all-gpus", gpu=False)
+    web = pod("web", gpu=False)
+    assert clearing([sneaky, web]).evict == ()  # without the agent nobody knows
+    plan = clearing([sneaky, web], processes=[process(4242, sneaky)])
+    assert plan.evict == (replace(sneaky, gpu=True),)
+    assert plan.blocked == ()
+    assert not plan.clear
+
+
+def test_a_process_matched_by_name_alone_still_names_its_pod() -> None:
+    # The agent may know a pod's name without its UID (or the other way round).
+    sneaky = pod("all-gpus", gpu=False)
+    entry = replace(process(7, sneaky), pod_uid="")
+    assert [p.name for p in clearing([sneaky], processes=[entry]).evict] == ["all-gpus"]
+
+
+def test_a_host_process_blocks_the_change_and_is_named() -> None:
+    plan = clearing([], processes=[process(1234, index=1)])
+    assert plan.evict == ()
+    assert len(plan.blocked) == 1
+    assert isinstance(plan.blocked[0], HostProcess)
+    message = blocked_message("all-1g.10gb", plan.blocked)
+    assert "process 1234 on GPU 1" in message
+    assert "stop it on the host" in message
+    assert not plan.clear
+
+
+def test_the_node_is_clear_only_once_the_agent_lists_no_process() -> None:
+    train = pod("train-0")
+    # The pod is gone from the API, its process not yet from the GPU: wait, blame nobody.
+    lingering = clearing([], processes=[process(99, train)])
+    assert (lingering.evict, lingering.waiting, lingering.blocked) == ((), (), ())
+    assert not lingering.clear
+    assert clearing([], processes=[]).clear
+    # Without the agent (None) only the pods say.
+    assert clearing([]).clear
+
+
 def test_a_pod_just_evicted_is_not_asked_again_while_the_cache_lags() -> None:
     train = pod("train-0")
     plan = clearing([train], recently_evicted={"uid-train-0"})
@@ -133,3 +188,16 @@ def test_the_policy_condition_names_each_blocked_node_and_leaves_the_state_alone
 def test_the_policy_message_stops_after_a_few_nodes_and_counts_the_rest() -> None:
     blocked = {f"n{i}": "waits" for i in range(8)}
     assert policy_message(blocked, limit=2) == "n0: waits; n1: waits; and 6 more nodes"
+
+
+def test_a_waiting_node_is_looked_at_again_when_its_process_list_changes() -> None:
+    def node(state: str, listed: str | None) -> dict[str, Any]:
+        annotations = {"nvidia.com/gpu-operator.compute-processes": listed} if listed else {}
+        labels = {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": state}
+        return {"metadata": {"name": "n1", "labels": labels, "annotations": annotations}}
+
+    busy = '[{"gpu": "GPU-0", "index": 0, "pid": 7, "podUID": "", "pod": ""}]'
+    assert _node_changed(node("pending", busy), node("pending", None))
+    assert not _node_changed(node("pending", busy), node("pending", busy))
+    # Not waiting for a change: the agent's updates are none of this controller's business.
+    assert not _node_changed(node("success", busy), node("success", None))

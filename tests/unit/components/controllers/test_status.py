@@ -10,6 +10,7 @@ from components.controllers._status import (
     OperandReadiness,
     driver_status,
     ignored_status,
+    node_agent_summary,
     policy_status,
     status_patch,
 )
@@ -171,3 +172,61 @@ def test_fields_accepted_but_not_acted_on_are_named_in_a_condition() -> None:
 def test_no_unsupported_condition_when_every_field_is_acted_on() -> None:
     status = policy_status(None, findings(), now=T0)
     assert [c.type for c in status.conditions] == ["Ready", "Error"]
+
+
+def _node(name: str, **conditions: tuple[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+                *(
+                    {"type": kind, "status": status, "reason": reason}
+                    for kind, (status, reason) in conditions.items()
+                ),
+            ]
+        },
+    }
+
+
+def test_the_policy_counts_what_the_node_agents_report() -> None:
+    nodes = [
+        _node(
+            "gpu-b",
+            GPUDriverReady=("True", "DriverContainer"),
+            GPUHealthy=("False", "XID"),
+            GPUValidated=("True", "Validated"),
+        ),
+        _node(
+            "gpu-a",
+            GPUDriverReady=("True", "HostDriver"),
+            GPUHealthy=("True", "Healthy"),
+            GPUValidated=("False", "ToolkitMissing"),
+        ),
+        _node("cpu-0"),  # no agent: not counted
+    ]
+    summary = node_agent_summary(nodes)
+    assert summary.nodes == 2
+    counts = {c.type: (c.true, c.false, c.unknown, c.not_true) for c in summary.conditions}
+    assert counts == {
+        "GPUDriverReady": (2, 0, 0, []),
+        "GPUHealthy": (1, 1, 0, ["gpu-b: XID"]),
+        "GPUValidated": (1, 1, 0, ["gpu-a: ToolkitMissing"]),
+    }
+    assert summary.host_driver_nodes == ["gpu-a"]
+    status = policy_status(None, findings(node_agent=summary), now=T0)
+    written = status.to_dict()
+    assert written["nodeAgent"]["conditions"][1] == {
+        "type": "GPUHealthy",
+        "true": 1,
+        "false": 1,
+        "unknown": 0,
+        "notTrue": ["gpu-b: XID"],
+    }
+    # Without the agent the status has no such part, and a stored one is removed.
+    without = policy_status(written, findings(), now=T1)
+    assert without.node_agent is None
+    patch = status_patch(written, without)
+    assert patch is not None and patch["status"]["nodeAgent"] is None
+    settled = {k: v for k, v in patch["status"].items() if v is not None}
+    assert status_patch(settled, without) is None

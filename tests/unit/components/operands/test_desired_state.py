@@ -181,6 +181,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "gpu-feature-discovery",
         "state-mig-manager",
         "state-node-status-exporter",
+        "state-node-agent",  # ours, after the reference's
         "state-vgpu-manager",
         "state-vgpu-device-manager",
         "state-sandbox-validation",
@@ -200,6 +201,7 @@ def test_operands_are_in_the_reference_order() -> None:
         "nvidia.com/gpu.deploy.gpu-feature-discovery",
         "nvidia.com/gpu.deploy.mig-manager",
         "nvidia.com/gpu.deploy.node-status-exporter",
+        "nvidia.com/gpu.deploy.node-agent",
         "nvidia.com/gpu.deploy.vgpu-manager",
         "nvidia.com/gpu.deploy.vgpu-device-manager",
         "nvidia.com/gpu.deploy.sandbox-validator",

@@ -12,6 +12,7 @@ from components.upgrade import (
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
     UPGRADE_REQUESTED,
+    AgentVerdict,
     NodeContext,
     NodeView,
     PdbView,
@@ -525,3 +526,25 @@ def test_turning_auto_upgrade_off_mid_restart_resumes_the_device_plugin() -> Non
     other = replace(paused, device_plugin="paused-for-mig-change")
     s = cleanup(other)
     assert s.transition is not None and s.transition.device_plugin is None
+
+
+def test_with_the_node_agent_validation_waits_for_its_answer_about_the_new_driver() -> None:
+    d = driver("new", created=NOW - 50)
+    n = node(state=S.VALIDATION_REQUIRED, since=NOW - 40)
+    # No validator pod runs: the agent's answer is enough, once it is about the new driver.
+    assert "node agent to report" in step(NodeContext(n, d, "new", pods=[d], agent=True)).wait
+    before = replace(n, validated=AgentVerdict("True", "Validated", "ok", since=NOW - 500))
+    s = step(NodeContext(before, d, "new", pods=[d], agent=True))
+    assert s.transition is None and "validate the new driver" in s.wait
+    failing = replace(
+        n, validated=AgentVerdict("False", "ToolkitMissing", "no toolkit", since=NOW - 20)
+    )
+    s = step(NodeContext(failing, d, "new", pods=[d], agent=True))
+    assert "ToolkitMissing: no toolkit" in s.wait
+    fresh = replace(n, validated=AgentVerdict("True", "Validated", "ok", since=NOW - 10))
+    assert to(NodeContext(fresh, d, "new", pods=[d], agent=True)) is S.UNCORDON_REQUIRED
+    # The same answer does not pass while a validator pod still validated the old driver.
+    stale = validator(created=NOW - 1000)
+    assert step(NodeContext(fresh, d, "new", pods=[d, stale], agent=True)).delete == (stale,)
+    # Without the agent on, its condition is not read: a validator pod is awaited.
+    assert "validator" in step(NodeContext(fresh, d, "new", pods=[d])).wait

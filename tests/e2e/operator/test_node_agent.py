@@ -1,0 +1,191 @@
+"""The node agent on a simulated cluster (`nodeAgent.enabled`): what an admin sees on the
+nodes and in the ClusterPolicy status.
+
+The agent pods run the product's agent logic per node over a simulated NVML (the GPU node
+behaviour runs it where the operator's agent pod is Ready). One GPU node has a driver
+installed on the host: it gets no driver pod and a condition naming it and its driver; a
+GPU that raises an XID makes its node `GPUHealthy=False` and the policy counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from components.api import GpuProcessEntry, gpu_processes
+from gpusim import ClusterConfig, SimulatedCluster
+from tests.e2e.operator._harness import (
+    GROUP,
+    NAMESPACE,
+    PLURAL,
+    POLICY,
+    VERSION,
+    OperatorProcess,
+)
+from tests.e2e.operator._harness import policy as _policy
+from tests.e2e.operator._harness import wait_ready as _wait_ready
+from tests.e2e.operator.test_operator_on_simulated_cluster import GPU_POD
+from tests.polling import eventually
+
+HOST_DRIVER = "550.54.15"
+HOST_NODE = "gpu-host"
+XID_ANNOTATION = "sim.gpu-operator.io/xids"
+
+
+@pytest.fixture(scope="module")
+def operator_cluster() -> Iterator[SimulatedCluster]:
+    """Small: one GPU node with our driver, one with the host's (added by the test)."""
+    with SimulatedCluster(ClusterConfig(gpu_nodes=1, cpu_nodes=0, gpus_per_node=2)) as sim:
+        yield sim
+
+
+def _conditions(node: Any) -> dict[str, Any]:
+    return {c.type: c for c in node.status.conditions or []}
+
+
+async def _driver_pods_on(kube: Any, node: str) -> list[Any]:
+    pods = await client.CoreV1Api(kube).list_namespaced_pod(
+        NAMESPACE, field_selector=f"spec.nodeName={node}"
+    )
+    return [
+        p
+        for p in pods.items
+        if (p.metadata.labels or {}).get("app", "").startswith("nvidia-driver-daemonset")
+    ]
+
+
+async def _agent_status(kube: Any) -> dict[str, Any]:
+    return dict(((await _policy(kube)).get("status") or {}).get("nodeAgent") or {})
+
+
+async def test_a_host_driver_node_gets_no_driver_pod_and_a_condition_naming_it(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    await operator_cluster.add_node(
+        operator_cluster.gpu_node_spec(HOST_NODE, host_driver=HOST_DRIVER)
+    )
+    await client.CustomObjectsApi(kube).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": POLICY},
+            "spec": {"nodeAgent": {"enabled": True}},
+        },
+    )
+    ours = operator_cluster.gpu_nodes[0]
+
+    async def both_reported() -> dict[str, Any] | None:
+        agents = await _agent_status(kube)
+        return (
+            agents
+            if agents.get("hostDriverNodes") == [HOST_NODE] and agents.get("nodes") == 2
+            else None
+        )
+
+    await eventually(both_reported, "both agents report, one on a host driver", seconds=240)
+    host = await core.read_node(HOST_NODE)
+    assert host.metadata.labels["nvidia.com/gpu.deploy.driver"] == "pre-installed"
+    ready = _conditions(host)["GPUDriverReady"]
+    assert (ready.status, ready.reason) == ("True", "HostDriver")
+    assert HOST_NODE in ready.message and HOST_DRIVER in ready.message
+    mine = _conditions(await core.read_node(ours))["GPUDriverReady"]
+    assert (mine.status, mine.reason) == ("True", "DriverContainer")
+
+    async def driver_gone() -> bool | None:
+        return True if not await _driver_pods_on(kube, HOST_NODE) else None
+
+    await eventually(driver_gone, f"no driver pod on {HOST_NODE}", seconds=60)
+    status = await _wait_ready(kube)
+    # And it stays so: no driver pod comes back to fight the host's driver.
+    await asyncio.sleep(3)
+    assert await _driver_pods_on(kube, HOST_NODE) == []
+    assert len(await _driver_pods_on(kube, ours)) == 1
+    validated = {c["type"]: (c["true"], c["false"]) for c in status["nodeAgent"]["conditions"]}
+    assert validated["GPUValidated"] == (2, 0)
+    assert validated["GPUHealthy"] == (2, 0)
+
+
+async def test_an_xid_makes_the_node_unhealthy_and_the_policy_counts_it(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    node = operator_cluster.gpu_nodes[0]
+    await core.patch_node(node, {"metadata": {"annotations": {XID_ANNOTATION: "1:79"}}})
+
+    async def unhealthy() -> Any:
+        c = _conditions(await core.read_node(node)).get("GPUHealthy")
+        return c if c is not None and c.status == "False" else None
+
+    healthy = await eventually(unhealthy, f"{node} GPUHealthy=False", seconds=60)
+    assert healthy.reason == "XID"
+    assert "GPU 1" in healthy.message and "XID 79" in healthy.message
+
+    async def counted() -> dict[str, Any] | None:
+        agents = await _agent_status(kube)
+        summary = {c["type"]: c for c in agents.get("conditions") or []}.get("GPUHealthy")
+        return summary if summary and summary["false"] == 1 else None
+
+    summary = await eventually(counted, "the policy counts the unhealthy node", seconds=60)
+    assert summary["true"] == 1 and summary["notTrue"] == [f"{node}: XID"]
+    host = _conditions(await core.read_node(HOST_NODE))["GPUHealthy"]
+    assert host.status == "True"
+
+
+async def test_gpu_processes_are_listed_with_the_pods_that_own_them(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    await core.create_namespaced_pod("default", GPU_POD)
+
+    async def listed() -> list[GpuProcessEntry] | None:
+        pod = await core.read_namespaced_pod("cuda-job", "default")
+        if not pod.spec.node_name:
+            return None
+        node = await core.read_node(pod.spec.node_name)
+        return gpu_processes(node.metadata.annotations or {}) or None
+
+    processes = await eventually(listed, "the GPU pod's process on its node", seconds=60)
+    assert [p.pod_key for p in processes] == [("default", "cuda-job")]
+    assert processes[0].gpu.startswith("GPU-") and processes[0].pid > 0
+    await core.delete_namespaced_pod("cuda-job", "default", grace_period_seconds=0)
+
+
+async def test_a_driver_upgrade_is_validated_by_the_agent(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    core = client.CoreV1Api(kube)
+    node = operator_cluster.gpu_nodes[0]
+    (old,) = await _driver_pods_on(kube, node)
+    await client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        POLICY,
+        {"spec": {"driver": {"version": "580.95.05", "upgradePolicy": {"autoUpgrade": True}}}},
+        _content_type="application/merge-patch+json",
+    )
+
+    async def done() -> Any:
+        n = await core.read_node(node)
+        state = (n.metadata.labels or {}).get("nvidia.com/gpu-driver-upgrade-state")
+        pods = await _driver_pods_on(kube, node)
+        fresh = [p for p in pods if p.metadata.uid != old.metadata.uid]
+        return (n, fresh[0]) if state == "upgrade-done" and fresh else None
+
+    upgraded, new = await eventually(done, f"{node} upgraded to 580.95.05", seconds=240)
+    conditions = _conditions(upgraded)
+    validated = conditions["GPUValidated"]
+    assert validated.status == "True"
+    # The answer the walk waited for is about the new driver, not the one before.
+    assert validated.last_transition_time >= new.metadata.creation_timestamp.replace(microsecond=0)
+    assert "580.95.05" in conditions["GPUDriverReady"].message
+    # The host-driver node took no part: still no driver pod there.
+    assert await _driver_pods_on(kube, HOST_NODE) == []
