@@ -266,8 +266,11 @@ BeforeSend = Callable[[], None]
 
 
 async def _call_before_send(session: aiohttp.ClientSession, context: Any, params: object) -> None:
-    """aiohttp's hook once a request holds a connection (new or reused): the last moment
-    before its bytes are written."""
+    """aiohttp's hooks on the way to the socket: once a request holds a connection (new or
+    reused), and again right before its bytes are handed to the transport (its headers when
+    it has no body; its body, which aiohttp writes from a task of its own, possibly a loop
+    turn later, when it has one). The last check runs with nothing to await between it and
+    the write, so a process frozen (SIGSTOP) after it has already sent the request."""
     before_send = context.trace_request_ctx
     if callable(before_send):
         before_send()
@@ -276,6 +279,8 @@ async def _call_before_send(session: aiohttp.ClientSession, context: Any, params
 _BEFORE_SEND = aiohttp.TraceConfig()
 _BEFORE_SEND.on_connection_create_end.append(_call_before_send)
 _BEFORE_SEND.on_connection_reuseconn.append(_call_before_send)
+_BEFORE_SEND.on_request_headers_sent.append(_call_before_send)
+_BEFORE_SEND.on_request_chunk_sent.append(_call_before_send)
 
 
 async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:

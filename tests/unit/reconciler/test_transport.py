@@ -143,3 +143,45 @@ async def test_a_write_whose_check_fails_by_connection_time_is_never_sent(pooled
         await runner.cleanup()
     assert calls == 2
     assert "POST" not in received
+
+
+@pytest.mark.parametrize("passes", [2, 3], ids=["at-headers", "at-body"])
+async def test_a_write_whose_check_fails_right_before_its_bytes_is_never_sent(
+    passes: int,
+) -> None:
+    """aiohttp writes a request's body from a task of its own, possibly a loop turn after
+    the connection check: a leader frozen in between must not send it when thawed. The
+    check runs again right before the headers and the body reach the socket."""
+    received: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        received.append(request.method)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/things", record)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    calls = 0
+
+    def lease_lapses_before_the_bytes() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > passes:
+            raise LeaderElectionLost("lease expired")
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            transport = Transport(FakeApiClient(host, session))
+            with pytest.raises((LeaderElectionLost, ApiUnreachable)):
+                await transport.request(
+                    "POST", "/things", body={"a": 1}, before_send=lease_lapses_before_the_bytes
+                )
+            await transport.request("GET", "/things")  # the transport still works
+    finally:
+        await runner.cleanup()
+    assert calls == passes + 1
+    assert "POST" not in received
