@@ -104,10 +104,9 @@ async def test_unreachable_server_is_typed() -> None:
             await transport.request("GET", "/x")
 
 
-@pytest.mark.parametrize("pooled", [False, True], ids=["new-connection", "pooled-connection"])
-async def test_a_write_whose_check_fails_by_connection_time_is_never_sent(pooled: bool) -> None:
-    """A leader may freeze between deciding to write and its connection being ready; the
-    check made once the connection is there must stop the write."""
+@pytest.fixture
+async def recorder() -> AsyncIterator[tuple[str, list[str]]]:
+    """A server that records the method of every request it receives: (its URL, methods)."""
     received: list[str] = []
 
     async def record(request: web.Request) -> web.Response:
@@ -120,7 +119,19 @@ async def test_a_write_whose_check_fails_by_connection_time_is_never_sent(pooled
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", received
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["new-connection", "pooled-connection"])
+async def test_a_write_whose_check_fails_by_connection_time_is_never_sent(
+    pooled: bool, recorder: tuple[str, list[str]]
+) -> None:
+    """A leader may freeze between deciding to write and its connection being ready; the
+    check made once the connection is there must stop the write."""
+    host, received = recorder
     calls = 0
 
     def lease_lapses_while_connecting() -> None:
@@ -129,42 +140,27 @@ async def test_a_write_whose_check_fails_by_connection_time_is_never_sent(pooled
         if calls > 1:
             raise LeaderElectionLost("lease expired")
 
-    try:
-        async with aiohttp.ClientSession() as session:
-            transport = Transport(FakeApiClient(host, session))
-            if pooled:
-                await transport.request("GET", "/things")  # leaves a connection in the pool
-            with pytest.raises(LeaderElectionLost):
-                await transport.request(
-                    "POST", "/things", body={}, before_send=lease_lapses_while_connecting
-                )
-            await transport.request("GET", "/things")  # the transport still works
-    finally:
-        await runner.cleanup()
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        if pooled:
+            await transport.request("GET", "/things")  # leaves a connection in the pool
+        with pytest.raises(LeaderElectionLost):
+            await transport.request(
+                "POST", "/things", body={}, before_send=lease_lapses_while_connecting
+            )
+        await transport.request("GET", "/things")  # the transport still works
     assert calls == 2
     assert "POST" not in received
 
 
 @pytest.mark.parametrize("passes", [2, 3], ids=["at-headers", "at-body"])
 async def test_a_write_whose_check_fails_right_before_its_bytes_is_never_sent(
-    passes: int,
+    passes: int, recorder: tuple[str, list[str]]
 ) -> None:
     """aiohttp writes a request's body from a task of its own, possibly a loop turn after
     the connection check: a leader frozen in between must not send it when thawed. The
     check runs again right before the headers and the body reach the socket."""
-    received: list[str] = []
-
-    async def record(request: web.Request) -> web.Response:
-        received.append(request.method)
-        return web.json_response({})
-
-    app = web.Application()
-    app.router.add_route("*", "/things", record)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    host, received = recorder
     calls = 0
 
     def lease_lapses_before_the_bytes() -> None:
@@ -173,15 +169,12 @@ async def test_a_write_whose_check_fails_right_before_its_bytes_is_never_sent(
         if calls > passes:
             raise LeaderElectionLost("lease expired")
 
-    try:
-        async with aiohttp.ClientSession() as session:
-            transport = Transport(FakeApiClient(host, session))
-            with pytest.raises((LeaderElectionLost, ApiUnreachable)):
-                await transport.request(
-                    "POST", "/things", body={"a": 1}, before_send=lease_lapses_before_the_bytes
-                )
-            await transport.request("GET", "/things")  # the transport still works
-    finally:
-        await runner.cleanup()
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        with pytest.raises((LeaderElectionLost, ApiUnreachable)):
+            await transport.request(
+                "POST", "/things", body={"a": 1}, before_send=lease_lapses_before_the_bytes
+            )
+        await transport.request("GET", "/things")  # the transport still works
     assert calls == passes + 1
     assert "POST" not in received
