@@ -30,6 +30,7 @@ from components.operands._pods import (
     mount,
     pull_policy,
 )
+from components.operands._rbac import rule
 
 #: The file the sandbox validator writes with the node's workload (`vm-passthrough`, ...).
 WORKLOAD_TYPE_FILE = f"{VALIDATIONS_DIR}/workload-type"
@@ -84,3 +85,14 @@ def manager_resources() -> dict[str, Any]:
 def privileged_s0() -> dict[str, Any]:
     """Privileged, with the SELinux level the reference gives host-level managers."""
     return {"privileged": True, "seLinuxOptions": {"level": "s0"}}
+
+
+#: The RBAC of the driver manager that the VFIO and vGPU managers run first: it finds and
+#: waits for the driver's pods before unloading it, and labels the node. Within what the
+#: operator holds itself (config/rbac), or the API server refuses the role: nodes are
+#: patched, never updated.
+DRIVER_MANAGER_RULES = [
+    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+    rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
+]
+DRIVER_MANAGER_CLUSTER_RULES = [rule([""], ["nodes"], ["get", "list", "watch", "patch"])]

@@ -20,8 +20,10 @@ from components.operands._pods import (
     mount,
     pull_policy,
 )
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._rbac import account_and_rbac
 from components.operands._sandbox import (
+    DRIVER_MANAGER_CLUSTER_RULES,
+    DRIVER_MANAGER_RULES,
     manager_resources,
     privileged_s0,
     sandbox_on,
@@ -50,14 +52,8 @@ class VFIOManager(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                # The driver manager finds and waits for the driver's pods before unloading it.
-                rules=[
-                    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-                    rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
-                ],
-                # Within what the operator holds itself (config/rbac), or the API server
-                # refuses the role: nodes are patched, never updated.
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
+                rules=DRIVER_MANAGER_RULES,
+                cluster_rules=DRIVER_MANAGER_CLUSTER_RULES,
             )
         )
         image = image_or_condition(ctx, OperandImage.VFIO_MANAGER, rendered)

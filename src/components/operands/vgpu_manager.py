@@ -31,8 +31,10 @@ from components.operands._pods import (
     mount,
     pull_policy,
 )
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._rbac import account_and_rbac
 from components.operands._sandbox import (
+    DRIVER_MANAGER_CLUSTER_RULES,
+    DRIVER_MANAGER_RULES,
     labelled_nodes,
     privileged_s0,
     sandbox_on,
@@ -61,13 +63,8 @@ class VGPUManager(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                rules=[
-                    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-                    rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
-                ],
-                # Within what the operator holds itself (config/rbac), or the API server
-                # refuses the role: nodes are patched, never updated.
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
+                rules=DRIVER_MANAGER_RULES,
+                cluster_rules=DRIVER_MANAGER_CLUSTER_RULES,
             )
         )
         if not (spec.repository or spec.image or spec.version) or not spec.version:

@@ -19,12 +19,10 @@ from kubernetes_asyncio import client
 from components.api import GpuProcessEntry, gpu_processes
 from gpusim import ClusterConfig, SimulatedCluster
 from tests.e2e.operator._harness import (
-    GROUP,
     NAMESPACE,
-    PLURAL,
-    POLICY,
-    VERSION,
     OperatorProcess,
+    create_policy,
+    patch_policy,
 )
 from tests.e2e.operator._harness import policy as _policy
 from tests.e2e.operator._harness import wait_ready as _wait_ready
@@ -69,17 +67,7 @@ async def test_a_host_driver_node_gets_no_driver_pod_and_a_condition_naming_it(
     await operator_cluster.add_node(
         operator_cluster.gpu_node_spec(HOST_NODE, host_driver=HOST_DRIVER)
     )
-    await client.CustomObjectsApi(kube).create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        PLURAL,
-        {
-            "apiVersion": "nvidia.com/v1",
-            "kind": "ClusterPolicy",
-            "metadata": {"name": POLICY},
-            "spec": {"nodeAgent": {"enabled": True}},
-        },
-    )
+    await create_policy(kube, {"nodeAgent": {"enabled": True}})
     ours = operator_cluster.gpu_nodes[0]
 
     async def both_reported() -> dict[str, Any] | None:
@@ -164,13 +152,8 @@ async def test_a_driver_upgrade_is_validated_by_the_agent(
     core = client.CoreV1Api(kube)
     node = operator_cluster.gpu_nodes[0]
     (old,) = await _driver_pods_on(kube, node)
-    await client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        GROUP,
-        VERSION,
-        PLURAL,
-        POLICY,
-        {"spec": {"driver": {"version": "580.95.05", "upgradePolicy": {"autoUpgrade": True}}}},
-        _content_type="application/merge-patch+json",
+    await patch_policy(
+        kube, {"driver": {"version": "580.95.05", "upgradePolicy": {"autoUpgrade": True}}}
     )
 
     async def done() -> Any:
