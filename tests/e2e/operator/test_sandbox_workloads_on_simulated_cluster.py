@@ -98,10 +98,19 @@ async def test_a_node_switched_to_passthrough_gets_the_vm_stack_instead(
     for other in container_nodes:
         assert await container_stack(other), other
         assert (await core.read_node(other)).status.allocatable.get("nvidia.com/gpu") == "4"
-    status = await wait_ready(kube)
-    states = {c["name"]: c for c in status["components"]}
-    assert states["state-vfio-manager"]["nodesReady"] == 1
-    assert states["state-sandbox-device-plugin"]["nodesReady"] == 1
+
+    # The policy's status follows the DaemonSets' own status, which the kubelet and the
+    # DaemonSet controller update a moment after the pods run: wait for it, as a user would.
+    async def vm_operands_counted() -> dict[str, Any] | None:
+        status = await wait_ready(kube)
+        states = {c["name"]: c for c in status["components"]}
+        counted = all(
+            states[name]["nodesReady"] == 1
+            for name in ("state-vfio-manager", "state-sandbox-device-plugin")
+        )
+        return states if counted else None
+
+    await eventually(vm_operands_counted, "the policy counting the VM operands ready on one node")
 
 
 async def test_a_virt_launcher_pod_lands_on_the_passthrough_node(
