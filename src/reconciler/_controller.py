@@ -39,7 +39,14 @@ from prometheus_client import CollectorRegistry
 
 from reconciler._clock import Clock, MonotonicClock
 from reconciler._connectivity import Connectivity
-from reconciler._exceptions import ApiError, ApiUnreachable, Conflict, ShutDown, TerminalError
+from reconciler._exceptions import (
+    ApiError,
+    ApiUnreachable,
+    Conflict,
+    LeaderElectionLost,
+    ShutDown,
+    TerminalError,
+)
 from reconciler._handlers import MapFunc, WatchHandler, enqueue_object
 from reconciler._informer import Informer
 from reconciler._logging import reconciling
@@ -267,6 +274,14 @@ class Controller:
             self._errors.inc()
             self._total["error"].inc()
             self._retry_when_reachable(request, exc)
+        except LeaderElectionLost as exc:
+            # A write refused because our lease may have run out (a process frozen past
+            # it, say): the manager says so once and stops; the new leader redoes the work.
+            # An ERROR with a traceback for each refused write would bury that one line.
+            self._errors.inc()
+            self._total["error"].inc()
+            queue.forget(request)
+            log.debug("controller %s: %s: %s", self.name, request, exc)
         except Exception as exc:
             self._unreachable.discard(request)
             self._errors.inc()

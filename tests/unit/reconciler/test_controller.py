@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 
@@ -10,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reconciler import Controller, Request, Result, metrics_for
-from reconciler.errors import TerminalError
+from reconciler.errors import LeaderElectionLost, TerminalError
 from reconciler.lowlevel import FakeClock, ItemExponentialFailureRateLimiter
 
 from ._util import wait_until
@@ -341,3 +342,31 @@ async def test_max_interval_bounds_the_wait() -> None:
 def test_busy_fraction_must_be_a_share() -> None:
     with pytest.raises(ValueError):
         Controller("t", lambda r: asyncio.sleep(0), busy_fraction=0)  # type: ignore[arg-type,return-value]
+
+
+async def test_a_write_refused_for_a_lost_lease_is_not_an_error_per_write(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A leader frozen past its lease thaws with writes in flight; each is refused. The
+    manager says once that the lease is lost; the controller must not add an ERROR with a
+    traceback per refused write, nor retry it (the new leader does the work)."""
+    clock = FakeClock()
+    calls = 0
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        raise LeaderElectionLost("not sending PATCH /api/v1/nodes/a: our lease may have expired")
+
+    c = Controller("t", reconcile, clock=clock)
+    c.start()
+    with caplog.at_level(logging.DEBUG, logger="reconciler"):
+        c.enqueue(A)
+        c.enqueue(B)
+        await settle(c)
+        clock.advance(60.0)
+        await settle(c)
+    assert calls == 2, "each refused once, not retried"
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not loud, [r.getMessage() for r in loud]
+    await c.stop(5)
