@@ -28,7 +28,7 @@ from components.controllers import LEASE_NAME, build_operator
 from components.errors import CommandError
 from reconciler import Cache, Client, LeaderElectionConfig, MetricsServing, configure_logging
 from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
-from reconciler.lowlevel import RESTMapper, Transport
+from reconciler.lowlevel import RequestObserver, RESTMapper, Transport
 
 log = logging.getLogger("components.run")
 
@@ -56,10 +56,11 @@ async def api_client(kubeconfig: str | None) -> Any:
     return client.ApiClient(configuration)
 
 
-def plain_client(api: Any, field_manager: str) -> Client:
+def plain_client(api: Any, field_manager: str, observe: RequestObserver | None = None) -> Client:
     """A client with an empty cache, for a process that reads the few objects it needs
-    from the server (the Helm hooks, the node agent) rather than watching kinds."""
-    transport = Transport(api)
+    from the server (the Helm hooks, the node agent) rather than watching kinds.
+    `observe` counts its requests (`reconciler.lowlevel.request_observer`)."""
+    transport = Transport(api, observe=observe)
     mapper = RESTMapper(transport)
     return Client(transport, mapper, Cache(transport, mapper), field_manager=field_manager)
 

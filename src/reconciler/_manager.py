@@ -32,12 +32,12 @@ from reconciler._exceptions import LeaderElectionLost
 from reconciler._http_server import MetricsServer, MetricsServing, ProbeServer
 from reconciler._informer import Informer
 from reconciler._leader_election import LeaderElectionConfig, LeaderElector
-from reconciler._metrics import metrics_for
+from reconciler._metrics import metrics_for, request_observer
 from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._objects import GVK
 from reconciler._rate_limiters import RateLimiter
 from reconciler._restmapper import RESTMapper
-from reconciler._transport import Transport, resource_of
+from reconciler._transport import Transport
 
 log = logging.getLogger("reconciler.manager")
 
@@ -71,14 +71,7 @@ class Manager:
         """
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
-        requests = self.metrics.rest_client_requests_total
-        by_resource = self.metrics.rest_client_requests_by_resource_total
-        host = str(api_client.configuration.host)
-
-        def observe(method: str, code: str, path: str) -> None:
-            requests.labels(code, method, host).inc()
-            by_resource.labels(method, resource_of(path)).inc()
-
+        observe = request_observer(self.registry, str(api_client.configuration.host))
         # Replicas share the field manager (their writes must merge as one owner's); the
         # user agent names the replica, so the API server's audit log tells them apart.
         self.transport = Transport(

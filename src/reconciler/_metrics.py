@@ -11,6 +11,8 @@ import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from reconciler._transport import RequestObserver, resource_of
+
 # controller-runtime's reconcile_time_seconds buckets.
 _RECONCILE_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7,
@@ -139,3 +141,17 @@ def metrics_for(registry: CollectorRegistry) -> Metrics:
     if found is None:
         found = _by_registry[registry] = Metrics(registry)
     return found
+
+
+def request_observer(registry: CollectorRegistry, host: str) -> RequestObserver:
+    """What a `Transport` calls per request to count it in `registry`, as client-go does
+    (`rest_client_requests_total`) and by resource (ours)."""
+    metrics = metrics_for(registry)
+    requests = metrics.rest_client_requests_total
+    by_resource = metrics.rest_client_requests_by_resource_total
+
+    def observe(method: str, code: str, path: str) -> None:
+        requests.labels(code, method, host).inc()
+        by_resource.labels(method, resource_of(path)).inc()
+
+    return observe

@@ -19,6 +19,7 @@ from reconciler._indexers import NAMESPACE_INDEX, by_namespace
 from reconciler._informer import EventHandler
 from reconciler._leader_election import LeaderElector
 from reconciler._logging import JsonFormatter, TextFormatter, reconciling
+from reconciler._metrics import request_observer
 from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._queue import Queue
 from reconciler._queue_metrics import NoQueueMetrics, PrometheusQueueMetrics, QueueMetrics
@@ -33,7 +34,7 @@ from reconciler._rate_limiting_queue import RateLimitingQueue
 from reconciler._reflector import Reflector, Sink
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._store import Store
-from reconciler._transport import Transport
+from reconciler._transport import RequestObserver, Transport
 from reconciler._trim import DEFAULT_DROP, Path, Transform, Trimmer, drop_paths
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "RateLimiter",
     "RateLimitingQueue",
     "Reflector",
+    "RequestObserver",
     "Resource",
     "ShutDown",
     "Sink",
@@ -79,4 +81,5 @@ __all__ = [
     "drop_paths",
     "error_from_status",
     "reconciling",
+    "request_observer",
 ]

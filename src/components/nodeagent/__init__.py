@@ -15,6 +15,7 @@ from components.nodeagent._agent import (
     GpuProcess,
     NodeAgent,
     NodeApi,
+    WatchedNodeApi,
     condition_patch,
     process_list,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "SimulatedGpu",
     "SimulatedNvml",
     "Verdict",
+    "WatchedNodeApi",
     "XidEvent",
     "condition_patch",
     "expected_resources",

@@ -31,13 +31,14 @@ from components.nodeagent._report import (
     critical,
     verdicts,
 )
-from reconciler import Client, Object
+from reconciler import GVK, Client, Object
 
 log = logging.getLogger("components.nodeagent")
 
 PROCESSES_ANNOTATION: Final = GPU_PROCESSES_ANNOTATION
 REPLICAS_LABEL: Final = "nvidia.com/gpu.replicas"
 GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
+NODE: Final = GVK("", "v1", "Node")
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 RESTART_STATES: Final = frozenset(
     {"wait-for-jobs-required", "pod-deletion-required", "drain-required", "pod-restart-required"}
@@ -93,6 +94,30 @@ class ClusterNodeApi:
             body=json.dumps(body).encode(),
             content_type="application/merge-patch+json",
         )
+
+
+class WatchedNodeApi(ClusterNodeApi):
+    """`ClusterNodeApi` that reads its node from a watch of that one node: a quiet node
+    costs the API server nothing between changes (a GET per step from every agent was
+    hundreds of requests a second at 5,000 nodes). Until the watch has listed, and if the
+    node is not there, it asks the server."""
+
+    def __init__(self, client: Client, node: str) -> None:
+        super().__init__(client, node)
+        self._informer = client.cache.informer(NODE, field_selector=f"metadata.name={node}")
+
+    async def start(self) -> None:
+        await self.client.cache.start()
+
+    async def stop(self) -> None:
+        await self.client.cache.stop()
+
+    async def read_node(self) -> Object:
+        if self._informer.has_synced:
+            cached = self.client.cache.get(NODE, self.node)
+            if cached is not None:
+                return cached
+        return await super().read_node()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """`gpu-operator node-agent` as a process: the agent's loop on real NVML.
 
 Each turn takes one step, then waits for XID events up to the interval, so an XID shows
-on the node within a step's time while a quiet node costs one GET of its node per
-interval. The API server unreachable is a WARNING and the next turn tries again; the GPU
-without a driver is a condition, not an error: the agent keeps looking until one loads.
+on the node within a step's time. The node is read from a watch of that one node, so a
+quiet node costs the API server nothing between changes. The API server unreachable is a
+WARNING and the next turn tries again; the GPU without a driver is a condition, not an
+error: the agent keeps looking until one loads.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import os
 from prometheus_client import start_http_server
 
 from components.errors import CommandError
-from components.nodeagent._agent import ClusterNodeApi, NodeAgent
+from components.nodeagent._agent import NodeAgent, WatchedNodeApi
 from components.nodeagent._host import HostRoot
 from components.nodeagent._metrics import AgentMetrics
 from components.nodeagent._nvml import open_nvml
 from components.run import api_client, plain_client
 from reconciler import configure_logging
 from reconciler.errors import ApiError, ApiUnreachable
+from reconciler.lowlevel import request_observer
 
 log = logging.getLogger("components.nodeagent")
 FIELD_MANAGER = "gpu-operator-node-agent"
@@ -43,11 +45,14 @@ async def serve(args: argparse.Namespace) -> None:
         start_http_server(args.metrics_port, registry=metrics.registry)
     host = HostRoot(args.host_root, args.driver_root)
     async with await api_client(args.kubeconfig) as api:
+        observe = request_observer(metrics.registry, str(api.configuration.host))
+        node_api = WatchedNodeApi(plain_client(api, FIELD_MANAGER, observe), node)
+        await node_api.start()
         agent = NodeAgent(
             node,
             nvml_opener=lambda: open_nvml(driver_roots(host)),
             host=host,
-            api=ClusterNodeApi(plain_client(api, FIELD_MANAGER), node),
+            api=node_api,
             metrics=metrics,
         )
         log.info(
@@ -70,6 +75,7 @@ async def serve(args: argparse.Namespace) -> None:
                     agent.release()
         finally:
             agent.release()
+            await node_api.stop()
 
 
 def run_node_agent(args: argparse.Namespace) -> int:

@@ -1,10 +1,13 @@
 """`gpu-operator node-agent` as its process, against a real API server, on a machine
 without an NVIDIA driver (CI's): it still publishes what it sees, the node's
 GPUDriverReady=False (DriverNotLoaded, with NVML's reason) beside kubelet's conditions,
-and serves its metrics; with a GPU it would be the same loop over the real backend."""
+and serves its metrics; with a GPU it would be the same loop over the real backend.
+It reads its node from a watch: steps on a quiet node send the API server nothing, and a
+change to the node (its condition removed) is seen and answered."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import GVK, Cache, Client
 from reconciler.envtest import ControlPlane, free_port
@@ -90,6 +94,8 @@ async def _check(client: Client, port: int, log: Path) -> None:
     assert found["GPUHealthy"]["status"] == "Unknown"
     assert found["Ready"]["reason"] == "KubeletReady"  # kubelet's condition is left alone
 
+    await _quiet_steps_send_nothing(client, port)
+
     def metrics() -> str | None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
@@ -103,3 +109,41 @@ async def _check(client: Client, port: int, log: Path) -> None:
         'gpu_operator_node_condition{condition="GPUDriverReady",reason="DriverNotLoaded",'
         'status="False"} 1.0' in text
     )
+
+
+def _agent_requests(port: int) -> dict[str, int]:
+    """The agent's own request counts by verb (`rest_client_requests_total`)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+        text = r.read().decode()
+    counts: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "rest_client_requests":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    method = sample.labels["method"]
+                    counts[method] = counts.get(method, 0) + int(sample.value)
+    return counts
+
+
+async def _quiet_steps_send_nothing(client: Client, port: int) -> None:
+    before = await asyncio.to_thread(_agent_requests, port)
+    assert before.get("PATCH"), f"the agent counts what it sent: {before}"
+    await asyncio.sleep(3.0)  # six steps at --interval=0.5
+    after = await asyncio.to_thread(_agent_requests, port)
+    assert after == before, f"a quiet node cost requests: {before} -> {after}"
+
+    # A change to the node reaches the agent through its watch: it puts its condition back.
+    drop = {"status": {"conditions": [{"type": "GPUDriverReady", "$patch": "delete"}]}}
+    await client.request(
+        "PATCH",
+        f"/api/v1/nodes/{NAME}/status",
+        body=drop,
+        content_type="application/strategic-merge-patch+json",
+    )
+
+    async def restored() -> bool:
+        node = await client.get_live(NODE, NAME)
+        types = {c["type"] for c in node.get("status", {}).get("conditions") or []}
+        return "GPUDriverReady" in types
+
+    await eventually(restored, "the agent publishing its condition again", seconds=30)
