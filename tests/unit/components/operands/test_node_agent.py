@@ -64,7 +64,7 @@ def test_rbac_lets_it_write_only_its_node_conditions_and_read_pods() -> None:
     role = find(rendered, "ClusterRole", "gpu-operator-node-agent")
     rules = {(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]}
     assert rules == {
-        (("nodes",), ("get", "patch")),
+        (("nodes",), ("get", "list", "watch", "patch")),
         (("nodes/status",), ("patch",)),
         (("pods",), ("list",)),
     }
