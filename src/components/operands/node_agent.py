@@ -55,8 +55,8 @@ class NodeAgent(BaseOperand):
                     ctx,
                     ACCOUNT,
                     cluster_rules=[
-                        # Its own node: watch it (a field selector on its name), write its conditions
-                        # and the process list.
+                        # Its own node: watch it (a field selector on its name), write
+                        # its conditions and the process list.
                         rule([""], ["nodes"], ["get", "list", "watch", "patch"]),
                         rule([""], ["nodes/status"], ["patch"]),
                         # The pods on its node: whose is a GPU process.
