@@ -19,14 +19,21 @@ import os
 import ssl
 from typing import Any
 
-from kubernetes_asyncio import client, config
 from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics
 
 from components import reachability
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
 from components.errors import CommandError
-from reconciler import Cache, Client, LeaderElectionConfig, MetricsServing, configure_logging
+from reconciler import (
+    Cache,
+    Client,
+    KubeconfigError,
+    LeaderElectionConfig,
+    MetricsServing,
+    configure_logging,
+    connect,
+)
 from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
 from reconciler.lowlevel import RequestObserver, RESTMapper, Transport
 
@@ -44,16 +51,13 @@ def operator_registry() -> CollectorRegistry:
 
 
 async def api_client(kubeconfig: str | None) -> Any:
-    """A kubernetes_asyncio ApiClient: `kubeconfig`, else in-cluster, else the default
-    kubeconfig ($KUBECONFIG or ~/.kube/config)."""
-    configuration = client.Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(client_configuration=configuration)
-    return client.ApiClient(configuration)
+    """How to reach the API server: `kubeconfig`, else in-cluster, else the default
+    kubeconfig ($KUBECONFIG or ~/.kube/config). A bad kubeconfig is a `CommandError`
+    naming the file and the field."""
+    try:
+        return await connect(kubeconfig)
+    except KubeconfigError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def plain_client(api: Any, field_manager: str, observe: RequestObserver | None = None) -> Client:
@@ -143,8 +147,6 @@ def run_operator(args: argparse.Namespace) -> int:
         asyncio.run(run(args))
     except LeaderElectionLost as exc:
         raise CommandError(f"stopped leading ({exc}); a standby takes over") from exc
-    except config.ConfigException as exc:
-        raise CommandError(f"cannot load the cluster configuration: {exc}") from exc
     except FileNotFoundError as exc:
         raise CommandError(f"cannot read {exc.filename}: no such file") from exc
     except CacheSyncTimeout as exc:

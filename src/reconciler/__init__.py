@@ -1,8 +1,9 @@
 """A controller-runtime style engine on asyncio. Knows nothing about GPUs.
 
-This face is what an operator author uses: a `Manager` that owns the cache, the client and
-the controllers; `Reconciler`s that take a `Request` and return a `Result`; the predicates
-and mappings that decide what a watch enqueues; and the object helpers. Two small faces
+This face is what an operator author uses: `connect` to find the API server; a `Manager`
+that owns the cache, the client and the controllers; `Reconciler`s that take a `Request`
+and return a `Result`; the predicates and mappings that decide what a watch enqueues; and
+the object helpers. Two small faces
 beside it: `reconciler.errors` (the typed errors a reconcile catches) and `reconciler.kinds`
 (the built-in kinds as GVKs). The machinery under it all (queues, stores, reflectors, the
 transport, clocks, rate limiters, log formatters) is in `reconciler.lowlevel`, for tests,
@@ -13,12 +14,14 @@ from reconciler import errors, kinds
 from reconciler._address import split_address
 from reconciler._cache import Cache
 from reconciler._client import Applied, Client, Eviction, EvictionResult, Operation
+from reconciler._connection import ApiConnection
 from reconciler._controller import Controller, ReconcileFunc, Reconciler, Result
 from reconciler._events import NORMAL, WARNING, EventRecorder
 from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
 from reconciler._http_server import MetricsServing
 from reconciler._indexers import OWNER_INDEX, IndexFunc, by_label, by_owner_uid, label_index_name
 from reconciler._informer import Informer
+from reconciler._kubeconfig import KubeconfigError, connect
 from reconciler._leader_election import LeaderElectionConfig
 from reconciler._logging import configure_logging
 from reconciler._manager import Manager
@@ -56,6 +59,7 @@ __all__ = [
     "WARNING",
     "And",
     "AnnotationsChanged",
+    "ApiConnection",
     "Applied",
     "Cache",
     "Client",
@@ -67,6 +71,7 @@ __all__ = [
     "GenerationChanged",
     "IndexFunc",
     "Informer",
+    "KubeconfigError",
     "LabelsChanged",
     "LeaderElectionConfig",
     "Manager",
@@ -88,6 +93,7 @@ __all__ = [
     "by_label",
     "by_owner_uid",
     "configure_logging",
+    "connect",
     "enqueue_mapped",
     "enqueue_object",
     "enqueue_owner",

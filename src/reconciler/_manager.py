@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 from reconciler._address import split_address
 from reconciler._cache import Cache
 from reconciler._client import Client
+from reconciler._connection import as_connection
 from reconciler._controller import Controller, ReconcileFunc, Reconciler
 from reconciler._events import EventRecorder
 from reconciler._exceptions import LeaderElectionLost
@@ -58,7 +59,8 @@ class Manager:
         unready_after_outage: float = 10.0,
         metrics: MetricsServing | None = None,
     ) -> None:
-        """`api_client` is a kubernetes_asyncio ApiClient; we use its transport and auth.
+        """`api_client` is an `ApiConnection` (`reconciler.connect`) or a kubernetes_asyncio
+        ApiClient.
 
         `bind_address` ("host:port", port 0 for any) serves /healthz, /readyz and /metrics;
         None serves nothing. `registry` receives the metrics; a private one by default.
@@ -71,7 +73,7 @@ class Manager:
         """
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
-        observe = request_observer(self.registry, str(api_client.configuration.host))
+        observe = request_observer(self.registry, as_connection(api_client).host)
         # Replicas share the field manager (their writes must merge as one owner's); the
         # user agent names the replica, so the API server's audit log tells them apart.
         self.transport = Transport(

@@ -1,13 +1,11 @@
-"""HTTP to the API server, borrowed from a kubernetes_asyncio `ApiClient`.
+"""HTTP to the API server over a `Connection` (`_connection`): its pool, TLS and
+credentials, with raw paths and plain-dict JSON bodies. Going around a generated client's
+models keeps the hot paths (lists of 5,000 nodes, watch streams) free of model
+(de)serialisation.
 
-The ApiClient knows how to find and authenticate to the server (kubeconfig, in-cluster
-service account, exec plugins, token refresh); we reuse its connection pool, TLS context and
-auth hook, and send raw paths with plain-dict JSON bodies. Going around its generated models
-keeps the hot paths (lists of 5,000 nodes, watch streams) free of model (de)serialisation.
-
-Its session reads the proxy environment and `~/.netrc` for every request, each in a worker
-thread (two thread hops per request, a few percent of the operator's CPU in a rollout);
-ours shares the same pool but reads the proxy environment once, when the transport is made.
+A shared session reading the proxy environment and `~/.netrc` for every request costs two
+thread hops per request (a few percent of the operator's CPU in a rollout); ours shares
+the connection's pool but reads the proxy environment once, when the transport is made.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from reconciler._connection import as_connection
 from reconciler._decode import decode, encode
 from reconciler._exceptions import ApiUnreachable, error_from_status
 from reconciler._objects import Object
@@ -87,11 +86,10 @@ class Transport:
         request_timeout: float = 60.0,
         observe: RequestObserver | None = None,
     ) -> None:
-        self.api_client = api_client
-        self._config = api_client.configuration
-        self.host: str = str(self._config.host).rstrip("/")
-        self._server_hostname: str | None = getattr(self._config, "tls_server_name", None) or None
-        self._proxy: str | None = getattr(self._config, "proxy", None) or None
+        self.connection = as_connection(api_client)
+        self.host: str = self.connection.host
+        self._server_hostname: str | None = self.connection.tls_server_name
+        self._proxy: str | None = self.connection.proxy
         self._proxy_auth: aiohttp.BasicAuth | None = None
         if self._proxy is None:
             try:
@@ -106,11 +104,11 @@ class Transport:
 
     @property
     def _session(self) -> aiohttp.ClientSession:
-        """A session on the ApiClient's connection pool (closed with it) that leaves the
-        environment alone per request."""
+        """A session on the connection's pool (closed with it) that leaves the environment
+        alone per request."""
         own = self._own_session
         if own is None or own.closed:
-            shared: aiohttp.ClientSession = self.api_client.rest_client.pool_manager
+            shared = self.connection.pool()
             own = self._own_session = aiohttp.ClientSession(
                 connector=shared.connector,
                 connector_owner=False,
@@ -124,10 +122,7 @@ class Transport:
         headers = {"Accept": JSON, "User-Agent": self._user_agent}
         if content_type:
             headers["Content-Type"] = content_type
-        # auth_settings() runs the refresh hook (exec plugins, rotated service-account tokens).
-        for setting in (await self._config.auth_settings()).values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[setting["key"]] = setting["value"]
+        headers.update(await self.connection.auth_headers())
         return headers
 
     async def request(

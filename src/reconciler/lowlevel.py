@@ -9,6 +9,7 @@ writes.
 from reconciler._backoff import Backoff
 from reconciler._client import desired_hash
 from reconciler._clock import Clock, FakeClock, MonotonicClock
+from reconciler._connection import Connection, StaticToken, TokenFile, as_connection
 from reconciler._connectivity import Connectivity
 from reconciler._decode import ObjectDecoder
 from reconciler._delaying_queue import DelayingQueue
@@ -43,6 +44,7 @@ __all__ = [
     "Backoff",
     "BucketRateLimiter",
     "Clock",
+    "Connection",
     "Connectivity",
     "DelayingQueue",
     "EventHandler",
@@ -69,12 +71,15 @@ __all__ = [
     "Resource",
     "ShutDown",
     "Sink",
+    "StaticToken",
     "Store",
     "TextFormatter",
+    "TokenFile",
     "Transform",
     "Transport",
     "Trimmer",
     "WatchHandler",
+    "as_connection",
     "by_namespace",
     "default_controller_rate_limiter",
     "desired_hash",

@@ -24,7 +24,7 @@ from components.nodeagent._nvml import open_nvml
 from components.run import api_client, plain_client
 from reconciler import configure_logging
 from reconciler.errors import ApiError, ApiUnreachable
-from reconciler.lowlevel import request_observer
+from reconciler.lowlevel import as_connection, request_observer
 
 log = logging.getLogger("components.nodeagent")
 FIELD_MANAGER = "gpu-operator-node-agent"
@@ -45,7 +45,7 @@ async def serve(args: argparse.Namespace) -> None:
         start_http_server(args.metrics_port, registry=metrics.registry)
     host = HostRoot(args.host_root, args.driver_root)
     async with await api_client(args.kubeconfig) as api:
-        observe = request_observer(metrics.registry, str(api.configuration.host))
+        observe = request_observer(metrics.registry, as_connection(api).host)
         node_api = WatchedNodeApi(plain_client(api, FIELD_MANAGER, observe), node)
         await node_api.start()
         agent = NodeAgent(
