@@ -41,7 +41,7 @@ from components.controllers._constants import (
     POD,
     SERVICE_MONITOR_CRD,
 )
-from components.upgrade import POD_NODE_INDEX, pod_node
+from components.upgrade import POD_NODE_INDEX, pod_conditions_read, pod_node
 from reconciler import GVK, Informer, Manager
 from reconciler.kinds import CONFIG_MAP
 
@@ -188,8 +188,9 @@ POD_DROP = (
 )
 """What no controller reads of a Pod (every pod of the cluster is cached, DaemonSet pods
 with a per-node affinity each). Kept: metadata whole, `nodeName`, `nodeSelector`, each
-container's name, image and resources (GPU requests), the phase, the conditions' type and
-status, each container status's name, ready and restartCount. A controller that starts
+container's name, image and resources (GPU requests), the phase, the Ready condition's
+type and status (`pod_conditions_read`), each container status's name, ready and
+restartCount. A controller that starts
 reading another field of a cached pod must take it off this list. Volumes are read from the
 server for the few pods a drain must judge (`components.upgrade`)."""
 REVISION_DROP = (("data",),)
@@ -208,7 +209,7 @@ def nodes(manager: Manager) -> Informer:
 
 
 def pods(manager: Manager) -> Informer:
-    return manager.informer(POD, drop=POD_DROP)
+    return manager.informer(POD, drop=POD_DROP, transform=pod_conditions_read)
 
 
 def mig_nodes(manager: Manager) -> Informer:
@@ -219,7 +220,9 @@ def mig_nodes(manager: Manager) -> Informer:
 
 def pods_by_node(manager: Manager) -> Informer:
     """Pods, indexed by node with the upgrade's own index (one index, two readers)."""
-    return manager.informer(POD, drop=POD_DROP, indexers={POD_NODE_INDEX: pod_node})
+    return manager.informer(
+        POD, drop=POD_DROP, transform=pod_conditions_read, indexers={POD_NODE_INDEX: pod_node}
+    )
 
 
 def pdbs(manager: Manager) -> Informer:

@@ -36,6 +36,7 @@ from components.upgrade._reader import (
     POD_NODE_INDEX,
     ClusterReader,
     pinned_kernel_of,
+    pod_conditions_read,
     pod_node,
     template_labels,
 )
@@ -81,6 +82,7 @@ class UpgradeInformers:
             nodes=manager.informer(NODE, index_labels=[STATE_LABEL, KERNEL_LABEL]),
             pods=manager.informer(
                 POD,
+                transform=pod_conditions_read,
                 indexers={
                     POD_NODE_INDEX: pod_node,
                     DRIVER_POD_INDEX: lambda o: (

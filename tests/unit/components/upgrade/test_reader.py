@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
+from components.operands.readiness import pod_ready
+from components.upgrade import pod_conditions_read, pod_view
 from components.upgrade._reader import ClusterReader
 
 pytestmark = pytest.mark.unit
@@ -45,3 +48,33 @@ def test_sandbox_workloads_turn_driver_upgrades_off() -> None:
     off = {"sandboxWorkloads": {"enabled": False}}
     pool = pool_of(policy("p", "2026-01-01T00:00:00Z", **off))
     assert pool is not None and pool.enabled
+
+
+def _kwok_pod(ready: str) -> dict[str, Any]:
+    """A Running pod as kwok reports some stages: no container statuses, conditions only."""
+    kinds = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": t, "status": ready if t in ("Ready", "ContainersReady") else "True"}
+                for t in kinds
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("ready", ["True", "False"])
+def test_the_pod_transform_keeps_what_readiness_is_judged_from(ready: str) -> None:
+    """The shared pod informer keeps only the Ready condition: every reader of a pod's
+    readiness (the upgrade's pod view, operand readiness) judges it as before."""
+    before = _kwok_pod(ready)
+    after = pod_conditions_read(copy.deepcopy(before))
+    assert after["status"]["conditions"] == [{"type": "Ready", "status": ready}]
+    assert pod_view(after).ready is pod_view(before).ready is (ready == "True")
+    assert pod_ready(after) is pod_ready(before) is (ready == "True")
+    assert pod_conditions_read({"metadata": {"name": "pending"}}) == {
+        "metadata": {"name": "pending"}
+    }
