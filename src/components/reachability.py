@@ -38,22 +38,25 @@ async def watch(api: Any) -> None:
     transport = Transport(api, user_agent="gpu-operator", request_timeout=TIMEOUT_SECONDS)
     url = transport.host
     down = False
-    while True:
-        try:
-            async with asyncio.timeout(TIMEOUT_SECONDS):
-                await transport.request("GET", "/version")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # any failure is the thing to report
-            log.warning(
-                "cannot reach the API server at %s: %s (retrying every %.0fs)",
-                url,
-                cause(exc),
-                WHILE_DOWN_SECONDS,
-            )
-            down = True
-        else:
-            if down:
-                log.info("the API server at %s answers again", url)
-            down = False
-        await asyncio.sleep(WHILE_DOWN_SECONDS if down else WHILE_UP_SECONDS)
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(TIMEOUT_SECONDS):
+                    await transport.request("GET", "/version")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure is the thing to report
+                log.warning(
+                    "cannot reach the API server at %s: %s (retrying every %.0fs)",
+                    url,
+                    cause(exc),
+                    WHILE_DOWN_SECONDS,
+                )
+                down = True
+            else:
+                if down:
+                    log.info("the API server at %s answers again", url)
+                down = False
+            await asyncio.sleep(WHILE_DOWN_SECONDS if down else WHILE_UP_SECONDS)
+    finally:
+        await transport.close()

@@ -283,6 +283,7 @@ class Manager:
             elif self.elector is not None:
                 await self.elector.release()
             await self.cache.stop()
+            await self.transport.close()
             if self._server is not None:
                 await self._server.stop()
             if self._metrics_server is not None:

@@ -118,6 +118,12 @@ class Transport:
             )
         return own
 
+    async def close(self) -> None:
+        """Close this transport's session; the connection's pool stays open for others."""
+        own, self._own_session = self._own_session, None
+        if own is not None and not own.closed:
+            await own.close()
+
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON, "User-Agent": self._user_agent}
         if content_type:

@@ -11,8 +11,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from reconciler import ApiConnection
 from reconciler.errors import ApiUnreachable, LeaderElectionLost, NotFound
-from reconciler.lowlevel import Transport
+from reconciler.lowlevel import StaticToken, Transport
 
 pytestmark = pytest.mark.unit
 
@@ -178,3 +179,22 @@ async def test_a_write_whose_check_fails_right_before_its_bytes_is_never_sent(
         await transport.request("GET", "/things")  # the transport still works
     assert calls == passes + 1
     assert "POST" not in received
+
+
+async def test_our_connection_with_a_token_and_closing_the_transport(
+    server: tuple[str, list[dict[str, str]]],
+) -> None:
+    """`ApiConnection` (no kubernetes_asyncio): its token reaches the server; closing a
+    transport closes its own session only, so another transport on the same connection
+    goes on working, and closing the connection closes the pool."""
+    host, seen = server
+    async with ApiConnection(host, ssl_context=None, credentials=StaticToken("ours")) as conn:
+        first, second = Transport(conn), Transport(conn)
+        with pytest.raises(NotFound):
+            await first.request("GET", "/missing")
+        await first.close()
+        async with second.watch("/watch", {}, inactivity_timeout=10) as events:
+            assert len([e async for e in events]) == 2
+        assert seen[-1]["authorization"] == "Bearer ours"
+        pool = conn.pool()
+    assert pool.closed
