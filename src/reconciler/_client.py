@@ -286,9 +286,11 @@ class Client:
         propagation_policy: str = "Background",
         grace_period_seconds: int | None = None,
         uid: str | None = None,
+        resource_version: str | None = None,
         missing_ok: bool = False,
     ) -> None:
-        """Delete; `uid` makes sure we delete the object we looked at, not a successor."""
+        """Delete; `uid` makes sure we delete the object we looked at, not a successor;
+        `resource_version`, that it has not changed since (409 `Conflict` otherwise)."""
         res = await self.mapper.resource_for(gvk)
         body: Object = {
             "apiVersion": "v1",
@@ -297,8 +299,9 @@ class Client:
         }
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        if any(preconditions.values()):
+            body["preconditions"] = {k: v for k, v in preconditions.items() if v}
         try:
             await self.request("DELETE", res.path(namespace, name), body=body)
         except NotFound:

@@ -78,6 +78,9 @@ class PodView:
     namespace: str
     name: str
     uid: str = ""
+    resource_version: str = ""
+    """The version seen: a delete made from it is refused once the pod has changed, so a
+    second reconcile from a cache still behind our first delete does not delete again."""
     node: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     phase: str = "Running"
@@ -176,6 +179,7 @@ def pod_view(obj: Object) -> PodView:
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
         node=str(spec.get("nodeName") or ""),
         labels=labels,
         phase=str(status.get("phase") or "Pending"),

@@ -300,8 +300,15 @@ class NodeReconciler:
         return acted
 
     async def _delete(self, pod: PodView) -> None:
-        # A failed uid precondition (409) means that pod is gone already, replaced.
+        # A failed precondition (409): that pod is gone already, replaced, or changed since
+        # the cache saw it (our own earlier delete, most often); the next reconcile reads
+        # it again.
         with contextlib.suppress(ApiConflict):
             await self.client.delete(
-                POD, pod.name, namespace=pod.namespace, uid=pod.uid or None, missing_ok=True
+                POD,
+                pod.name,
+                namespace=pod.namespace,
+                uid=pod.uid or None,
+                resource_version=pod.resource_version or None,
+                missing_ok=True,
             )

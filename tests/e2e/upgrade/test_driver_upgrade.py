@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+from collections import Counter
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
@@ -136,12 +138,20 @@ async def test_a_new_driver_version_rolls_through_20_nodes_within_every_limit(
     cordoned = name_of(watch.gpu_nodes()[7])
     await watch.client.patch(NODE, cordoned, {"spec": {"unschedulable": True}})
     inv = watch.invariants(3, 5, {cordoned})
+    log_from = operator.log_path.stat().st_size
 
     await _set_policy(watch, "595.100.01", upgrade)
     await _rollout_done(watch, "595.100.01")
     watch.drop(inv)
 
     assert not inv.violations, inv.violations[:5]
+    # One INFO line per pod the walk deleted: a reconcile from a cache still behind the
+    # first delete must not delete (and say so) again.
+    with operator.log_path.open("rb") as log:
+        log.seek(log_from)
+        deleted = Counter(re.findall(r"deleted Pod (\S+) \(", log.read().decode(errors="replace")))
+    assert sum(deleted.values()) >= 20, deleted  # at least every node's driver pod
+    assert max(deleted.values()) == 1, [pod for pod, n in deleted.items() if n > 1]
     assert inv.peak_in_progress == 3  # it used the parallelism it was given
     assert inv.transitions >= 20 * 8
     for node in watch.gpu_nodes():

@@ -114,6 +114,31 @@ async def test_merge_patch_labels_and_delete_with_propagation(kit: Kit, namespac
     await kit.client.delete(CONFIGMAP, "cm", namespace=namespace, missing_ok=True)
 
 
+async def test_delete_of_a_version_that_changed_since_conflicts(kit: Kit, namespace: str) -> None:
+    """What keeps a second reconcile, reading a cache still behind its own first delete,
+    from deleting (and logging it) again: the delete names the version it saw."""
+    await kit.client.apply(configmap("versioned", namespace))
+    seen = await kit.client.get_live(CONFIGMAP, "versioned", namespace)
+    version = seen["metadata"]["resourceVersion"]
+    await kit.client.patch(
+        CONFIGMAP, "versioned", {"metadata": {"labels": {"x": "1"}}}, namespace=namespace
+    )
+    with pytest.raises(Conflict):
+        await kit.client.delete(
+            CONFIGMAP, "versioned", namespace=namespace, resource_version=version
+        )
+    live = await kit.client.get_live(CONFIGMAP, "versioned", namespace)
+    await kit.client.delete(
+        CONFIGMAP,
+        "versioned",
+        namespace=namespace,
+        uid=live["metadata"]["uid"],
+        resource_version=live["metadata"]["resourceVersion"],
+    )
+    with pytest.raises(NotFound):
+        await kit.client.get_live(CONFIGMAP, "versioned", namespace)
+
+
 async def test_update_status_with_a_stale_resource_version_conflicts(
     kit: Kit, namespace: str
 ) -> None:
