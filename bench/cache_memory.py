@@ -34,7 +34,7 @@ from components.api import ClusterPolicy
 from components.controllers._informers import NODE_DROP as OPERATOR_NODE_DROP
 from components.controllers._informers import POD_DROP
 from components.operands import OPERANDS, ClusterView, GPUNode
-from components.upgrade import pod_conditions_read
+from components.upgrade import pod_as_read
 from reconciler import by_label, by_owner_uid
 from reconciler._decode import ObjectDecoder
 from reconciler.lowlevel import DEFAULT_DROP, Store, Trimmer, by_namespace
@@ -214,7 +214,7 @@ def operator_figures() -> dict[str, Any]:
         del keep
         before, keep = retained_per_node(payloads, Trimmer(PREVIOUS_DROP[kind]))
         del keep
-        transform = pod_conditions_read if kind == "pod" else None
+        transform = pod_as_read if kind == "pod" else None
         trimmed, keep = retained_per_node(payloads, Trimmer(drop, transform))
         del keep
         out[kind] = {

@@ -41,7 +41,7 @@ from components.controllers._constants import (
     POD,
     SERVICE_MONITOR_CRD,
 )
-from components.upgrade import POD_NODE_INDEX, pod_conditions_read, pod_node
+from components.upgrade import POD_NODE_INDEX, pod_as_read, pod_node
 from reconciler import GVK, Informer, Manager
 from reconciler.kinds import CONFIG_MAP
 
@@ -187,10 +187,10 @@ POD_DROP = (
     ("status", "ephemeralContainerStatuses"),
 )
 """What no controller reads of a Pod (every pod of the cluster is cached, DaemonSet pods
-with a per-node affinity each). Kept: metadata whole, `nodeName`, `nodeSelector`, each
-container's name, image and resources (GPU requests), the phase, the Ready condition's
-type and status (`pod_conditions_read`), each container status's name, ready and
-restartCount. A controller that starts
+with a per-node affinity each). Kept: metadata whole, `nodeName`, `nodeSelector`, the
+containers that ask for a GPU with their name and resources, the phase, the Ready
+condition's type and status (those two by `components.upgrade.pod_as_read`), each
+container status's name, ready and restartCount. A controller that starts
 reading another field of a cached pod must take it off this list. Volumes are read from the
 server for the few pods a drain must judge (`components.upgrade`)."""
 REVISION_DROP = (("data",),)
@@ -209,7 +209,7 @@ def nodes(manager: Manager) -> Informer:
 
 
 def pods(manager: Manager) -> Informer:
-    return manager.informer(POD, drop=POD_DROP, transform=pod_conditions_read)
+    return manager.informer(POD, drop=POD_DROP, transform=pod_as_read)
 
 
 def mig_nodes(manager: Manager) -> Informer:
@@ -221,7 +221,7 @@ def mig_nodes(manager: Manager) -> Informer:
 def pods_by_node(manager: Manager) -> Informer:
     """Pods, indexed by node with the upgrade's own index (one index, two readers)."""
     return manager.informer(
-        POD, drop=POD_DROP, transform=pod_conditions_read, indexers={POD_NODE_INDEX: pod_node}
+        POD, drop=POD_DROP, transform=pod_as_read, indexers={POD_NODE_INDEX: pod_node}
     )
 
 

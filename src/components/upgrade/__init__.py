@@ -46,6 +46,7 @@ from components.upgrade._model import (
     parse_time,
     pdb_view,
     pick_driver_pod,
+    pod_as_read,
     pod_view,
 )
 from components.upgrade._names import (
@@ -67,7 +68,7 @@ from components.upgrade._names import (
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import cleanup, plan_node
-from components.upgrade._reader import POD_NODE_INDEX, pod_conditions_read, pod_node
+from components.upgrade._reader import POD_NODE_INDEX, pod_node
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._step import NodeContext, Step, Transition
@@ -121,7 +122,7 @@ __all__ = [
     "pick_driver_pod",
     "pin_change",
     "plan_node",
-    "pod_conditions_read",
+    "pod_as_read",
     "pod_node",
     "pod_view",
     "status_body",

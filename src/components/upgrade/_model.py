@@ -127,14 +127,51 @@ class PodView:
 
 
 def _uses_gpu(spec: Mapping[str, Any]) -> bool:
-    for key in ("containers", "initContainers"):
-        for container in spec.get(key) or []:
-            resources = container.get("resources") or {}
-            for part in ("limits", "requests"):
-                for name in resources.get(part) or {}:
-                    if str(name).startswith(GPU_RESOURCE_PREFIXES):
-                        return True
-    return False
+    return any(
+        _requests_gpu(container)
+        for key in ("containers", "initContainers")
+        for container in spec.get(key) or []
+    )
+
+
+def _requests_gpu(container: Mapping[str, Any]) -> bool:
+    resources = container.get("resources") or {}
+    return any(
+        str(name).startswith(GPU_RESOURCE_PREFIXES)
+        for part in ("limits", "requests")
+        for name in resources.get(part) or {}
+    )
+
+
+def pod_as_read(pod: Object) -> Object:
+    """The shared pod informer's transform: a pod cut down to what the operator reads of
+    it, on top of the informer's drop list. Of the conditions, `Ready` alone (the other
+    four the kubelet reports are never read); of the containers, those that ask for a GPU,
+    with their name and resources (`_uses_gpu` is all that reads them; every operand pod
+    asks for none). About 1.7 KB less per cached pod, 40,000 operand pods at 5,000 nodes
+    (bench/cache_memory.py). Runs on each freshly decoded pod; every user of the informer
+    passes it."""
+    status = pod.get("status")
+    if isinstance(status, dict):
+        conditions = status.get("conditions")
+        if conditions:
+            status["conditions"] = [c for c in conditions if c.get("type") == "Ready"]
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        for key in ("containers", "initContainers"):
+            containers = spec.get(key)
+            if containers is None:
+                continue
+            gpu = [
+                {"name": c.get("name"), "resources": c.get("resources")}
+                for c in containers
+                if _requests_gpu(c)
+            ]
+            if gpu:
+                spec[key] = gpu
+            else:
+                del spec[key]
+    return pod
 
 
 def _ready(status: Mapping[str, Any]) -> bool:

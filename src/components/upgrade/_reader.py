@@ -110,20 +110,6 @@ def pod_node(obj: Object) -> Iterable[str]:
     return (str(node),) if node else ()
 
 
-def pod_conditions_read(pod: Object) -> Object:
-    """The informer's transform for pods: of their conditions, the operator reads `Ready`
-    alone (the upgrade's driver and validator pods, operand readiness, MIG clearing); the
-    other four each kubelet reports (PodScheduled, Initialized, ContainersReady,
-    PodReadyToStartContainers) cost about 900 bytes per cached pod, 40,000 pods at 5,000
-    nodes (bench/cache_memory.py). Every user of the shared pod informer passes it."""
-    status = pod.get("status")
-    if isinstance(status, dict):
-        conditions = status.get("conditions")
-        if conditions:
-            status["conditions"] = [c for c in conditions if c.get("type") == "Ready"]
-    return pod
-
-
 def template_labels(ds: Object) -> dict[str, str]:
     labels = (((ds.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
     return labels if isinstance(labels, dict) else {}

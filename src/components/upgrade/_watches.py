@@ -18,6 +18,7 @@ from components.upgrade._model import (
     gpus_advertised,
     is_driver_pod,
     is_validator_pod,
+    pod_as_read,
 )
 from components.upgrade._names import (
     CLUSTER_POLICY,
@@ -36,7 +37,6 @@ from components.upgrade._reader import (
     POD_NODE_INDEX,
     ClusterReader,
     pinned_kernel_of,
-    pod_conditions_read,
     pod_node,
     template_labels,
 )
@@ -82,7 +82,7 @@ class UpgradeInformers:
             nodes=manager.informer(NODE, index_labels=[STATE_LABEL, KERNEL_LABEL]),
             pods=manager.informer(
                 POD,
-                transform=pod_conditions_read,
+                transform=pod_as_read,
                 indexers={
                     POD_NODE_INDEX: pod_node,
                     DRIVER_POD_INDEX: lambda o: (

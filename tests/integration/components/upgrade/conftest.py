@@ -31,7 +31,7 @@ from components.upgrade import (
     STATE_LABEL,
     UpgradeController,
     max_unavailable,
-    pod_conditions_read,
+    pod_as_read,
 )
 from gpusim import apply_crds, load_documents
 from reconciler import GVK, Cache, Client, Manager, Object, labels_of, name_of
@@ -429,7 +429,7 @@ class Kit:
         self.manager = Manager(self.api, field_manager="gpu-operator", bind_address=None)
         if trim_pods:
             # As the operator's shared pod informer does: volumes never enter the cache.
-            self.manager.informer(POD, drop=(("spec", "volumes"),), transform=pod_conditions_read)
+            self.manager.informer(POD, drop=(("spec", "volumes"),), transform=pod_as_read)
         options.setdefault("workers", 2)
         self.controller = UpgradeController(self.manager, namespace=self.namespace, **options)
         self._operator = asyncio.create_task(self.manager.run())

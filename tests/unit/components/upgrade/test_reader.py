@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.operands.readiness import pod_ready
-from components.upgrade import pod_conditions_read, pod_view
+from components.upgrade import pod_as_read, pod_view
 from components.upgrade._reader import ClusterReader
 
 pytestmark = pytest.mark.unit
@@ -71,10 +71,28 @@ def test_the_pod_transform_keeps_what_readiness_is_judged_from(ready: str) -> No
     """The shared pod informer keeps only the Ready condition: every reader of a pod's
     readiness (the upgrade's pod view, operand readiness) judges it as before."""
     before = _kwok_pod(ready)
-    after = pod_conditions_read(copy.deepcopy(before))
+    after = pod_as_read(copy.deepcopy(before))
     assert after["status"]["conditions"] == [{"type": "Ready", "status": ready}]
     assert pod_view(after).ready is pod_view(before).ready is (ready == "True")
     assert pod_ready(after) is pod_ready(before) is (ready == "True")
-    assert pod_conditions_read({"metadata": {"name": "pending"}}) == {
-        "metadata": {"name": "pending"}
-    }
+    assert pod_as_read({"metadata": {"name": "pending"}}) == {"metadata": {"name": "pending"}}
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_the_pod_transform_keeps_the_containers_that_ask_for_a_gpu(gpu: bool) -> None:
+    """Operand pods lose their container list (nothing reads it); a GPU pod keeps the
+    containers that ask for a GPU, so the walk still finds it among the node's pods."""
+    limits = {"nvidia.com/gpu": 1} if gpu else {"cpu": "1"}
+    before = _kwok_pod("True")
+    before["spec"]["initContainers"] = [{"name": "init", "image": "busybox"}]
+    before["spec"]["containers"] = [
+        {"name": "sidecar", "image": "envoy"},
+        {"name": "cuda", "image": "cuda", "resources": {"limits": limits}},
+    ]
+    after = pod_as_read(copy.deepcopy(before))
+    assert pod_view(after).gpu is pod_view(before).gpu is gpu
+    assert "initContainers" not in after["spec"]
+    if gpu:
+        assert after["spec"]["containers"] == [{"name": "cuda", "resources": {"limits": limits}}]
+    else:
+        assert "containers" not in after["spec"]
