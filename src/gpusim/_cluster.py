@@ -35,6 +35,8 @@ _T = TypeVar("_T")
 
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 _CREATE_CONCURRENCY = 32
+OWN_STAGES = Path(__file__).resolve().parent / "stages"
+"""kwok stages of ours, beside kwok's standard ones (what a kubelet does that kwok's don't)."""
 
 
 def _run(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -137,6 +139,7 @@ class SimulatedCluster:
                 f"kwok's stage configs are missing in {self.binaries.kwok_stages}; "
                 "run `bash hack/build-binaries.sh` to install them"
             )
+        stages += sorted(OWN_STAGES.glob("*.yaml"))
         if self._workdir is None and not self._die_with_parent:
             raise SimError("a cluster that outlives this process needs a workdir")
         try:
