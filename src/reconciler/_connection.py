@@ -30,14 +30,10 @@ tokens well before they expire, and client-go re-reads the file about every minu
 class Connection(Protocol):
     """What a `Transport` needs from whatever knows how to reach the API server."""
 
-    @property
-    def host(self) -> str: ...
-
-    @property
-    def tls_server_name(self) -> str | None: ...
-
-    @property
-    def proxy(self) -> str | None: ...
+    host: str
+    """`https://server:port`, no trailing slash."""
+    tls_server_name: str | None
+    proxy: str | None
 
     async def auth_headers(self) -> dict[str, str]: ...
 
@@ -106,24 +102,12 @@ class ApiConnection:
         tls_server_name: str | None = None,
         proxy: str | None = None,
     ) -> None:
-        self._host = host.rstrip("/")
+        self.host = host.rstrip("/")
         self.ssl_context = ssl_context
         self.credentials: Credentials = credentials or NoCredentials()
-        self._tls_server_name = tls_server_name or None
-        self._proxy = proxy or None
+        self.tls_server_name = tls_server_name or None
+        self.proxy = proxy or None
         self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def host(self) -> str:
-        return self._host
-
-    @property
-    def tls_server_name(self) -> str | None:
-        return self._tls_server_name
-
-    @property
-    def proxy(self) -> str | None:
-        return self._proxy
 
     async def auth_headers(self) -> dict[str, str]:
         return await self.credentials.headers()
@@ -164,21 +148,9 @@ class _ApiClientConnection:
         self._api = api_client
         config = api_client.configuration
         self._config = config
-        self._host = str(config.host).rstrip("/")
-        self._tls_server_name: str | None = getattr(config, "tls_server_name", None) or None
-        self._proxy: str | None = getattr(config, "proxy", None) or None
-
-    @property
-    def host(self) -> str:
-        return self._host
-
-    @property
-    def tls_server_name(self) -> str | None:
-        return self._tls_server_name
-
-    @property
-    def proxy(self) -> str | None:
-        return self._proxy
+        self.host = str(config.host).rstrip("/")
+        self.tls_server_name: str | None = getattr(config, "tls_server_name", None) or None
+        self.proxy: str | None = getattr(config, "proxy", None) or None
 
     async def auth_headers(self) -> dict[str, str]:
         # auth_settings() runs its refresh hook (exec plugins, rotated tokens).
