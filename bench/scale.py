@@ -180,6 +180,16 @@ class Watch:
     def __init__(self, cache: Cache, expected_daemonsets: int | None) -> None:
         self.cache = cache
         self.expected_daemonsets = expected_daemonsets
+        self.daemonsets: dict[str, dict[str, float]] = {}
+        """Per DaemonSet: seconds until it existed and until it was rolled out (where the
+        operator's time goes against the floor's)."""
+
+    def _track(self, began: float) -> None:
+        at = round(time.monotonic() - began, 1)
+        for ds in self.cache.list(DAEMONSET, namespace=NAMESPACE):
+            seen = self.daemonsets.setdefault(name_of(ds), {"created": at})
+            if "rolled_out" not in seen and _rolled_out(ds):
+                seen["rolled_out"] = at
 
     def gpu_nodes(self) -> list[Object]:
         return [n for n in self.cache.list(NODE) if labels_of(n).get(GPU_LABEL) == "true"]
@@ -203,6 +213,7 @@ class Watch:
         """Seconds from `began` until each check first held; returns when all have."""
         reached: dict[str, float] = {}
         while len(reached) < len(checks):
+            self._track(began)
             for name, check in checks.items():
                 if name not in reached and check():
                     reached[name] = round(time.monotonic() - began, 1)
@@ -290,6 +301,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
         "daemonsets": daemonsets,
         "to_rolled_out_seconds": reached["rolled_out"],
         "to_allocatable_seconds": reached["allocatable"],
+        "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "apiserver_requests": requests,
     }
 
@@ -371,6 +383,7 @@ async def _operator(
         "to_rolled_out_seconds": reached["rolled_out"],
         "to_allocatable_seconds": reached["allocatable"],
         "to_policy_ready_seconds": reached["policy_ready"],
+        "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "operator_cpu_seconds_to_ready": round(cpu - cpu_before, 2),
         "operator_cpu_seconds_before_policy": round(cpu_before, 2),
         "operator_peak_rss_mib": round(_peak_rss_mib(pid), 1),

@@ -9,7 +9,9 @@ Then, in the same run and on the same cluster, the **floor**: the operator stopp
 benchmark changes the driver DaemonSet's image itself and makes the walk's own API calls
 directly, `--floor-parallel` nodes at a time (10): cordon, delete the driver pod, wait for
 its replacement Ready, uncordon. The ratio is the operator's time at that
-maxParallelUpgrades over the floor's.
+maxParallelUpgrades over the floor's. A second floor adds the steps the operator's walk
+takes for safety: the device plugin paused and the node's GPUs gone before the driver
+restarts, the validator replaced and Ready after (`floor_with_safety_steps`).
 
 The operator's share is how long the operator took to act once it could: for every action
 it takes on a node (a state change, a cordon, a pod it deletes or evicts), the time since
@@ -55,6 +57,10 @@ DAEMONSET = GVK("apps", "v1", "DaemonSet")
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 POLICY = "cluster-policy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+GPU = "nvidia.com/gpu"
+DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+DEVICE_PLUGIN_PAUSED = "paused-for-driver-upgrade"
+VALIDATOR_APP = "nvidia-operator-validator"
 IN_PROGRESS_VALUES = frozenset(s.value for s in IN_PROGRESS)
 
 
@@ -71,6 +77,7 @@ class Recorder:
     """Times of state changes anywhere (a slot freeing lets another node start)."""
     _nodes: dict[str, tuple[str, bool]] = field(default_factory=dict)
     _pods: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    _gpus: dict[str, str] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.events.clear()
@@ -95,6 +102,11 @@ class Recorder:
                 labels_of(obj).get(STATE_LABEL, ""),
                 bool((obj.get("spec") or {}).get("unschedulable")),
             )
+            gpus = str(((obj.get("status") or {}).get("allocatable") or {}).get(GPU, "0"))
+            if self._gpus.get(name, gpus) != gpus:
+                # The device plugin leaving or coming back: the cluster's doing.
+                self.events.setdefault(name, []).append((now, f"gpus {gpus}"))
+            self._gpus[name] = gpus
             old = self._nodes.get(name)
             self._nodes[name] = state
             if old is not None and old != state:
@@ -191,14 +203,7 @@ async def _wait(check: Any, what: str, seconds: float) -> None:
 
 
 def _driver_pod(cache: Cache, node: str) -> Object | None:
-    for p in cache.list(POD, namespace=NAMESPACE):
-        if (
-            p["spec"].get("nodeName") == node
-            and labels_of(p).get("app.kubernetes.io/component") == "nvidia-driver"
-            and not p["metadata"].get("deletionTimestamp")
-        ):
-            return p
-    return None
+    return _pod_of(cache, node, "app.kubernetes.io/component", "nvidia-driver")
 
 
 def _pod_ready(pod: Object) -> bool:
@@ -209,10 +214,46 @@ def _pod_ready(pod: Object) -> bool:
     )
 
 
-async def _floor(c: Client, cache: Cache, nodes: set[str], version: str, parallel: int) -> float:
+def _pod_of(cache: Cache, node: str, label: str, value: str) -> Object | None:
+    """The pod in the operator's namespace on `node` whose `label` is `value`."""
+    for p in cache.list(POD, namespace=NAMESPACE):
+        if (
+            p["spec"].get("nodeName") == node
+            and labels_of(p).get(label) == value
+            and not p["metadata"].get("deletionTimestamp")
+        ):
+            return p
+    return None
+
+
+async def _replace_pod(
+    c: Client, cache: Cache, node: str, find: Any, ready: Any, what: str
+) -> None:
+    """Delete the pod `find()` returns and wait until its replacement is `ready`."""
+    old = find()
+    if old is not None:
+        with contextlib.suppress(NotFound):
+            await c.delete(POD, name_of(old), namespace=NAMESPACE)
+    old_uid = old["metadata"]["uid"] if old is not None else None
+
+    def replaced() -> bool:
+        pod = find()
+        return pod is not None and pod["metadata"]["uid"] != old_uid and ready(pod)
+
+    await _wait(replaced, f"the new {what} pod on {node}", 600)
+
+
+async def _floor(
+    c: Client, cache: Cache, nodes: set[str], version: str, parallel: int, *, safe: bool
+) -> float:
     """The walk's own API calls made directly, `parallel` nodes at a time (a slot frees as
     soon as a node is uncordoned, as in the operator's admission): seconds from the driver
-    DaemonSet's change until every node runs the new driver, Ready, uncordoned."""
+    DaemonSet's change until every node runs the new driver, Ready, uncordoned.
+
+    `safe` adds the steps the operator's walk takes so that no GPU pod runs while the
+    driver restarts and the new driver is validated (issue #15): the device plugin paused
+    and the node's GPUs gone from its allocatable before the driver pod is deleted, the
+    validator pod replaced and Ready after, the device plugin back with the uncordon."""
     began = time.monotonic()
     for ds in await c.list_live(DAEMONSET, namespace=NAMESPACE):
         template = ds["spec"]["template"]
@@ -230,26 +271,39 @@ async def _floor(c: Client, cache: Cache, nodes: set[str], version: str, paralle
         await c.patch(DAEMONSET, name_of(ds), [body], namespace=NAMESPACE, json_patch=True)
     gate = asyncio.Semaphore(parallel)
 
+    def new_driver(pod: Object) -> bool:
+        return version in pod["spec"]["containers"][0]["image"] and _pod_ready(pod)
+
     async def walk(node: str) -> None:
         async with gate:
-            await c.patch(NODE, node, {"spec": {"unschedulable": True}})
-            old = _driver_pod(cache, node)
-            if old is not None:
-                with contextlib.suppress(NotFound):
-                    await c.delete(POD, name_of(old), namespace=NAMESPACE)
-            old_uid = old["metadata"]["uid"] if old is not None else None
+            cordon: Object = {"spec": {"unschedulable": True}}
+            if safe:
+                cordon["metadata"] = {"labels": {DEVICE_PLUGIN_LABEL: DEVICE_PLUGIN_PAUSED}}
+            await c.patch(NODE, node, cordon)
+            if safe:
 
-            def replaced() -> bool:
-                pod = _driver_pod(cache, node)
-                return (
-                    pod is not None
-                    and pod["metadata"]["uid"] != old_uid
-                    and version in pod["spec"]["containers"][0]["image"]
-                    and _pod_ready(pod)
+                def no_gpus() -> bool:
+                    found = cache.get(NODE, node) or {}
+                    allocatable = (found.get("status") or {}).get("allocatable") or {}
+                    return str(allocatable.get(GPU, "0")) == "0"
+
+                await _wait(no_gpus, f"{node} offering no GPUs", 600)
+            await _replace_pod(
+                c, cache, node, lambda: _driver_pod(cache, node), new_driver, "driver"
+            )
+            if safe:
+                await _replace_pod(
+                    c,
+                    cache,
+                    node,
+                    lambda: _pod_of(cache, node, "app", VALIDATOR_APP),
+                    _pod_ready,
+                    "validator",
                 )
-
-            await _wait(replaced, f"the new driver pod on {node}", 600)
-            await c.patch(NODE, node, {"spec": {"unschedulable": False}})
+            uncordon: Object = {"spec": {"unschedulable": False}}
+            if safe:
+                uncordon["metadata"] = {"labels": {DEVICE_PLUGIN_LABEL: "true"}}
+            await c.patch(NODE, node, uncordon)
 
     await asyncio.gather(*(walk(n) for n in sorted(nodes)))
     return time.monotonic() - began
@@ -462,18 +516,30 @@ async def bench(
                         f"over {len(shares)} actions"
                     )
                 floor: dict[str, Any] | None = None
+                safe_floor: dict[str, Any] | None = None
                 if floor_parallel:
                     _stop(operator)
-                    seconds = await _floor(c, cache, gpu, "595.200.01", floor_parallel)
-                    floor = {"parallel": floor_parallel, "seconds": round(seconds, 1)}
                     same = [r for r in runs if r["max_parallel_upgrades"] == floor_parallel]
-                    if same:
-                        floor["ratio"] = round(same[0]["seconds"] / seconds, 2)
-                    print(
-                        f"floor, {floor_parallel} at a time (cordon, delete the driver pod, "
-                        f"wait for its replacement Ready, uncordon): {seconds:.1f}s; "
-                        f"operator/floor {floor.get('ratio', '-')}"
-                    )
+                    for safe, version in ((False, "595.200.01"), (True, "595.200.02")):
+                        seconds = await _floor(c, cache, gpu, version, floor_parallel, safe=safe)
+                        found = {"parallel": floor_parallel, "seconds": round(seconds, 1)}
+                        if same:
+                            found["ratio"] = round(same[0]["seconds"] / seconds, 2)
+                        steps = (
+                            "cordon and pause the device plugin, wait for no GPUs, replace "
+                            "the driver pod, then the validator's, uncordon and resume"
+                            if safe
+                            else "cordon, delete the driver pod, wait for its replacement "
+                            "Ready, uncordon"
+                        )
+                        print(
+                            f"{'safe floor' if safe else 'floor'}, {floor_parallel} at a time "
+                            f"({steps}): {seconds:.1f}s; operator/floor {found.get('ratio', '-')}"
+                        )
+                        if safe:
+                            safe_floor = found
+                        else:
+                            floor = found
                 await cache.stop()
         finally:
             _stop(operator)
@@ -483,6 +549,7 @@ async def bench(
         "operator": "upgrade controller alone" if upgrade_only else "gpu-operator run",
         "runs": runs,
         "floor": floor,
+        "floor_with_safety_steps": safe_floor,
     }
 
 
