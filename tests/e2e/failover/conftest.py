@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
-from tests.e2e.operator._harness import REPO, OperatorProcess
+from tests.e2e.operator._harness import OperatorProcess, attach_logs
 from tests.e2e.upgrade.conftest import Watch, _install, watching
 
 LEASE_SECONDS = 6.0
@@ -131,16 +131,12 @@ async def watch(failover_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report: pytest.TestReport = yield
     if report.failed and hasattr(item, "funcargs"):
-        for process in item.funcargs.get("replicas") or []:
-            if isinstance(process, OperatorProcess):
-                name = process.log_path.name
-                report.sections.append((f"{name} (tail)", process.log_tail(60)))
-                if process.log_path.exists():
-                    keep = REPO / ".test-logs" / f"failover-{name}"
-                    keep.parent.mkdir(exist_ok=True)
-                    keep.write_bytes(process.log_path.read_bytes())
-        sim = item.funcargs.get("failover_cluster")
-        if isinstance(sim, SimulatedCluster):
-            for name, tail in sim.log_tails(20).items():
-                report.sections.append((f"{name} log (tail)", tail))
+        args = item.funcargs
+        attach_logs(
+            report,
+            args.get("replicas") or [],
+            args.get("failover_cluster"),
+            keep_as="failover",
+            lines=60,
+        )
     return report  # type: ignore[return-value]

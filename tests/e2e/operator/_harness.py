@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from gpusim import ClusterConfig, parse_kernels, parse_os_list
+from gpusim import ClusterConfig, SimulatedCluster, parse_kernels, parse_os_list
 from reconciler.envtest import free_port
 from tests.polling import eventually
 
@@ -177,3 +177,29 @@ class OperatorProcess:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def attach_logs(
+    report: Any,
+    operators: Sequence[Any] = (),
+    sim: Any = None,
+    *,
+    keep_as: str = "",
+    lines: int = 80,
+) -> None:
+    """On a failed test's report: each operator process's log tail (and, with `keep_as`,
+    the whole log copied to `.test-logs/<keep_as>-<log name>`), then each simulated
+    component's. Anything not an `OperatorProcess` / `SimulatedCluster` is skipped, so a
+    hook can pass the fixtures it looked up whatever they hold."""
+    for process in operators:
+        if not isinstance(process, OperatorProcess):
+            continue
+        name = process.log_path.name
+        report.sections.append((f"{name} (tail)", process.log_tail(lines)))
+        if keep_as and process.log_path.exists():
+            keep = REPO / ".test-logs" / f"{keep_as}-{name}"
+            keep.parent.mkdir(exist_ok=True)
+            keep.write_bytes(process.log_path.read_bytes())
+    if isinstance(sim, SimulatedCluster):
+        for component, tail in sim.log_tails(20).items():
+            report.sections.append((f"{component} log (tail)", tail))

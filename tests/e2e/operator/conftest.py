@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from gpusim import SimulatedCluster, apply_crds, load_documents
-from tests.e2e.operator._harness import NAMESPACE, OPERATOR_CLUSTER, REPO, OperatorProcess
+from tests.e2e.operator._harness import (
+    NAMESPACE,
+    OPERATOR_CLUSTER,
+    REPO,
+    OperatorProcess,
+    attach_logs,
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,5 @@ async def kube(operator_cluster: SimulatedCluster) -> AsyncIterator[Any]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report: pytest.TestReport = yield
     if report.failed and hasattr(item, "funcargs"):
-        process = item.funcargs.get("operator")
-        if isinstance(process, OperatorProcess):
-            report.sections.append(("gpu-operator log (tail)", process.log_tail(60)))
+        attach_logs(report, [item.funcargs.get("operator")], lines=60)
     return report  # type: ignore[return-value]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
-from tests.e2e.operator._harness import REPO, OperatorProcess
+from tests.e2e.operator._harness import OperatorProcess, attach_logs
 from tests.e2e.upgrade.conftest import _install
 
 OUTAGE_CLUSTER = ClusterConfig(
@@ -32,12 +32,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         sim = item.funcargs.get("outage_cluster")
         if isinstance(sim, SimulatedCluster):
             log = sim.workdir / "logs" / "gpu-operator.log"
-            if log.exists():
-                keep = REPO / ".test-logs" / "outage-gpu-operator.log"
-                keep.parent.mkdir(exist_ok=True)
-                keep.write_bytes(log.read_bytes())
-                tail = OperatorProcess(sim.kubeconfig, log).log_tail(80)
-                report.sections.append(("gpu-operator log (tail)", tail))
-            for name, tail in sim.log_tails(20).items():
-                report.sections.append((f"{name} log (tail)", tail))
+            operator = OperatorProcess(sim.kubeconfig, log)
+            attach_logs(report, [operator], sim, keep_as="outage")
     return report  # type: ignore[return-value]

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
-from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess
+from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess, attach_logs
 from tests.e2e.upgrade.conftest import Watch, watching
 
 TAKEOVER_CLUSTER = ClusterConfig(
@@ -56,15 +56,12 @@ async def watch(takeover_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report: pytest.TestReport = yield
     if report.failed and hasattr(item, "funcargs"):
-        process = item.funcargs.get("operator")
-        if isinstance(process, OperatorProcess):
-            report.sections.append(("gpu-operator log (tail)", process.log_tail(120)))
-            if process.log_path.exists():
-                keep = REPO / ".test-logs" / "takeover-gpu-operator.log"
-                keep.parent.mkdir(exist_ok=True)
-                keep.write_bytes(process.log_path.read_bytes())
-        sim = item.funcargs.get("takeover_cluster")
-        if isinstance(sim, SimulatedCluster):
-            for name, tail in sim.log_tails(20).items():
-                report.sections.append((f"{name} log (tail)", tail))
+        args = item.funcargs
+        attach_logs(
+            report,
+            [args.get("operator")],
+            args.get("takeover_cluster"),
+            keep_as="takeover",
+            lines=120,
+        )
     return report  # type: ignore[return-value]

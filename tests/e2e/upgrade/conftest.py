@@ -27,7 +27,7 @@ from components.upgrade import (
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
 from reconciler import GVK, Cache, Client, Object, labels_of, name_of
 from reconciler.lowlevel import RESTMapper, Transport
-from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess
+from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess, attach_logs
 
 NODE = GVK("", "v1", "Node")
 POD = GVK("", "v1", "Pod")
@@ -239,11 +239,6 @@ async def watch(upgrade_cluster: SimulatedCluster) -> AsyncIterator[Watch]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report: pytest.TestReport = yield
     if report.failed and hasattr(item, "funcargs"):
-        process = item.funcargs.get("operator")
-        if isinstance(process, OperatorProcess):
-            report.sections.append(("gpu-operator log (tail)", process.log_tail(80)))
-        sim = item.funcargs.get("upgrade_cluster")
-        if isinstance(sim, SimulatedCluster):
-            for name, tail in sim.log_tails(20).items():
-                report.sections.append((f"{name} log (tail)", tail))
+        args = item.funcargs
+        attach_logs(report, [args.get("operator")], args.get("upgrade_cluster"))
     return report  # type: ignore[return-value]
