@@ -172,9 +172,11 @@ def run(nodes: int, minutes: int, fraction: float, sample_seconds: float) -> dic
             async with sim.api_client() as api:
                 crds = load_documents(sorted((scale.REPO / "config" / "crd").glob("*.yaml")))
                 await apply_crds(api, crds)
-                await Transport(api).request(
+                transport = Transport(api)
+                await transport.request(
                     "POST", "/api/v1/namespaces", body={"metadata": {"name": scale.NAMESPACE}}
                 )
+                await transport.close()
 
         asyncio.run(install())
         port = free_port()

@@ -46,9 +46,11 @@ async def _run(sim: SimulatedCluster, top: int, group: str) -> dict[str, Any]:
     async with sim.api_client() as api:
         crds = load_documents(sorted((scale.REPO / "config" / "crd").glob("*.yaml")))
         await apply_crds(api, crds)
-        await Transport(api).request(
+        transport = Transport(api)
+        await transport.request(
             "POST", "/api/v1/namespaces", body={"metadata": {"name": scale.NAMESPACE}}
         )
+        await transport.close()
     connection = await connect(str(sim.kubeconfig))
     async with connection:
         operator = build_operator(connection, namespace=scale.NAMESPACE, bind_address=None)
