@@ -39,10 +39,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import scale
 from _common import finish
-from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
+from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
 from reconciler import labels_of, name_of
 from reconciler.envtest import free_port
-from reconciler.lowlevel import Transport
 
 CHURN_LABEL = "churn.example.com/round"
 
@@ -168,17 +167,7 @@ def run(nodes: int, minutes: int, fraction: float, sample_seconds: float) -> dic
         figures["sim_up_seconds"] = round(time.monotonic() - began, 1)
         print(f"simulated cluster of {nodes} GPU nodes up in {figures['sim_up_seconds']}s")
 
-        async def install() -> None:
-            async with sim.api_client() as api:
-                crds = load_documents(sorted((scale.REPO / "config" / "crd").glob("*.yaml")))
-                await apply_crds(api, crds)
-                transport = Transport(api)
-                await transport.request(
-                    "POST", "/api/v1/namespaces", body={"metadata": {"name": scale.NAMESPACE}}
-                )
-                await transport.close()
-
-        asyncio.run(install())
+        asyncio.run(scale.install(sim))
         port = free_port()
         metrics_url = f"http://127.0.0.1:{port}/metrics"
         process, pid = scale._start_operator(sim, port, None)

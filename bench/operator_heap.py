@@ -28,9 +28,8 @@ import yaml
 import scale
 from _common import finish
 from components.controllers import build_operator
-from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
+from gpusim import ClusterConfig, SimulatedCluster, parse_os_list
 from reconciler import connect
-from reconciler.lowlevel import Transport
 
 FRAMES = 1
 
@@ -43,14 +42,7 @@ def _rss_mib() -> float:
 
 
 async def _run(sim: SimulatedCluster, top: int, group: str) -> dict[str, Any]:
-    async with sim.api_client() as api:
-        crds = load_documents(sorted((scale.REPO / "config" / "crd").glob("*.yaml")))
-        await apply_crds(api, crds)
-        transport = Transport(api)
-        await transport.request(
-            "POST", "/api/v1/namespaces", body={"metadata": {"name": scale.NAMESPACE}}
-        )
-        await transport.close()
+    await scale.install(sim)
     connection = await connect(str(sim.kubeconfig))
     async with connection:
         operator = build_operator(connection, namespace=scale.NAMESPACE, bind_address=None)

@@ -266,6 +266,18 @@ def rendered_objects(nodes: Iterable[Object]) -> list[Object]:
     return objects
 
 
+async def install(sim: SimulatedCluster) -> None:
+    """What an operator run needs first on a fresh simulated cluster: our CRDs and the
+    operator's namespace (the chart's job in a real cluster)."""
+    async with sim.api_client() as api:
+        await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
+        transport = Transport(api)
+        await transport.request(
+            "POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}}
+        )
+        await transport.close()
+
+
 async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
     async with sim.api_client() as api:
         await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
@@ -423,16 +435,7 @@ def measure(
     with SimulatedCluster(config, startup_timeout=900) as sim:
         figures["sim_up_seconds"] = round(time.monotonic() - began, 1)
 
-        async def install() -> None:
-            async with sim.api_client() as api:
-                crds = load_documents(sorted((REPO / "config" / "crd").glob("*.yaml")))
-                await apply_crds(api, crds)
-                transport = Transport(api)
-                await transport.request(
-                    "POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}}
-                )
-
-        asyncio.run(install())
+        asyncio.run(install(sim))
         metrics_port = free_port()
         profile_path = RESULTS / f"scale-profile-{nodes}.txt" if profile else None
         process, pid = _start_operator(sim, metrics_port, profile_path)
