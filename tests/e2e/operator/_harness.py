@@ -77,6 +77,25 @@ async def wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
     return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
 
 
+async def wait_counted(kube: Any, counts: dict[str, int], seconds: float = 240.0) -> dict[str, Any]:
+    """Waits until the policy is ready and counts `counts[component]` nodes ready (and as
+    many desired) for each named component; returns the components by name.
+
+    The policy's counts follow the DaemonSets' own status, which the DaemonSet controller
+    writes a moment after the pods run: a `ready` read once may predate it."""
+
+    async def counted() -> dict[str, Any] | None:
+        status = await wait_ready(kube, seconds)
+        states = {c["name"]: c for c in status["components"]}
+        wanted = all(
+            (states[name]["nodesReady"], states[name]["nodesDesired"]) == (count, count)
+            for name, count in counts.items()
+        )
+        return states if wanted else None
+
+    return await eventually(counted, f"the policy counting nodes ready: {counts}", seconds=seconds)
+
+
 async def operand_pods(kube: Any) -> list[Any]:
     pods = await client.CoreV1Api(kube).list_namespaced_pod(NAMESPACE)
     return list(pods.items)

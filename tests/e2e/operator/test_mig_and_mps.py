@@ -32,6 +32,7 @@ from tests.e2e.operator._harness import (
     create_policy,
     patch_policy,
     policy,
+    wait_counted,
     wait_ready,
 )
 from tests.polling import eventually
@@ -239,15 +240,22 @@ async def test_an_mps_config_brings_the_control_daemon_and_shared_gpus_to_its_no
         node = await core.read_node(MPS_NODE)
         return node if node.status.allocatable.get("nvidia.com/gpu") == "8" else None
 
-    node = await eventually(shared, f"{MPS_NODE} offering 2 GPUs x 4 MPS clients", seconds=120)
-    assert node.metadata.labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
-    assert node.metadata.labels.get("nvidia.com/gpu.replicas") == "4"
+    await eventually(shared, f"{MPS_NODE} offering 2 GPUs x 4 MPS clients", seconds=120)
+
+    async def labelled() -> Any:
+        # GPU feature discovery restarts with the new config too and relabels the node
+        # once it runs again, which may be after the device plugin already offers the
+        # shared GPUs.
+        labels = (await core.read_node(MPS_NODE)).metadata.labels
+        return labels if labels.get("nvidia.com/gpu.sharing-strategy") != "none" else None
+
+    labels = await eventually(labelled, f"{MPS_NODE} labelled by GFD for sharing", seconds=120)
+    assert labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
+    assert labels.get("nvidia.com/gpu.replicas") == "4"
     other = await core.read_node(NODE)
     assert other.metadata.labels.get("nvidia.com/gpu.sharing-strategy") != "mps"
-    status = await wait_ready(kube)
-    daemon = next(c for c in status["components"] if c["name"] == "state-mps-control-daemon")
-    assert daemon["state"] == "ready"
-    assert daemon["nodesReady"] == daemon["nodesDesired"] == 1
+    states = await wait_counted(kube, {"state-mps-control-daemon": 1})
+    assert states["state-mps-control-daemon"]["state"] == "ready"
     assert await daemon_nodes() == {MPS_NODE}
 
 

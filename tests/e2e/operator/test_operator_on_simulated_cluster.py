@@ -14,7 +14,13 @@ from kubernetes_asyncio import client
 
 from components.api import DRIVER_KERNEL_PIN_LABEL
 from gpusim import SimulatedCluster
-from tests.e2e.operator._harness import KERNELS, NAMESPACE, OperatorProcess, create_policy
+from tests.e2e.operator._harness import (
+    KERNELS,
+    NAMESPACE,
+    OperatorProcess,
+    create_policy,
+    wait_counted,
+)
 from tests.e2e.operator._harness import daemonsets as _daemonsets
 from tests.e2e.operator._harness import operand_pods as _operand_pods
 from tests.e2e.operator._harness import patch_policy as _patch_policy
@@ -99,19 +105,16 @@ async def test_a_joining_node_gets_the_stack(
 
     await eventually(stack_on_new_node, "driver and device plugin on the new node", seconds=180)
 
-    async def ready_on_every_node() -> dict[str, Any] | None:
-        # The status follows the pods within the policy reconcile's pacing (under a second):
-        # a `ready` read at once may still be the one from before the node joined.
-        status = await _wait_ready(kube)
-        plugin = next(c for c in status["components"] if c["name"] == "state-device-plugin")
-        counts = (plugin["nodesReady"], plugin["nodesDesired"])
-        return plugin if counts == (len(operator_cluster.gpu_nodes),) * 2 else None
+    # The status follows the pods within the policy reconcile's pacing (under a second):
+    # a `ready` read at once may still be the one from before the node joined.
+    await wait_counted(kube, {"state-device-plugin": len(operator_cluster.gpu_nodes)})
 
-    plugin = await eventually(ready_on_every_node, "ready, counting the new node")
-    assert plugin["nodesReady"] == plugin["nodesDesired"] == len(operator_cluster.gpu_nodes)
-    node = await client.CoreV1Api(kube).read_node("gpu-late")
+    async def offering() -> Any:
+        node = await client.CoreV1Api(kube).read_node("gpu-late")
+        return node if node.status.allocatable.get("nvidia.com/gpu") == "4" else None
+
+    node = await eventually(offering, "the new node offering its 4 GPUs")
     assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
-    assert node.status.allocatable.get("nvidia.com/gpu") == "4"
 
 
 async def test_disabling_an_operand_removes_its_pods(operator: OperatorProcess, kube: Any) -> None:
@@ -179,9 +182,8 @@ async def test_operator_killed_mid_rollout_converges_after_restart(
     await asyncio.sleep(1.0)  # let it start the rollout, then pull the plug
     operator.kill()
     operator.start()
-    status = await _wait_ready(kube)
-    exporter = next(c for c in status["components"] if c["name"] == "state-node-status-exporter")
-    assert exporter["nodesReady"] == len(operator_cluster.gpu_nodes)
+    exporter = "state-node-status-exporter"
+    await wait_counted(kube, {exporter: len(operator_cluster.gpu_nodes)})
     pods = await _operand_pods(kube)
     crash_nodes = {p.spec.node_name for p in pods if _running(p)}
     assert {"gpu-crash-0", "gpu-crash-1"} <= crash_nodes

@@ -17,6 +17,7 @@ from tests.e2e.operator._harness import (
     create_policy,
     operand_pods,
     running,
+    wait_counted,
     wait_ready,
 )
 from tests.polling import eventually
@@ -99,18 +100,7 @@ async def test_a_node_switched_to_passthrough_gets_the_vm_stack_instead(
         assert await container_stack(other), other
         assert (await core.read_node(other)).status.allocatable.get("nvidia.com/gpu") == "4"
 
-    # The policy's status follows the DaemonSets' own status, which the kubelet and the
-    # DaemonSet controller update a moment after the pods run: wait for it, as a user would.
-    async def vm_operands_counted() -> dict[str, Any] | None:
-        status = await wait_ready(kube)
-        states = {c["name"]: c for c in status["components"]}
-        counted = all(
-            states[name]["nodesReady"] == 1
-            for name in ("state-vfio-manager", "state-sandbox-device-plugin")
-        )
-        return states if counted else None
-
-    await eventually(vm_operands_counted, "the policy counting the VM operands ready on one node")
+    await wait_counted(kube, {"state-vfio-manager": 1, "state-sandbox-device-plugin": 1})
 
 
 async def test_a_virt_launcher_pod_lands_on_the_passthrough_node(
