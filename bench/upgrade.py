@@ -421,7 +421,13 @@ async def _set_driver(c: Client, version: str) -> None:
 
 
 async def bench(
-    nodes: int, parallels: list[int], limit: float, *, upgrade_only: bool, floor_parallel: int
+    nodes: int,
+    parallels: list[int],
+    limit: float,
+    *,
+    upgrade_only: bool,
+    floor_parallel: int,
+    timeline: Path | None = None,
 ) -> dict[str, Any]:
     config = ClusterConfig(
         gpu_nodes=nodes, cpu_nodes=0, gpus_per_node=1, os=parse_os_list("ubuntu22.04")
@@ -509,6 +515,8 @@ async def bench(
                         "slowest_actions_p99_ms": {k: p99 for p99, k, _ in slowest},
                     }
                     runs.append(run)
+                    if timeline is not None:
+                        _write_timeline(timeline, parallel, recorder, start)
                     print(
                         f"maxParallelUpgrades {parallel}: {seconds:.1f}s for {len(gpu)} nodes "
                         f"(peak {peak} in progress), operator CPU {cpu:.2f}s; reacted in p50 "
@@ -553,6 +561,20 @@ async def bench(
     }
 
 
+def _write_timeline(path: Path, parallel: int, recorder: Recorder, start: float) -> None:
+    """Every node's events of one run, in seconds since the run began (`--timeline`): where
+    a node's walk spends its time."""
+    import json
+
+    nodes = {
+        node: [(round(t - start, 3), what) for t, what in events if t >= start]
+        for node, events in sorted(recorder.events.items())
+    }
+    out = path.with_name(f"{path.stem}-{parallel}{path.suffix}")
+    out.write_text(json.dumps(nodes, indent=0))
+    print(f"timeline: {out}")
+
+
 def _stop(operator: subprocess.Popen[bytes]) -> None:
     if operator.poll() is not None:
         return
@@ -581,6 +603,12 @@ def main() -> None:
         default=10,
         help="nodes at a time in the floor walk the benchmark makes itself (0: no floor)",
     )
+    parser.add_argument(
+        "--timeline",
+        type=Path,
+        metavar="FILE",
+        help="write every node's events of each run here as JSON (FILE-<parallel>.json)",
+    )
     parser.add_argument("--serve-upgrade-only", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upgrade_only:
@@ -594,6 +622,7 @@ def main() -> None:
             args.timeout,
             upgrade_only=args.upgrade_only,
             floor_parallel=args.floor_parallel,
+            timeline=args.timeline,
         )
     )
     finish("upgrade-only" if args.upgrade_only else "upgrade", figures)

@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler._clock import Clock, MonotonicClock
 from reconciler._connectivity import Connectivity
+from reconciler._cpu_meter import CpuMeter
 from reconciler._exceptions import (
     ApiError,
     ApiUnreachable,
@@ -103,9 +104,10 @@ class Controller:
         of the next; `busy_fraction` (0 < f <= 1): also wait, after a reconcile that cost d
         seconds of CPU, until d / f seconds have passed since it started (so it takes at most
         that share of a core). Requests that come sooner wait for their turn, collapsed into
-        one. The cost is the event loop thread's CPU time while the reconcile ran: waiting on
-        the API server costs nothing, other work beside it counts (a busy process paces more;
-        `max_interval` bounds the wait that can make, so a status never lags by more).
+        one. The cost is the CPU the reconcile itself spent (`CpuMeter`): waiting on the API
+        server costs nothing, and neither does what other tasks run meanwhile (counting
+        theirs paced a reconcile that awaits one write by the whole process's load).
+        `max_interval` bounds the wait, so a status never lags by more.
         """
         if not 0 < busy_fraction <= 1:
             raise ValueError(f"busy_fraction must be in (0, 1], not {busy_fraction}")
@@ -249,8 +251,7 @@ class Controller:
         self.queue.add_after(request, wait)
         return True
 
-    def _pace(self, request: Request, began: float, cpu_began: float) -> None:
-        cost = time.thread_time() - cpu_began
+    def _pace(self, request: Request, began: float, cost: float) -> None:
         gap = min(self._max_interval, max(self._min_interval, cost / self._busy_fraction))
         self._not_before[request] = began + gap
 
@@ -260,10 +261,11 @@ class Controller:
         self._in_flight += 1
         started = time.perf_counter()
         began = self._clock.now()
-        cpu_began = time.thread_time() if self._paced else 0.0  # a system call: only if read
+        # Paced: the reconcile's own CPU, not what other tasks ran while it awaited.
+        meter = CpuMeter(self._reconcile(request)) if self._paced else None
         try:
             async with asyncio.timeout(self.reconcile_timeout):
-                result = await self._reconcile(request)
+                result = await (meter if meter is not None else self._reconcile(request))
         except TerminalError as exc:
             self._errors.inc()
             self._terminal.inc()
@@ -301,8 +303,8 @@ class Controller:
             self._time.observe(time.perf_counter() - started)
             self._active.dec()
             self._in_flight -= 1
-            if self._paced:
-                self._pace(request, began, cpu_began)
+            if meter is not None:
+                self._pace(request, began, meter.seconds)
 
     def _retry_when_reachable(self, request: Request, exc: ApiUnreachable) -> None:
         self._unreachable.add(request)

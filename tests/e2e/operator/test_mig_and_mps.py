@@ -176,8 +176,12 @@ async def test_a_mig_change_waits_for_a_budget_then_evicts_the_gpu_pod_and_appli
         return node if node.metadata.labels.get(STATE) == "success" else None
 
     await eventually(applied, f"{STATE}=success", seconds=120)
-    pod_events = await _events(kube, JOB_NS, job.metadata.name, "MIGChangeEviction")
-    assert pod_events, "the evicted pod has no Event saying why it went"
+    # The operator records its Events after the eviction returns; the MIG manager may say
+    # `success` (the pod gone) before they are written.
+    pod_events = await eventually(
+        lambda: _events(kube, JOB_NS, job.metadata.name, "MIGChangeEviction"),
+        "an Event on the evicted pod saying why it went",
+    )
     assert pod_events[0].involved_object.uid == job.metadata.uid
     assert "Eviction API" in pod_events[0].message and CONFIG in pod_events[0].message
     evictions = await _events(kube, "default", NODE, "MIGChangeEviction")
@@ -318,11 +322,22 @@ async def test_with_the_node_agent_a_pod_holding_a_gpu_process_is_evicted_before
         whole = (node.status.allocatable or {}).get("nvidia.com/gpu") == "2"
         return node if whole and node.metadata.labels.get(STATE) == "success" else None
 
-    node = await eventually(mig_off, f"{STATE}=success and whole GPUs again", seconds=180)
-    assert gpu_processes(node.metadata.annotations or {}) == []
+    await eventually(mig_off, f"{STATE}=success and whole GPUs again", seconds=180)
+
+    async def no_process() -> bool:
+        # The node software writes the MIG manager's labels first and lets the agent look
+        # after them: `success` may be read before the agent's list is empty.
+        node = await core.read_node(NODE)
+        return gpu_processes(node.metadata.annotations or {}) == []
+
+    await eventually(no_process, f"the agent listing no GPU process on {NODE}", seconds=60)
     with pytest.raises(client.ApiException) as gone:
         await core.read_namespaced_pod("smi-watch", JOB_NS)
     assert gone.value.status == 404
-    pod_events = await _events(kube, JOB_NS, "smi-watch", "MIGChangeEviction")
-    assert pod_events and pod_events[0].involved_object.uid == pod.metadata.uid
+    # The operator records its Events after the eviction returns, maybe after `success`.
+    pod_events = await eventually(
+        lambda: _events(kube, JOB_NS, "smi-watch", "MIGChangeEviction"),
+        "an Event on the evicted pod saying why it went",
+    )
+    assert pod_events[0].involved_object.uid == pod.metadata.uid
     assert "all-disabled" in pod_events[0].message

@@ -67,10 +67,15 @@ async def test_a_node_switched_to_passthrough_gets_the_vm_stack_instead(
         apps = await _apps_on(kube, node)
         return apps if apps >= CONTAINER_APPS and not VM_APPS & apps else None
 
+    async def offering(node: str) -> Any:
+        # The node software advertises the GPUs once it sees the device plugin's pod run:
+        # a moment after the pods, which are all the stack's wait looks at.
+        item = await core.read_node(node)
+        return item if item.status.allocatable.get("nvidia.com/gpu") == "4" else None
+
     for node in operator_cluster.gpu_nodes:
         await eventually(lambda n=node: container_stack(n), f"the container stack on {node}")
-    before = await core.read_node(vm_node)
-    assert before.status.allocatable.get("nvidia.com/gpu") == "4"
+        await eventually(lambda n=node: offering(n), f"{node} offering its 4 GPUs")
 
     await core.patch_node(vm_node, {"metadata": {"labels": {WORKLOAD: "vm-passthrough"}}})
 

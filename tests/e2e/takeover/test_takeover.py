@@ -220,7 +220,13 @@ async def test_ours_takes_over_a_cluster_the_reference_ran_one_walk_at_a_time(
     }
     assert "nvidia-device-plugin-mps-control-daemon" not in daemonsets
     assert "nvidia-mig-manager" not in daemonsets
-    # The workload kept running (rescheduled off each node in turn).
-    workload = [p for p in watch.cache.list(POD, namespace="work") if pod_ready(p)]
-    assert len(workload) == len(gpu_nodes)
+
+    # The workload kept running (rescheduled off each node in turn). The ReplicaSet
+    # controller, the scheduler and kwok bring back what the walk cleared off the last node;
+    # our `ready` does not wait for them.
+    def workload() -> list[Object] | None:
+        ready = [p for p in watch.cache.list(POD, namespace="work") if pod_ready(p)]
+        return ready if len(ready) == len(gpu_nodes) else None
+
+    await eventually(workload, f"{len(gpu_nodes)} workload pods running again", 60)
     assert TAKEOVER_CLUSTER.gpu_nodes == len(gpu_nodes)

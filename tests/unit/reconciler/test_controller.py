@@ -314,6 +314,36 @@ async def test_busy_fraction_scales_the_wait_with_the_reconcile_cost() -> None:
     await c.stop(5)
 
 
+async def test_what_other_tasks_spend_while_a_reconcile_awaits_does_not_pace_it() -> None:
+    # A reconcile that awaits one write while the rest of the process is busy (node
+    # reconciles, watch events) must not wait its turn as if it had spent that CPU itself.
+    clock = FakeClock()
+    calls = 0
+
+    async def busy_neighbour() -> None:
+        began = time.thread_time()
+        while time.thread_time() - began < 0.05:  # 50 ms of CPU, not the reconcile's
+            pass
+
+    async def reconcile(req: Request) -> Result | None:
+        nonlocal calls
+        calls += 1
+        await asyncio.create_task(busy_neighbour())
+        return None
+
+    c = Controller("t", reconcile, clock=clock, min_interval=0.1, busy_fraction=0.05)
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    c.enqueue(A)
+    await settle(c)
+    assert calls == 1
+    clock.advance(0.1)  # at the minimum interval; the neighbour's CPU would make it 1 s
+    await settle(c)
+    assert calls == 2
+    await c.stop(5)
+
+
 async def test_max_interval_bounds_the_wait() -> None:
     clock = FakeClock()
     calls = 0
