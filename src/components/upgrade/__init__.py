@@ -31,6 +31,7 @@ from components.upgrade._clearing import (
     disruption_blocker,
 )
 from components.upgrade._controller import UpgradeController
+from components.upgrade._fold import Fold, fold, patched
 from components.upgrade._limits import admit, counts, max_unavailable
 from components.upgrade._metrics import upgrade_metrics_for
 from components.upgrade._model import (
@@ -93,6 +94,7 @@ __all__ = [
     "AgentVerdict",
     "Blocker",
     "ClearPlan",
+    "Fold",
     "NodeContext",
     "NodeView",
     "PdbView",
@@ -109,6 +111,7 @@ __all__ = [
     "deletion_plan",
     "describe",
     "disruption_blocker",
+    "fold",
     "format_time",
     "format_time_ms",
     "is_driver_pod",
@@ -118,6 +121,7 @@ __all__ = [
     "node_view",
     "parse_selector",
     "parse_time",
+    "patched",
     "pdb_view",
     "pick_driver_pod",
     "pin_change",

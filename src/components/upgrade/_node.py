@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from components.api import COMPONENT_LABEL, DRIVER_DEPLOY_LABEL, UpgradeState, is_fenced
 from components.upgrade._clearing import gpu_pods
+from components.upgrade._fold import fold
 from components.upgrade._model import (
     NodeView,
     PodView,
@@ -201,6 +202,11 @@ class NodeReconciler:
             out.append(replace(pod, local_storage=local, volumes_known=True))
         return out
 
+    def _planner(self, ctx: NodeContext, pool: Pool) -> Callable[[NodeView], Step]:
+        """Plans for `ctx` with the node as given (a fold plans on the node as its patch
+        so far will leave it)."""
+        return lambda view: self._plan(replace(ctx, node=view), pool)
+
     def _plan(self, ctx: NodeContext, pool: Pool) -> Step:
         return plan_node(ctx, pool.policy, self.clock(), validation_timeout=self.validation_timeout)
 
@@ -216,7 +222,10 @@ class NodeReconciler:
                 ctx = replace(ctx, driver=recorded)
             if step.transition is None or acted:
                 break
-            written = await self.writer.transition(obj, ctx.node, step.transition, pool)
+            # The transitions that follow with nothing to do between them go in the same
+            # write (cordoned, no jobs to wait for, no GPU pods: straight to the restart).
+            steps = fold(obj, ctx.node, step.transition, self._planner(ctx, pool), self.clock())
+            written = await self.writer.write_fold(obj, steps, pool)
             if written is None:
                 # Refused: the node moved; read it again.
                 return Result(requeue_after=REREAD_AFTER)

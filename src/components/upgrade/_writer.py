@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL
+from components.upgrade._fold import Fold
 from components.upgrade._model import NodeView
 from components.upgrade._names import EVENT_REASON, NODE
 from components.upgrade._patches import device_plugin_change, transition_patch
@@ -58,15 +59,25 @@ class NodeWriter:
     ) -> Object | None:
         """The node as written; `obj` itself when there was nothing to write; None when
         the server refused (the node changed since it was read) or the node is gone."""
-        ops = transition_patch(node, t, self.clock())
-        plugin = device_plugin_change(node, t)
-        if not ops:
+        steps = ((node, t),)
+        return await self.write_fold(
+            obj, Fold(transition_patch(node, t, self.clock()), steps), pool, admission=admission
+        )
+
+    async def write_fold(
+        self, obj: Object, f: Fold, pool: Pool | None, *, admission: bool = False
+    ) -> Object | None:
+        """`transition` for transitions folded into one patch (`_fold`): one request, one
+        log line and one event for all of them."""
+        node = f.steps[0][0]
+        if not f.ops:
             return obj
         try:
-            written = await self.client.patch(NODE, node.name, ops, json_patch=True, quiet=True)
+            written = await self.client.patch(NODE, node.name, f.ops, json_patch=True, quiet=True)
         except Invalid as exc:
             # The state label (or an annotation) changed since we read it: re-read.
-            log.debug("node %s: transition to %s refused: %s", node.name, t.to, exc)
+            to = f.steps[-1][1].to
+            log.debug("node %s: transition to %s refused: %s", node.name, to, exc)
             return None
         except NotFound:
             return None
@@ -74,15 +85,18 @@ class NodeWriter:
         if admission:
             self.admissions.record(written)
         self.blocked.pop(node.name, None)
-        before = node.state.value or "unknown"
-        after = t.to.value if t.to is not None else "(none)"
-        moved_pin = t.pin_kernel is not None and (t.pin_kernel or None) != node.pinned_kernel
-        handed_over = t.release_takeover and node.taken_over
-        if before != after or moved_pin or handed_over or plugin is not None:
-            change = f"{before} -> {after}" if before != after else before
-            message = f"{change}: {t.reason}" if t.reason else change
+        if any(_changes(view, t) for view, t in f.steps):
+            before = f.steps[0][0].state.value or "unknown"
+            path = [before]
+            for _, t in f.steps:
+                after = t.to.value if t.to is not None else "(none)"
+                if after != path[-1]:
+                    path.append(after)
+            change = " -> ".join(path)
+            reasons = "; ".join(t.reason for _, t in f.steps if t.reason)
+            message = f"{change}: {reasons}" if reasons else change
             log.info("node %s: %s", node.name, message)
-            type_ = WARNING if t.warning else NORMAL
+            type_ = WARNING if any(t.warning for _, t in f.steps) else NORMAL
             self.event_node(node, type_, message)
             if pool is not None:
                 self.event(pool.obj, type_, f"node {node.name}: {message}")
@@ -140,3 +154,14 @@ class NodeWriter:
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _changes(node: NodeView, t: Transition) -> bool:
+    """Whether `t` changes what the log tells of `node`: its state, the kernel pin, the
+    takeover or the device plugin."""
+    before = node.state.value or "unknown"
+    after = t.to.value if t.to is not None else "(none)"
+    moved_pin = t.pin_kernel is not None and (t.pin_kernel or None) != node.pinned_kernel
+    handed_over = t.release_takeover and node.taken_over
+    plugin = device_plugin_change(node, t)
+    return before != after or moved_pin or handed_over or plugin is not None

@@ -25,11 +25,12 @@ FULL_WALK = [
     S.UPGRADE_DONE,
     S.UPGRADE_REQUIRED,
     S.CORDON_REQUIRED,
-    S.WAIT_FOR_JOBS_REQUIRED,
+    # Cordoned and no jobs to wait for: one write (`_fold`) takes the node on to deleting
+    # its GPU pods; a watch never sees wait-for-jobs-required.
     S.POD_DELETION_REQUIRED,
     S.POD_RESTART_REQUIRED,
     S.VALIDATION_REQUIRED,
-    S.UNCORDON_REQUIRED,
+    # Validated: uncordon-required and the uncordon itself in the same write.
     S.UPGRADE_DONE,
 ]
 
@@ -65,7 +66,10 @@ async def test_every_node_walks_the_states_within_max_parallel(kit: Kit) -> None
     assert watcher.peak_in_progress == 1
     assert sorted(admitted) == sorted(nodes)
     for n in nodes:
-        assert watcher.history[n] == _values(FULL_WALK), (n, watcher.history[n])
+        # A validator pod already fresh and Ready when the new driver is (the kit's pods
+        # start at once) lets validation pass in the write that leaves pod-restart-required.
+        walks = (_values(FULL_WALK), _values([s for s in FULL_WALK if s != S.VALIDATION_REQUIRED]))
+        assert watcher.history[n] in walks, (n, watcher.history[n])
         node = await kit.node(n)
         assert not node["spec"].get("unschedulable")
         assert STATE_SINCE in annotations_of(node)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -32,8 +32,10 @@ from components.upgrade import (
     PodView,
     Transition,
     admit,
+    fold,
     max_unavailable,
     node_view,
+    patched,
     plan_node,
     transition_patch,
 )
@@ -43,30 +45,13 @@ from .builders import NS, policy
 S = UpgradeState
 
 
-def _unescape(part: str) -> str:
-    return part.replace("~1", "/").replace("~0", "~")
-
-
 def apply_json_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> bool:
     """Apply like the API server would: all or nothing; False when a `test` fails."""
-    work = copy.deepcopy(obj)
-    for op in ops:
-        parts = [_unescape(p) for p in op["path"].split("/")[1:]]
-        parent = work
-        for p in parts[:-1]:
-            parent = parent.setdefault(p, {})
-        last = parts[-1]
-        if op["op"] == "test":
-            if parent.get(last) != op["value"]:
-                return False
-        elif op["op"] == "add":
-            parent[last] = op["value"]
-        elif op["op"] == "remove":
-            if last not in parent:
-                return False
-            del parent[last]
+    after = patched(obj, ops)
+    if after is None:
+        return False
     obj.clear()
-    obj.update(work)
+    obj.update(after)
     return True
 
 
@@ -191,9 +176,14 @@ class Run:
 
     # -- the operator --------------------------------------------------------------------
 
-    def write(self, name: str, t: Transition) -> None:
+    def write(self, name: str, t: Transition, then: Any = None) -> None:
+        """`t`, and with `then` (a planner) the transitions the controller folds into the
+        same patch after it."""
         obj = self.world.nodes[name]
-        ops = transition_patch(node_view(obj), t, self.world.now)
+        if then is None:
+            ops = transition_patch(node_view(obj), t, self.world.now)
+        else:
+            ops = fold(obj, node_view(obj), t, then, self.world.now).ops
         if ops:
             assert apply_json_patch(obj, ops), f"a patch from a fresh view failed: {ops}"
             self.history.setdefault(name, []).append(copy.deepcopy(obj))
@@ -233,7 +223,14 @@ class Run:
                 pod.terminating = True
                 pod.ready = False
         if step.transition is not None:
-            self.write(name, step.transition)
+            # As the controller: a transition with pods going is written alone; one without
+            # takes the transitions after it that need nothing else in the same patch.
+            then = (
+                None
+                if gone
+                else lambda view: plan_node(replace(ctx, node=view), self.policy, w.now)
+            )
+            self.write(name, step.transition, then)
 
     def admission(self) -> None:
         views = [node_view(o) for o in self.world.nodes.values()]
