@@ -186,6 +186,21 @@ def _driver_ready_everywhere(cache: Cache, version: str, nodes: set[str]) -> boo
     )
 
 
+def _rolled_out(cache: Cache) -> bool:
+    """Every DaemonSet of the operator's namespace at its newest template, all pods ready."""
+    sets = cache.list(DAEMONSET, namespace=NAMESPACE)
+    for ds in sets:
+        status = ds.get("status") or {}
+        desired = status.get("desiredNumberScheduled", -1)
+        if (
+            status.get("observedGeneration") != ds["metadata"].get("generation")
+            or status.get("numberReady") != desired
+            or status.get("updatedNumberScheduled", desired) != desired
+        ):
+            return False
+    return bool(sets)
+
+
 def _all_done(cache: Cache, nodes: set[str]) -> bool:
     return all(
         labels_of(n).get(STATE_LABEL) == "upgrade-done"
@@ -449,6 +464,7 @@ async def bench(
                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
                     )
                 recorder = Recorder(cache)
+                cache.informer(DAEMONSET, namespace=NAMESPACE)
                 for gvk, ns in ((NODE, None), (POD, None), (REVISION, NAMESPACE)):
                     cache.informer(gvk, namespace=ns).add_handler(recorder)
                 await cache.start()
@@ -460,8 +476,14 @@ async def bench(
                 if upgrade_only:
                     await _set_driver(c, version)
                 t0 = time.monotonic()
+                # Every operand rolled out, not only the drivers: the tail of the first
+                # rollout would otherwise share the cluster with the walk's first nodes.
                 await _wait(
-                    lambda: _driver_ready_everywhere(cache, version, gpu) and _all_done(cache, gpu),
+                    lambda: (
+                        _driver_ready_everywhere(cache, version, gpu)
+                        and _all_done(cache, gpu)
+                        and _rolled_out(cache)
+                    ),
                     "the first rollout",
                     limit,
                 )
