@@ -15,7 +15,13 @@ from reconciler._address import split_address
 from reconciler._cache import Cache
 from reconciler._client import Applied, Client, Eviction, EvictionResult, Operation
 from reconciler._connection import ApiConnection
-from reconciler._controller import Controller, ReconcileFunc, Reconciler, Result
+from reconciler._controller import (
+    Controller,
+    ReconcileFunc,
+    Reconciler,
+    Result,
+    paced_interval,
+)
 from reconciler._events import NORMAL, WARNING, EventRecorder
 from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
 from reconciler._http_server import MetricsServing
@@ -107,6 +113,7 @@ __all__ = [
     "namespace_of",
     "owner_reference",
     "owner_references_of",
+    "paced_interval",
     "resource_version_of",
     "split_address",
 ]

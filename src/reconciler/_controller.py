@@ -84,6 +84,13 @@ class Reconciler(Protocol):
 ReconcileFunc = Callable[[Request], Awaitable[Result | None]]
 
 
+def paced_interval(cost: float, *, minimum: float, share: float, maximum: float) -> float:
+    """Seconds from one run of something paced to the next: at least `minimum`, long
+    enough that a run costing `cost` CPU seconds takes about `share` of a core, at most
+    `maximum`."""
+    return min(maximum, max(minimum, cost / share))
+
+
 class Controller:
     def __init__(
         self,
@@ -252,7 +259,9 @@ class Controller:
         return True
 
     def _pace(self, request: Request, began: float, cost: float) -> None:
-        gap = min(self._max_interval, max(self._min_interval, cost / self._busy_fraction))
+        gap = paced_interval(
+            cost, minimum=self._min_interval, share=self._busy_fraction, maximum=self._max_interval
+        )
         self._not_before[request] = began + gap
 
     async def _process(self, request: Request) -> None:

@@ -52,26 +52,24 @@ def fold(
         if after is None:
             break
         view = node_view(after)
-        step = plan(view)
-        if not _transition_only(step) or step.transition is None:
+        t = _foldable(plan(view))
+        if t is None:
             break
-        last_ops = transition_patch(view, step.transition, now)
+        last_ops = transition_patch(view, t, now)
         if not last_ops:
             break
         ops = ops + last_ops
-        steps.append((view, step.transition))
+        steps.append((view, t))
         current = after
     return Fold(ops=ops, steps=tuple(steps))
 
 
-def _transition_only(step: Step) -> bool:
+def _foldable(step: Step) -> Transition | None:
+    """The step's transition when it is all the step does, and changes nothing but the node."""
     t = step.transition
-    return (
-        t is not None
-        and not (step.delete or step.evict or step.record_kernel)
-        and t.pin_kernel is None
-        and not t.release_takeover
-    )
+    if t is None or step.delete or step.evict or step.record_kernel:
+        return None
+    return t if t.pin_kernel is None and not t.release_takeover else None
 
 
 def patched(obj: Object, ops: list[Op]) -> Object | None:

@@ -24,7 +24,7 @@ from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._writer import NodeWriter
-from reconciler import Object, Request, Result
+from reconciler import Object, Request, Result, paced_interval
 from reconciler.errors import Conflict as ApiConflict
 from reconciler.errors import Invalid, NotFound
 
@@ -141,5 +141,11 @@ class _StatusWriter:
                     log.debug("%s: status not written: %s", self._name, exc)
                 except Exception as exc:  # a status write must never take anything down
                     log.warning("%s: status not written: %s", self._name, exc)
-            pause = min(STATUS_MAX_INTERVAL, max(STATUS_WRITE_INTERVAL, cost / STATUS_SHARE))
-            await asyncio.sleep(pause)
+            await asyncio.sleep(
+                paced_interval(
+                    cost,
+                    minimum=STATUS_WRITE_INTERVAL,
+                    share=STATUS_SHARE,
+                    maximum=STATUS_MAX_INTERVAL,
+                )
+            )

@@ -256,6 +256,16 @@ async def test_a_backlog_of_cheap_reconciles_does_not_starve_the_event_loop() ->
     await c.stop(5)
 
 
+async def reconcile_then_request_again(c: Controller) -> None:
+    """Starts `c`, reconciles A once, then asks for A again right away (a paced
+    controller holds the second request back)."""
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    c.enqueue(A)
+    await settle(c)
+
+
 async def test_paced_requests_collapse_until_their_turn() -> None:
     """A burst of events during `min_interval` becomes one reconcile when the time is up;
     other requests are not held back by it."""
@@ -299,11 +309,7 @@ async def test_busy_fraction_scales_the_wait_with_the_reconcile_cost() -> None:
         return None
 
     c = Controller("t", reconcile, clock=clock, busy_fraction=0.05)
-    c.start()
-    c.enqueue(A)
-    await settle(c)
-    c.enqueue(A)
-    await settle(c)
+    await reconcile_then_request_again(c)
     assert calls == 1
     clock.advance(0.9)  # 50 ms of CPU at 5% of a core: at least 1 s apart
     await settle(c)
@@ -332,11 +338,7 @@ async def test_what_other_tasks_spend_while_a_reconcile_awaits_does_not_pace_it(
         return None
 
     c = Controller("t", reconcile, clock=clock, min_interval=0.1, busy_fraction=0.05)
-    c.start()
-    c.enqueue(A)
-    await settle(c)
-    c.enqueue(A)
-    await settle(c)
+    await reconcile_then_request_again(c)
     assert calls == 1
     clock.advance(0.1)  # at the minimum interval; the neighbour's CPU would make it 1 s
     await settle(c)
@@ -357,11 +359,7 @@ async def test_max_interval_bounds_the_wait() -> None:
         return None
 
     c = Controller("t", reconcile, clock=clock, busy_fraction=0.001, max_interval=2.0)
-    c.start()
-    c.enqueue(A)
-    await settle(c)
-    c.enqueue(A)
-    await settle(c)
+    await reconcile_then_request_again(c)
     assert calls == 1
     clock.advance(2.0)
     await settle(c)

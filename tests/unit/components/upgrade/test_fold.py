@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from components.api import UpgradeState
 from components.upgrade import (
@@ -24,12 +26,11 @@ from .builders import NOW, driver, gpu_pod, node_object, policy
 S = UpgradeState
 
 
-def _admitted() -> dict[str, object]:
-    obj = node_object("n1", S.CORDON_REQUIRED.value, **{DEVICE_PLUGIN_DEPLOY_LABEL: "true"})
-    return obj
+def _admitted() -> dict[str, Any]:
+    return node_object("n1", S.CORDON_REQUIRED.value, **{DEVICE_PLUGIN_DEPLOY_LABEL: "true"})
 
 
-def _planner(ctx: NodeContext, **fields: object) -> object:
+def _planner(ctx: NodeContext, **fields: Any) -> Callable[[NodeView], Step]:
     def plan(view: NodeView) -> Step:
         return plan_node(replace(ctx, node=view), policy(**fields), NOW)
 
@@ -43,7 +44,7 @@ def test_an_admitted_node_with_nothing_on_it_goes_to_the_driver_restart_in_one_p
     first = plan_node(ctx, policy(), NOW)
     assert first.transition is not None
 
-    f = fold(obj, view, first.transition, _planner(ctx), NOW)  # type: ignore[arg-type]
+    f = fold(obj, view, first.transition, _planner(ctx), NOW)
 
     # Cordoned, no jobs to wait for, no GPU pods to delete, then the device plugin paused.
     assert [(t.to, t.device_plugin) for _, t in f.steps] == [
@@ -54,10 +55,10 @@ def test_an_admitted_node_with_nothing_on_it_goes_to_the_driver_restart_in_one_p
     ]
     after = patched(obj, f.ops)
     assert after is not None
-    labels = after["metadata"]["labels"]  # type: ignore[index]
+    labels = after["metadata"]["labels"]
     assert labels[STATE_LABEL] == S.POD_RESTART_REQUIRED.value
     assert labels[DEVICE_PLUGIN_DEPLOY_LABEL] == DEVICE_PLUGIN_PAUSED
-    assert after["spec"]["unschedulable"] is True  # type: ignore[index]
+    assert after["spec"]["unschedulable"] is True
     # Guarded by the state the node was read in: a node that moved meanwhile refuses it all.
     assert f.ops[0] == {
         "op": "test",
@@ -77,7 +78,7 @@ def test_the_fold_stops_where_pods_must_go_first() -> None:
     first = plan_node(ctx, policy(), NOW)
     assert first.transition is not None
 
-    f = fold(obj, view, first.transition, _planner(ctx), NOW)  # type: ignore[arg-type]
+    f = fold(obj, view, first.transition, _planner(ctx), NOW)
 
     assert [t.to for _, t in f.steps] == [S.WAIT_FOR_JOBS_REQUIRED, S.POD_DELETION_REQUIRED]
     after = patched(obj, f.ops)
@@ -96,7 +97,7 @@ def test_the_fold_stops_where_the_walk_waits() -> None:
     first = plan_node(ctx, policy(**fields), NOW)
     assert first.transition is not None
 
-    f = fold(obj, view, first.transition, _planner(ctx, **fields), NOW)  # type: ignore[arg-type]
+    f = fold(obj, view, first.transition, _planner(ctx, **fields), NOW)
 
     assert [t.to for _, t in f.steps] == [S.WAIT_FOR_JOBS_REQUIRED]
 
