@@ -21,6 +21,8 @@ steady-state window (target 0).
         [--profile]       run the operator under py-spy (sampling, `pip install py-spy`) and
                           print the top of the profile (written to bench/results/)
         [--no-floor]      the operator only (profiling runs)
+        [--repeats N]     measure each size N times, floor and operator in turn, and print
+                          the median ratio (at 100 nodes one run's floor alone varies by 20%)
         [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
 
 Prints figures as it goes; the last line is one JSON object (also bench/results/scale.json,
@@ -34,6 +36,7 @@ import asyncio
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -511,6 +514,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="run the operator under py-spy")
     parser.add_argument("--no-floor", action="store_true", help="the operator only")
     parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per size (median ratio)")
     args = parser.parse_args()
     POLICY.update(yaml.safe_load(args.policy.read_text()))
     sizes = [int(n) for n in args.nodes.split(",")]
@@ -523,8 +527,33 @@ def main() -> None:
             profile=args.profile,
         )
         for n in sizes
+        for _ in range(args.repeats)
     ]
-    finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", {"runs": runs})
+    figures: dict[str, Any] = {"runs": runs}
+    if args.repeats > 1 and not args.no_floor:
+        figures["medians"] = {str(n): _medians([r for r in runs if r["nodes"] == n]) for n in sizes}
+        for n, m in figures["medians"].items():
+            print(
+                f"[{n}] {args.repeats} runs: ratio median {m['ratio']} (each {m['ratios']}), "
+                f"floor median {m['floor_seconds']}s, operator median {m['operator_seconds']}s, "
+                f"CPU median {m['operator_cpu_seconds']}s",
+                flush=True,
+            )
+    finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", figures)
+
+
+def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over repeated runs of one size (each ratio is of a floor
+    and an operator run back to back, so a slow spell of the machine touches both)."""
+    return {
+        "ratios": [r["ratio"] for r in runs],
+        "ratio": round(statistics.median(r["ratio"] for r in runs), 2),
+        "floor_seconds": round(statistics.median(r["floor"]["seconds"] for r in runs), 1),
+        "operator_seconds": round(statistics.median(r["operator"]["seconds"] for r in runs), 1),
+        "operator_cpu_seconds": round(
+            statistics.median(r["operator"]["operator_cpu_seconds_to_ready"] for r in runs), 2
+        ),
+    }
 
 
 if __name__ == "__main__":

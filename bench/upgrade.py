@@ -11,7 +11,8 @@ directly, `--floor-parallel` nodes at a time (10): cordon, delete the driver pod
 its replacement Ready, uncordon. The ratio is the operator's time at that
 maxParallelUpgrades over the floor's. A second floor adds the steps the operator's walk
 takes for safety: the device plugin paused and the node's GPUs gone before the driver
-restarts, the validator replaced and Ready after (`floor_with_safety_steps`).
+restarts, the validator paused with it, and both resumed once the new driver is ready,
+the node uncordoned once a new validator is Ready (`floor_with_safety_steps`).
 
 The operator's share is how long the operator took to act once it could: for every action
 it takes on a node (a state change, a cordon, a pod it deletes or evicts), the time since
@@ -59,6 +60,7 @@ POLICY = "cluster-policy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU = "nvidia.com/gpu"
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+VALIDATOR_LABEL = "nvidia.com/gpu.deploy.operator-validator"
 DEVICE_PLUGIN_PAUSED = "paused-for-driver-upgrade"
 VALIDATOR_APP = "nvidia-operator-validator"
 IN_PROGRESS_VALUES = frozenset(s.value for s in IN_PROGRESS)
@@ -266,9 +268,10 @@ async def _floor(
     DaemonSet's change until every node runs the new driver, Ready, uncordoned.
 
     `safe` adds the steps the operator's walk takes so that no GPU pod runs while the
-    driver restarts and the new driver is validated (issue #15): the device plugin paused
-    and the node's GPUs gone from its allocatable before the driver pod is deleted, the
-    validator pod replaced and Ready after, the device plugin back with the uncordon."""
+    driver restarts and the new driver is validated (issue #15), as the walk takes them:
+    the device plugin and the validator paused with the cordon, the node's GPUs gone from
+    its allocatable before the driver pod is deleted, both resumed once the new driver is
+    Ready, and the uncordon once a new validator pod is Ready."""
     began = time.monotonic()
     for ds in await c.list_live(DAEMONSET, namespace=NAMESPACE):
         template = ds["spec"]["template"]
@@ -289,11 +292,16 @@ async def _floor(
     def new_driver(pod: Object) -> bool:
         return version in pod["spec"]["containers"][0]["image"] and _pod_ready(pod)
 
+    def clients(value: str) -> Object:
+        return {"metadata": {"labels": {DEVICE_PLUGIN_LABEL: value, VALIDATOR_LABEL: value}}}
+
     async def walk(node: str) -> None:
         async with gate:
+            before = _pod_of(cache, node, "app", VALIDATOR_APP)
+            old_validator = before["metadata"]["uid"] if before is not None else None
             cordon: Object = {"spec": {"unschedulable": True}}
             if safe:
-                cordon["metadata"] = {"labels": {DEVICE_PLUGIN_LABEL: DEVICE_PLUGIN_PAUSED}}
+                cordon |= clients(DEVICE_PLUGIN_PAUSED)
             await c.patch(NODE, node, cordon)
             if safe:
 
@@ -307,18 +315,18 @@ async def _floor(
                 c, cache, node, lambda: _driver_pod(cache, node), new_driver, "driver"
             )
             if safe:
-                await _replace_pod(
-                    c,
-                    cache,
-                    node,
-                    lambda: _pod_of(cache, node, "app", VALIDATOR_APP),
-                    _pod_ready,
-                    "validator",
-                )
-            uncordon: Object = {"spec": {"unschedulable": False}}
-            if safe:
-                uncordon["metadata"] = {"labels": {DEVICE_PLUGIN_LABEL: "true"}}
-            await c.patch(NODE, node, uncordon)
+                await c.patch(NODE, node, clients("true"))
+
+                def validated() -> bool:
+                    pod = _pod_of(cache, node, "app", VALIDATOR_APP)
+                    return (
+                        pod is not None
+                        and pod["metadata"]["uid"] != old_validator
+                        and _pod_ready(pod)
+                    )
+
+                await _wait(validated, f"a new validator Ready on {node}", 600)
+            await c.patch(NODE, node, {"spec": {"unschedulable": False}})
 
     await asyncio.gather(*(walk(n) for n in sorted(nodes)))
     return time.monotonic() - began

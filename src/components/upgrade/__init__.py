@@ -65,6 +65,7 @@ from components.upgrade._names import (
     STATE_LABEL,
     STATE_SINCE,
     UPGRADE_REQUESTED,
+    VALIDATOR_DEPLOY_LABEL,
 )
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
@@ -91,6 +92,7 @@ __all__ = [
     "STATE_LABEL",
     "STATE_SINCE",
     "UPGRADE_REQUESTED",
+    "VALIDATOR_DEPLOY_LABEL",
     "AgentVerdict",
     "Blocker",
     "ClearPlan",

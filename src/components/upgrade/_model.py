@@ -23,6 +23,7 @@ from components.api import (
 from components.upgrade._names import (
     CORDONED_AT,
     DEVICE_PLUGIN_DEPLOY_LABEL,
+    DEVICE_PLUGIN_PAUSED,
     DRIVER_KERNEL_ANNOTATION,
     DRIVER_POD_LABELS,
     FAILED_STATE,
@@ -37,6 +38,7 @@ from components.upgrade._names import (
     STATE_SINCE,
     UPGRADE_REQUESTED,
     VALIDATOR_APP,
+    VALIDATOR_DEPLOY_LABEL,
     parse_state,
 )
 from reconciler import Object, annotations_of, labels_of
@@ -305,6 +307,8 @@ class NodeView:
     """`DRIVER_TAKEOVER_LABEL`: the node waits for the walk to hand it to our driver."""
     device_plugin: str | None = None
     """`DEVICE_PLUGIN_DEPLOY_LABEL` as it is (None when absent)."""
+    validator: str | None = None
+    """`VALIDATOR_DEPLOY_LABEL` as it is (None when absent)."""
     gpus_advertised: bool = False
     """Whether the node's allocatable offers any GPU resource (the device plugin's)."""
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -339,6 +343,19 @@ class NodeView:
     @property
     def message(self) -> str:
         return self.annotations.get(MESSAGE, "")
+
+    @property
+    def clients(self) -> dict[str, str | None]:
+        """The deploy labels of the operands a driver restart pauses, as they are."""
+        return {
+            DEVICE_PLUGIN_DEPLOY_LABEL: self.device_plugin,
+            VALIDATOR_DEPLOY_LABEL: self.validator,
+        }
+
+    @property
+    def clients_paused(self) -> bool:
+        """Whether any of them carries the walk's pause."""
+        return DEVICE_PLUGIN_PAUSED in (self.device_plugin, self.validator)
 
     @property
     def unavailable(self) -> bool:
@@ -380,6 +397,7 @@ def node_view(obj: Object) -> NodeView:
         pinned_kernel=labels.get(DRIVER_KERNEL_PIN_LABEL),
         taken_over=DRIVER_TAKEOVER_LABEL in labels,
         device_plugin=labels.get(DEVICE_PLUGIN_DEPLOY_LABEL),
+        validator=labels.get(VALIDATOR_DEPLOY_LABEL),
         gpus_advertised=gpus_advertised(obj),
         annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
         has_labels=bool(labels),

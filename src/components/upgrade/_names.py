@@ -101,6 +101,17 @@ DEVICE_PLUGIN_PAUSED: Final = "paused-for-driver-upgrade"
 """The reference's value for "this operand stays off the node while its driver restarts":
 the device plugin leaves, and the node stops advertising GPUs, so the scheduler cannot
 put a GPU pod back on it (an `Exists` toleration gets past any cordon or taint)."""
+VALIDATOR_DEPLOY_LABEL: Final = DEPLOY_LABEL_PREFIX + "operator-validator"
+"""The validator DaemonSet selects nodes on this label being `true`."""
+CLIENT_DEPLOY_LABELS: Final = (DEVICE_PLUGIN_DEPLOY_LABEL, VALIDATOR_DEPLOY_LABEL)
+"""The operands the walk pauses while a node's driver restarts, as the reference's driver
+manager pauses them (with others, which do not bear on the walk): the device plugin, so
+the node offers no GPU while there is no driver, and the validator, so that the one which
+validates the new driver is created after it, instead of an old one being replaced."""
+CLIENT_NAMES: Final = {
+    DEVICE_PLUGIN_DEPLOY_LABEL: "the device plugin",
+    VALIDATOR_DEPLOY_LABEL: "the validator",
+}
 DEVICE_PLUGIN_PAUSE_TIMEOUT: Final = 120.0
 """Seconds (from entering pod-restart-required) to wait for the node's GPUs to vanish once
 the device plugin is paused. Past it (a device plugin that is not ours still advertises)
@@ -146,9 +157,10 @@ CORDONED_BY_US: Final = IN_PROGRESS - {S.CORDON_REQUIRED}
 DEVICE_PLUGIN_PAUSE_STATES: Final = frozenset(
     {S.POD_DELETION_REQUIRED, S.DRAIN_REQUIRED, S.POD_RESTART_REQUIRED, S.UPGRADE_FAILED}
 )
-"""States in which the walk may hold the device plugin paused: from the driver restart
-(which pauses it) back to clearing, or failed. Every transition out of them resumes it;
-outside them a paused value is another agent's (the driver manager's own) and is left be."""
+"""States in which the walk may hold the driver's clients (`CLIENT_DEPLOY_LABELS`) paused:
+from the driver restart (which pauses them) back to clearing, or failed. Every transition
+out of them resumes them; outside them a paused value is another agent's (the driver
+manager's own) and is left be."""
 
 
 def parse_state(value: str | None) -> UpgradeState:

@@ -15,8 +15,8 @@ from typing import Any
 from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL, UpgradeState
 from components.upgrade._model import NodeView, format_time
 from components.upgrade._names import (
+    CLIENT_NAMES,
     CORDONED_AT,
-    DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
@@ -70,14 +70,20 @@ def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, s
     }
 
 
-def device_plugin_change(node: NodeView, t: Transition) -> tuple[str, str] | None:
-    """(from, to) of the device plugin's deploy label, when `t` changes it: a pause only
-    from `true`, a resume only from our own pause."""
-    if t.device_plugin is False and node.device_plugin == "true":
-        return "true", DEVICE_PLUGIN_PAUSED
-    if t.device_plugin is True and node.device_plugin == DEVICE_PLUGIN_PAUSED:
-        return DEVICE_PLUGIN_PAUSED, "true"
-    return None
+def client_changes(node: NodeView, t: Transition) -> tuple[tuple[str, str, str], ...]:
+    """(label, from, to) for each client deploy label `t` changes: a pause only from
+    `true`, a resume only from our own pause."""
+    if t.clients is None:
+        return ()
+    before, after = (
+        ("true", DEVICE_PLUGIN_PAUSED) if not t.clients else (DEVICE_PLUGIN_PAUSED, "true")
+    )
+    return tuple((label, before, after) for label, value in node.clients.items() if value == before)
+
+
+def name_clients(changes: tuple[tuple[str, str, str], ...]) -> str:
+    """`the device plugin and the validator`: the operands `changes` pause or resume."""
+    return " and ".join(CLIENT_NAMES[label] for label, _, _ in changes)
 
 
 def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
@@ -103,12 +109,11 @@ def transition_patch(node: NodeView, t: Transition, now: float) -> list[Op]:
         )
     if t.release_takeover and node.taken_over:
         ops.append({"op": "remove", "path": _pointer("metadata", "labels", DRIVER_TAKEOVER_LABEL)})
-    plugin = device_plugin_change(node, t)
-    if plugin is not None:
+    for label, before, after in client_changes(node, t):
         # Tested too: a value another agent wrote since we read the node is never replaced.
-        path = _pointer("metadata", "labels", DEVICE_PLUGIN_DEPLOY_LABEL)
-        ops.append({"op": "test", "path": path, "value": plugin[0]})
-        ops.append({"op": "replace", "path": path, "value": plugin[1]})
+        path = _pointer("metadata", "labels", label)
+        ops.append({"op": "test", "path": path, "value": before})
+        ops.append({"op": "replace", "path": path, "value": after})
     changes = annotation_changes(node, t, now)
     sets = {k: v for k, v in changes.items() if v is not None}
     if sets and not node.has_annotations:

@@ -39,10 +39,10 @@ from components.upgrade._model import NodeView, format_time_ms
 from components.upgrade._names import (
     CORDONED_BY_US,
     DEVICE_PLUGIN_PAUSE_STATES,
-    DEVICE_PLUGIN_PAUSED,
     NODE_ANNOTATIONS,
     UPGRADE_REQUESTED,
 )
+from components.upgrade._patches import client_changes, name_clients
 from components.upgrade._restart import pod_restart
 from components.upgrade._selectors import SelectorError
 from components.upgrade._step import (
@@ -98,18 +98,20 @@ def plan_node(
 
 
 def _resuming(node: NodeView, step: Step) -> Step:
-    """`step`, resuming the device plugin when its transition leaves the states the walk
-    pauses it in (a retry back into one of them keeps the pause)."""
+    """`step`, resuming the driver's clients (the device plugin, the validator) when its
+    transition leaves the states the walk pauses them in (a retry back into one of them
+    keeps the pause)."""
     t = step.transition
     if (
         t is None
-        or node.device_plugin != DEVICE_PLUGIN_PAUSED
+        or not node.clients_paused
         or node.state not in DEVICE_PLUGIN_PAUSE_STATES
         or (t.to is not None and t.to in DEVICE_PLUGIN_PAUSE_STATES)
     ):
         return step
-    resumed = replace(t, device_plugin=True, reason=_with(t.reason, "resumed the device plugin"))
-    return replace(step, transition=resumed)
+    resumed = replace(t, clients=True)
+    named = name_clients(client_changes(node, resumed))
+    return replace(step, transition=replace(resumed, reason=_with(t.reason, f"resumed {named}")))
 
 
 def _with(reason: str, more: str) -> str:
@@ -324,15 +326,17 @@ def cleanup(node: NodeView) -> Step:
     uncordon = (
         node.state in CORDONED_BY_US and node.unschedulable and not node.initially_unschedulable
     )
-    resume = node.state in DEVICE_PLUGIN_PAUSE_STATES and node.device_plugin == DEVICE_PLUGIN_PAUSED
+    resume = node.state in DEVICE_PLUGIN_PAUSE_STATES and node.clients_paused
+    clear = Transition(
+        None, unschedulable=False if uncordon else None, clients=True if resume else None
+    )
+    resumed = name_clients(client_changes(node, clear))
     return Step(
-        transition=Transition(
-            None,
-            "driver auto upgrade is off: the upgrade state is cleared"
+        transition=replace(
+            clear,
+            reason="driver auto upgrade is off: the upgrade state is cleared"
             + ("; uncordoned the node it had cordoned" if uncordon else "")
-            + ("; resumed the device plugin" if resume else ""),
-            unschedulable=False if uncordon else None,
+            + (f"; resumed {resumed}" if resumed else ""),
             annotations=dict.fromkeys(ours),
-            device_plugin=True if resume else None,
         )
     )

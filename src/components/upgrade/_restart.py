@@ -8,6 +8,8 @@ plugin is paused so the node stops offering GPUs before the driver restarts.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from components.api import UpgradeState
 from components.upgrade._clearing import describe, gpu_pods
 from components.upgrade._model import NodeView, PodView
@@ -17,6 +19,7 @@ from components.upgrade._names import (
     DEVICE_PLUGIN_PAUSED,
     UPGRADE_REQUESTED,
 )
+from components.upgrade._patches import client_changes, name_clients
 from components.upgrade._step import NodeContext, Step, Transition, fail_in, move_to, timed_out
 
 S = UpgradeState
@@ -53,15 +56,19 @@ def _pausing(node: NodeView, now: float) -> Step | None:
     """Before the driver restarts, the node must stop offering GPUs: a pod that tolerates
     every taint gets past the cordon, but never past a node with no GPU to give. The device
     plugin is paused (its DaemonSet selects `true`), then the node's allocatable awaited.
-    A value of another agent (`false`, a MIG change's pause) keeps the plugin off anyway."""
-    if node.device_plugin == "true":
+    A value of another agent (`false`, a MIG change's pause) keeps the plugin off anyway.
+    The validator is paused in the same write (it needs no waiting for: it holds nothing),
+    and resumed with the device plugin once the new driver is ready, so the validator that
+    then starts is the one that validates the new driver."""
+    pause = Transition(S.POD_RESTART_REQUIRED, clients=False)
+    changes = client_changes(node, pause)
+    if changes:
+        why = "the node stops offering GPUs before its driver restarts"
+        if node.device_plugin != "true":
+            why = "it validates the driver again once the new one is ready"
         return Step(
-            transition=Transition(
-                S.POD_RESTART_REQUIRED,
-                "paused the device plugin: the node stops offering GPUs before its driver restarts",
-                device_plugin=False,
-            ),
-            wait="pausing the device plugin",
+            transition=replace(pause, reason=f"paused {name_clients(changes)}: {why}"),
+            wait="pausing the driver's clients",
         )
     if node.device_plugin != DEVICE_PLUGIN_PAUSED or not node.gpus_advertised:
         return None

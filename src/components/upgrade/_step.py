@@ -40,9 +40,10 @@ class Transition:
     """Move the node's kernel pin here ("" removes it): its driver DaemonSet changes."""
     release_takeover: bool = False
     """Remove `DRIVER_TAKEOVER_LABEL`: the reference's driver pod goes, ours comes."""
-    device_plugin: bool | None = None
-    """False pauses the device plugin (from `true`), True resumes it (from our pause);
-    None leaves it. Another agent's value is never written over."""
+    clients: bool | None = None
+    """False pauses the driver's clients (`CLIENT_DEPLOY_LABELS`, each from `true`), True
+    resumes them (each from our pause); None leaves them. Another agent's value is never
+    written over."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL
 from components.upgrade._fold import Fold
 from components.upgrade._model import NodeView
 from components.upgrade._names import EVENT_REASON, NODE
-from components.upgrade._patches import device_plugin_change, transition_patch
+from components.upgrade._patches import client_changes, transition_patch
 from components.upgrade._pin import PinChange
 from components.upgrade._reader import Pool
 from components.upgrade._step import Transition
@@ -158,10 +158,9 @@ class NodeWriter:
 
 def _changes(node: NodeView, t: Transition) -> bool:
     """Whether `t` changes what the log tells of `node`: its state, the kernel pin, the
-    takeover or the device plugin."""
+    takeover or the driver's clients."""
     before = node.state.value or "unknown"
     after = t.to.value if t.to is not None else "(none)"
     moved_pin = t.pin_kernel is not None and (t.pin_kernel or None) != node.pinned_kernel
     handed_over = t.release_takeover and node.taken_over
-    plugin = device_plugin_change(node, t)
-    return before != after or moved_pin or handed_over or plugin is not None
+    return before != after or moved_pin or handed_over or bool(client_changes(node, t))

@@ -29,6 +29,7 @@ from components.api import DriverUpgradePolicySpec, UpgradeState
 from components.upgrade import (
     IN_PROGRESS,
     STATE_LABEL,
+    VALIDATOR_DEPLOY_LABEL,
     UpgradeController,
     max_unavailable,
     pod_as_read,
@@ -408,6 +409,7 @@ class Kit:
                     missing_ok=True,
                 )  # fmt: skip
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        labels = {name_of(n): labels_of(n) for n in await self.client.list_live(NODE)}
         for node in self.nodes:
             on_node = [p for p in live if p["spec"].get("nodeName") == node]
             drivers = [p for p in on_node if labels_of(p).get("app") == "nvidia-driver-daemonset"]
@@ -417,6 +419,12 @@ class Kit:
             for d in drivers:
                 if node not in self.hold_driver_ready and not _is_ready(d):
                     await self.set_ready(name_of(d))
+            # As the validator's DaemonSet: off a node whose deploy label is not `true` (a
+            # node without the label stands for a cluster that does not label nodes).
+            if labels.get(node, {}).get(VALIDATOR_DEPLOY_LABEL, "true") != "true":
+                for v in validators:
+                    await self.client.delete(POD, name_of(v), namespace=self.namespace)
+                continue
             if not validators and self.restart_validators:
                 await self.validator_pod(node, ready=node not in self.hold_validator_ready)
             for v in validators:

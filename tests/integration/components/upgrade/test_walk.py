@@ -15,6 +15,7 @@ from components.upgrade import (
     SKIP_LABEL,
     STATE_LABEL,
     STATE_SINCE,
+    VALIDATOR_DEPLOY_LABEL,
 )
 from reconciler import Object, annotations_of, labels_of, name_of
 
@@ -272,6 +273,43 @@ async def test_the_node_stops_offering_gpus_before_its_driver_restarts(kit: Kit)
     await _offer_gpus(kit, node, "0")  # the device plugin has left the node
     await eventually(kit.upgraded, "the node upgraded", seconds=60)
     assert labels_of(await kit.node(node))[DEVICE_PLUGIN_DEPLOY_LABEL] == "true"
+
+
+async def test_the_validator_leaves_with_the_device_plugin_and_validates_the_new_driver(
+    kit: Kit,
+) -> None:
+    """The validator is paused with the device plugin, so no old validator is left to
+    replace: the one that comes back once the new driver is ready validates it."""
+    labels = {DEVICE_PLUGIN_DEPLOY_LABEL: "true", VALIDATOR_DEPLOY_LABEL: "true"}
+    node = await kit.add_node("a", **labels)
+    kit.hold_driver_ready.add(node)
+    await kit.cluster_policy({"autoUpgrade": True})
+    await kit.start_operator()
+    await eventually(kit.all_done, "the first pass")
+    await kit.add_revision("rev2")
+
+    async def restarting() -> bool:
+        n = await kit.node(node)
+        return labels_of(n).get(STATE_LABEL) == S.POD_RESTART_REQUIRED and all(
+            labels_of(n).get(k) == DEVICE_PLUGIN_PAUSED for k in labels
+        )
+
+    await eventually(restarting, "the device plugin and the validator paused")
+
+    async def validator_gone() -> bool:
+        return not await kit.pods(app="nvidia-operator-validator")
+
+    await eventually(validator_gone, "the validator off the node while its driver restarts")
+    kit.hold_driver_ready.discard(node)
+    await eventually(kit.upgraded, "the node upgraded", seconds=60)
+    after = labels_of(await kit.node(node))
+    assert {k: after.get(k) for k in labels} == labels
+    (driver,) = await kit.pods(app="nvidia-driver-daemonset")
+    (validator,) = await kit.pods(app="nvidia-operator-validator")
+    assert validator["metadata"]["creationTimestamp"] >= driver["metadata"]["creationTimestamp"]
+    messages = [e["message"] for e in await kit.events(node)]
+    assert any("paused the device plugin and the validator" in m for m in messages), messages
+    assert any("resumed the device plugin and the validator" in m for m in messages), messages
 
 
 async def _offer_gpus(kit: Kit, node: str, count: str) -> None:

@@ -47,7 +47,7 @@ def test_an_admitted_node_with_nothing_on_it_goes_to_the_driver_restart_in_one_p
     f = fold(obj, view, first.transition, _planner(ctx), NOW)
 
     # Cordoned, no jobs to wait for, no GPU pods to delete, then the device plugin paused.
-    assert [(t.to, t.device_plugin) for _, t in f.steps] == [
+    assert [(t.to, t.clients) for _, t in f.steps] == [
         (S.WAIT_FOR_JOBS_REQUIRED, None),
         (S.POD_DELETION_REQUIRED, None),
         (S.POD_RESTART_REQUIRED, None),

@@ -149,18 +149,16 @@ def test_tracker_gives_up_after_the_timeout_and_on_deletion() -> None:
 def test_the_device_plugin_pause_is_guarded_and_never_overwrites_another_value() -> None:
     path = "/metadata/labels/" + DEVICE_PLUGIN_DEPLOY_LABEL.replace("/", "~1")
     n = replace(node(state=S.POD_RESTART_REQUIRED), device_plugin="true")
-    ops = transition_patch(
-        n, Transition(S.POD_RESTART_REQUIRED, "paused", device_plugin=False), NOW
-    )
+    ops = transition_patch(n, Transition(S.POD_RESTART_REQUIRED, "paused", clients=False), NOW)
     assert ops[0] == {"op": "test", "path": LABEL, "value": "pod-restart-required"}
     assert {"op": "test", "path": path, "value": "true"} in ops
     assert {"op": "replace", "path": path, "value": DEVICE_PLUGIN_PAUSED} in ops
     paused = replace(n, device_plugin=DEVICE_PLUGIN_PAUSED)
-    ops = transition_patch(paused, Transition(S.VALIDATION_REQUIRED, device_plugin=True), NOW)
+    ops = transition_patch(paused, Transition(S.VALIDATION_REQUIRED, clients=True), NOW)
     assert {"op": "test", "path": path, "value": DEVICE_PLUGIN_PAUSED} in ops
     assert {"op": "replace", "path": path, "value": "true"} in ops
     for other in ("false", "paused-for-mig-change", None):
         theirs = replace(n, device_plugin=other)
         for resume in (True, False):
-            t = Transition(S.VALIDATION_REQUIRED, device_plugin=resume)
+            t = Transition(S.VALIDATION_REQUIRED, clients=resume)
             assert not any(op["path"] == path for op in transition_patch(theirs, t, NOW))

@@ -7,11 +7,13 @@ from dataclasses import replace
 from components.api import UpgradeState
 from components.upgrade import (
     CORDONED_AT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
     UPGRADE_REQUESTED,
+    VALIDATOR_DEPLOY_LABEL,
     AgentVerdict,
     NodeContext,
     NodeView,
@@ -20,6 +22,7 @@ from components.upgrade import (
     cleanup,
     format_time_ms,
     plan_node,
+    transition_patch,
 )
 
 from .builders import NOW, driver, gpu_pod, node, policy, validator
@@ -466,7 +469,7 @@ def test_the_node_stops_offering_gpus_before_its_driver_restarts() -> None:
     # paused, so the node offers no GPU to schedule it on.
     s = step(NodeContext(_restart_node("true", gpus=True), driver("old"), "new"))
     assert s.delete == () and s.transition is not None
-    assert s.transition.to is S.POD_RESTART_REQUIRED and s.transition.device_plugin is False
+    assert s.transition.to is S.POD_RESTART_REQUIRED and s.transition.clients is False
     # Paused, but the node still offers GPUs: the driver stays until they are gone.
     waiting = step(
         NodeContext(_restart_node(DEVICE_PLUGIN_PAUSED, gpus=True), driver("old"), "new")
@@ -478,7 +481,7 @@ def test_the_node_stops_offering_gpus_before_its_driver_restarts() -> None:
     assert step(gone).delete == (driver("old"),)
     # The takeover's hand-over is a restart too.
     s = step(NodeContext(_restart_node("true"), driver("old"), "old", replacing=True))
-    assert s.transition is not None and s.transition.device_plugin is False
+    assert s.transition is not None and s.transition.clients is False
     assert not s.transition.release_takeover
 
 
@@ -496,36 +499,74 @@ def test_no_pause_when_the_driver_needs_no_restart() -> None:
     ready = NodeContext(_restart_node("true", gpus=True), driver("new"), "new")
     s = step(ready)
     assert s.transition is not None and s.transition.to is S.VALIDATION_REQUIRED
-    assert s.transition.device_plugin is None
+    assert s.transition.clients is None
 
 
 def test_the_device_plugin_resumes_when_the_walk_leaves_the_restart() -> None:
     paused = _restart_node(DEVICE_PLUGIN_PAUSED)
     s = step(NodeContext(paused, driver("new"), "new"))
     assert s.transition is not None and s.transition.to is S.VALIDATION_REQUIRED
-    assert s.transition.device_plugin is True and "resumed the device plugin" in s.transition.reason
+    assert s.transition.clients is True and "resumed the device plugin" in s.transition.reason
     # Back to clearing (a GPU pod got on the node) keeps the pause.
     back = step(NodeContext(paused, driver("old"), "new", pods=[gpu_pod()]))
     assert back.transition is not None and back.transition.to is S.POD_DELETION_REQUIRED
-    assert back.transition.device_plugin is None
+    assert back.transition.clients is None
     # A failed node that recovers resumes it.
     failed = replace(node(state=S.UPGRADE_FAILED), device_plugin=DEVICE_PLUGIN_PAUSED)
     recovered = step(NodeContext(failed, driver("new"), "new", pods=[validator(created=NOW)]))
-    assert recovered.transition is not None and recovered.transition.device_plugin is True
+    assert recovered.transition is not None and recovered.transition.clients is True
     # Outside the walk's pause states the value is the driver manager's own: left alone.
     done = replace(node(state=S.UPGRADE_DONE), device_plugin=DEVICE_PLUGIN_PAUSED)
     s = step(NodeContext(done, driver("old"), "new"))
-    assert s.transition is not None and s.transition.device_plugin is None
+    assert s.transition is not None and s.transition.clients is None
+
+
+def test_the_validator_is_paused_with_the_device_plugin_and_comes_back_after_the_driver() -> None:
+    # The validator leaves with the device plugin (as the reference's driver manager takes
+    # it off), so the one that validates the new driver is created after it is ready.
+    both = replace(_restart_node("true", gpus=True), validator="true")
+    s = step(NodeContext(both, driver("old"), "new"))
+    assert s.transition is not None and s.delete == ()
+    ops = transition_patch(both, s.transition, NOW)
+    for label in (DEVICE_PLUGIN_DEPLOY_LABEL, VALIDATOR_DEPLOY_LABEL):
+        path = "/metadata/labels/" + label.replace("/", "~1")
+        assert {"op": "test", "path": path, "value": "true"} in ops
+        assert {"op": "replace", "path": path, "value": DEVICE_PLUGIN_PAUSED} in ops
+    assert "paused the device plugin and the validator" in s.transition.reason
+    # Once the new driver is ready both come back in the write that starts validation.
+    paused = replace(both, device_plugin=DEVICE_PLUGIN_PAUSED, validator=DEVICE_PLUGIN_PAUSED)
+    ready = step(NodeContext(paused, driver("new"), "new"))
+    assert ready.transition is not None and ready.transition.to is S.VALIDATION_REQUIRED
+    assert "resumed the device plugin and the validator" in ready.transition.reason
+    resumed = transition_patch(paused, ready.transition, NOW)
+    assert (
+        sum(
+            op == {"op": "replace", "path": p, "value": "true"}
+            for op in resumed
+            for p in (
+                "/metadata/labels/" + DEVICE_PLUGIN_DEPLOY_LABEL.replace("/", "~1"),
+                "/metadata/labels/" + VALIDATOR_DEPLOY_LABEL.replace("/", "~1"),
+            )
+        )
+        == 2
+    )
+    # A validator label of another agent is left as it is, and the plugin alone pauses.
+    theirs = replace(both, validator="false")
+    s = step(NodeContext(theirs, driver("old"), "new"))
+    assert s.transition is not None
+    assert s.transition.reason.startswith("paused the device plugin:")
+    path = "/metadata/labels/" + VALIDATOR_DEPLOY_LABEL.replace("/", "~1")
+    assert not any(op["path"] == path for op in transition_patch(theirs, s.transition, NOW))
 
 
 def test_turning_auto_upgrade_off_mid_restart_resumes_the_device_plugin() -> None:
     paused = replace(_restart_node(DEVICE_PLUGIN_PAUSED), unschedulable=True)
     s = cleanup(paused)
     assert s.transition is not None and s.transition.to is None
-    assert s.transition.device_plugin is True
+    assert s.transition.clients is True
     other = replace(paused, device_plugin="paused-for-mig-change")
     s = cleanup(other)
-    assert s.transition is not None and s.transition.device_plugin is None
+    assert s.transition is not None and s.transition.clients is None
 
 
 def test_with_the_node_agent_validation_waits_for_its_answer_about_the_new_driver() -> None:

@@ -10,8 +10,8 @@ through the same JSON patches the controller sends. After every single action:
 * at most maxUnavailable nodes are unavailable (plus any cordoned before we started),
 * no GPU pod is on a node whose driver pod is terminating, missing, or not yet ready;
 
-and once everyone has had a fair share of turns, every node is upgraded, done, and
-cordoned exactly if it was cordoned before.
+and once everyone has had a fair share of turns, every node is upgraded, done, cordoned
+exactly if it was cordoned before, and runs its device plugin and validator again.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from hypothesis import strategies as st
 
 from components.api import UpgradeState
 from components.upgrade import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
     IN_PROGRESS,
     STATE_LABEL,
+    VALIDATOR_DEPLOY_LABEL,
     NodeContext,
     PodView,
     Transition,
@@ -43,6 +45,7 @@ from components.upgrade import (
 from .builders import NS, policy
 
 S = UpgradeState
+VALIDATOR = VALIDATOR_DEPLOY_LABEL
 
 
 def apply_json_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> bool:
@@ -137,7 +140,8 @@ def make_world(size: int, gpu_pods: int, cordoned: set[int], not_ready: set[int]
         name = f"n{i}"
         nodes[name] = {
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                         "feature.node.kubernetes.io/kernel-version.full": "k1"},
+                         "feature.node.kubernetes.io/kernel-version.full": "k1",
+                         DEVICE_PLUGIN_DEPLOY_LABEL: "true", VALIDATOR: "true"},
                          "resourceVersion": "1"},
             "spec": {"unschedulable": True} if i in cordoned else {},
             "status": {"conditions": [
@@ -256,12 +260,19 @@ class Run:
                         w.new("gpu", name, ready=True)
                         break
             return
-        for name in w.nodes:
-            kinds = {p.kind for p in w.node_pods(name) if not p.terminating}
-            if "driver" not in kinds:
+        for name, o in w.nodes.items():
+            pods = [p for p in w.node_pods(name) if not p.terminating]
+            if "driver" not in {p.kind for p in pods}:
                 w.new("driver", name, revision="new")  # the DaemonSet recreates it
                 return
-            if "validator" not in kinds:
+            # The validator's DaemonSet runs it where its deploy label is `true` only.
+            validators = [p for p in pods if p.kind == "validator"]
+            wanted = o["metadata"]["labels"].get(VALIDATOR) == "true"
+            if validators and not wanted:
+                validators[0].terminating = True
+                validators[0].ready = False
+                return
+            if wanted and not validators:
                 w.new("validator", name)
                 return
         not_ready = [p for p in w.pods if not p.ready and not p.terminating]
@@ -286,7 +297,11 @@ class Run:
     def finished(self) -> bool:
         for name, o in self.world.nodes.items():
             d = self.world.driver(name)
-            if o["metadata"]["labels"].get(STATE_LABEL) != S.UPGRADE_DONE.value:
+            labels = o["metadata"]["labels"]
+            if labels.get(STATE_LABEL) != S.UPGRADE_DONE.value:
+                return False
+            # The walk's pauses are all resumed.
+            if labels[DEVICE_PLUGIN_DEPLOY_LABEL] != "true" or labels[VALIDATOR] != "true":
                 return False
             if d is None or d.revision != "new":
                 return False
