@@ -217,15 +217,20 @@ class NodeReconciler:
                 # The cache has not shown it yet; its event sends the node back to clearing.
                 return Result(requeue_after=REREAD_AFTER)
             acted = await self._side_effects(ctx, step)
+            # The kernel record is a write to the driver pod that nothing in the node's
+            # write depends on: both go out together (a new driver pod ready is the moment
+            # of both, and one round trip less is a tenth of a node's walk).
+            record = self._record_kernel(ctx, step)
             if step.record_kernel and ctx.driver is not None:
                 recorded = replace(ctx.driver, kernel=step.record_kernel, kernel_recorded=True)
                 ctx = replace(ctx, driver=recorded)
             if step.transition is None or acted:
+                await record
                 break
             # The transitions that follow with nothing to do between them go in the same
             # write (cordoned, no jobs to wait for, no GPU pods: straight to the restart).
             steps = fold(obj, ctx.node, step.transition, self._planner(ctx, pool), self.clock())
-            written = await self.writer.write_fold(obj, steps, pool)
+            written, _ = await asyncio.gather(self.writer.write_fold(obj, steps, pool), record)
             if written is None:
                 # Refused: the node moved; read it again.
                 return Result(requeue_after=REREAD_AFTER)
@@ -270,7 +275,7 @@ class NodeReconciler:
         return bool(arrived)
 
     async def _side_effects(self, ctx: NodeContext, step: Step) -> bool:
-        """Deletes, evictions and pod annotations; True when any pod was asked to go."""
+        """Deletes and evictions; True when any pod was asked to go."""
         acted = False
         if step.delete:
             await asyncio.gather(*(self._delete(p) for p in step.delete))
@@ -292,21 +297,23 @@ class NodeReconciler:
             else:
                 self.writer.blocked.pop(ctx.node.name, None)
             acted = acted or len(blocked) < len(step.evict)
-        if step.record_kernel and ctx.driver is not None:
-            d = ctx.driver
-            # A reconcile that runs before our last write of the pod reaches the cache would
-            # write the same annotation again.
-            if not self.pod_writes.behind(d.name, self.cache.get(POD, d.name, d.namespace)):
-                annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
-                with contextlib.suppress(NotFound):
-                    written = await self.client.patch(
-                        POD,
-                        d.name,
-                        {"metadata": {"annotations": annotations}},
-                        namespace=d.namespace,
-                    )
-                    self.pod_writes.record(written)
         return acted
+
+    async def _record_kernel(self, ctx: NodeContext, step: Step) -> None:
+        """The kernel the driver pod serves, written on it (when the step asks)."""
+        d = ctx.driver
+        if not step.record_kernel or d is None:
+            return
+        # A reconcile that runs before our last write of the pod reaches the cache would
+        # write the same annotation again.
+        if self.pod_writes.behind(d.name, self.cache.get(POD, d.name, d.namespace)):
+            return
+        annotations = {DRIVER_KERNEL_ANNOTATION: step.record_kernel}
+        with contextlib.suppress(NotFound):
+            written = await self.client.patch(
+                POD, d.name, {"metadata": {"annotations": annotations}}, namespace=d.namespace
+            )
+            self.pod_writes.record(written)
 
     async def _delete(self, pod: PodView) -> None:
         # A failed precondition (409): that pod is gone already, replaced, or changed since
