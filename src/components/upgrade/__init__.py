@@ -38,17 +38,9 @@ from components.upgrade._model import (
     AgentVerdict,
     NodeView,
     PdbView,
-    PodView,
-    format_time,
-    format_time_ms,
-    is_driver_pod,
     newest_revision,
     node_view,
-    parse_time,
     pdb_view,
-    pick_driver_pod,
-    pod_as_read,
-    pod_view,
 )
 from components.upgrade._names import (
     CORDONED_AT,
@@ -70,10 +62,12 @@ from components.upgrade._names import (
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import cleanup, plan_node
+from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_as_read, pod_view
 from components.upgrade._reader import POD_NODE_INDEX, pod_node
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._step import NodeContext, Step, Transition
+from components.upgrade._times import format_time, format_time_ms, parse_time
 from components.upgrade._tracker import WriteTracker
 
 __all__ = [

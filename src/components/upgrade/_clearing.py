@@ -21,8 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from components.api import DrainSpec, PodDeletionSpec, names_and_more
-from components.upgrade._model import PdbView, PodView
+from components.upgrade._model import PdbView
 from components.upgrade._names import DRAIN_SKIP_LABEL
+from components.upgrade._pods import PodView
 from components.upgrade._selectors import label_selector_matches, parse_selector
 
 

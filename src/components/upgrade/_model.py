@@ -1,4 +1,4 @@
-"""Views: what the upgrade reads from cached Nodes, Pods, DaemonSets and PDBs.
+"""Views: what the upgrade reads from cached Nodes, DaemonSets and PDBs (pods: `_pods`).
 
 Everything here is a pure function of the cached JSON. The planner only ever sees these
 small frozen views, so it can be tested (and property-tested) without a cluster, and the
@@ -8,9 +8,8 @@ to remember, because nothing lives anywhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from components.api import (
@@ -24,238 +23,21 @@ from components.upgrade._names import (
     CORDONED_AT,
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
-    DRIVER_KERNEL_ANNOTATION,
-    DRIVER_POD_LABELS,
     FAILED_STATE,
     GPU_RESOURCE_PREFIXES,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
-    MIRROR_ANNOTATION,
     NODE_ANNOTATIONS,
     REVISION_LABEL,
     SKIP_LABEL,
     STATE_LABEL,
     STATE_SINCE,
     UPGRADE_REQUESTED,
-    VALIDATOR_APP,
     VALIDATOR_DEPLOY_LABEL,
     parse_state,
 )
+from components.upgrade._times import parse_time
 from reconciler import Object, annotations_of, labels_of
-
-_FAILING_RESTARTS = 10
-"""A driver container restarted more often than this and not ready is failing (the
-reference's threshold)."""
-
-
-def parse_time(value: Any) -> float | None:
-    """RFC 3339 (`2026-11-30T16:20:01Z`, fractions allowed) or Unix seconds -> Unix seconds."""
-    if value is None or value == "":
-        return None
-    text = str(value)
-    if text.isdigit():
-        return float(text)
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def format_time(seconds: float) -> str:
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def format_time_ms(seconds: float) -> str:
-    """RFC 3339 with milliseconds, for waits shorter than a second's rounding."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-# -- pods --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PodView:
-    """A pod, trimmed to what clearing a node and judging a driver need."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-    resource_version: str = ""
-    """The version seen: a delete made from it is refused once the pod has changed, so a
-    second reconcile from a cache still behind our first delete does not delete again."""
-    node: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    phase: str = "Running"
-    terminating: bool = False
-    created: float = 0.0
-    ready: bool = False
-    gpu: bool = False
-    owner_kind: str = ""
-    owner_name: str = ""
-    owner_uid: str = ""
-    mirror: bool = False
-    local_storage: bool = False
-    volumes_known: bool = True
-    """False when the cache trimmed `spec.volumes`: `local_storage` must be read live."""
-    failing: bool = False
-    revision: str = ""
-    kernel: str | None = None
-    """The kernel a driver pod serves: recorded on it, or the kernel its DaemonSet selects."""
-    kernel_recorded: bool = False
-    pinned: bool = False
-    """A precompiled driver pod: its DaemonSet selects on the node's kernel pin, so only
-    moving the pin (not deleting the pod) gets the node another kernel's driver."""
-
-    def __hash__(self) -> int:
-        return hash((self.namespace, self.name, self.uid))
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def active(self) -> bool:
-        """Not finished: a Succeeded or Failed pod holds no GPU and blocks nothing."""
-        return self.phase not in ("Succeeded", "Failed")
-
-    @property
-    def daemonset(self) -> bool:
-        return self.owner_kind == "DaemonSet"
-
-    @property
-    def managed(self) -> bool:
-        """Has a controller that recreates it elsewhere (drain's notion)."""
-        return bool(self.owner_kind)
-
-
-def _uses_gpu(spec: Mapping[str, Any]) -> bool:
-    return any(
-        _requests_gpu(container)
-        for key in ("containers", "initContainers")
-        for container in spec.get(key) or []
-    )
-
-
-def _requests_gpu(container: Mapping[str, Any]) -> bool:
-    resources = container.get("resources") or {}
-    return any(
-        str(name).startswith(GPU_RESOURCE_PREFIXES)
-        for part in ("limits", "requests")
-        for name in resources.get(part) or {}
-    )
-
-
-def pod_as_read(pod: Object) -> Object:
-    """The shared pod informer's transform: a pod cut down to what the operator reads of
-    it, on top of the informer's drop list. Of the conditions, `Ready` alone (the other
-    four the kubelet reports are never read); of the containers, those that ask for a GPU,
-    with their name and resources (`_uses_gpu` is all that reads them; every operand pod
-    asks for none). About 1.7 KB less per cached pod, 40,000 operand pods at 5,000 nodes
-    (bench/cache_memory.py). Runs on each freshly decoded pod; every user of the informer
-    passes it."""
-    status = pod.get("status")
-    if isinstance(status, dict):
-        conditions = status.get("conditions")
-        if conditions:
-            status["conditions"] = [c for c in conditions if c.get("type") == "Ready"]
-    spec = pod.get("spec")
-    if isinstance(spec, dict):
-        for key in ("containers", "initContainers"):
-            containers = spec.get(key)
-            if containers is None:
-                continue
-            gpu = [
-                {"name": c.get("name"), "resources": c.get("resources")}
-                for c in containers
-                if _requests_gpu(c)
-            ]
-            if gpu:
-                spec[key] = gpu
-            else:
-                del spec[key]
-    return pod
-
-
-def _ready(status: Mapping[str, Any]) -> bool:
-    """Running, with at least one container, every container ready (the reference's test)."""
-    if status.get("phase") != "Running":
-        return False
-    statuses = status.get("containerStatuses") or []
-    if statuses:
-        return all(bool(s.get("ready")) for s in statuses)
-    # Without container statuses (kwok reports none for some stages) the Ready condition says.
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-def _failing(status: Mapping[str, Any]) -> bool:
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for s in status.get(key) or []:
-            if not s.get("ready") and int(s.get("restartCount") or 0) > _FAILING_RESTARTS:
-                return True
-    return False
-
-
-def pod_view(obj: Object) -> PodView:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    owner = next(
-        (r for r in meta.get("ownerReferences") or [] if r.get("controller")),
-        None,
-    )
-    annotations = meta.get("annotations") or {}
-    labels = meta.get("labels") or {}
-    selector = spec.get("nodeSelector") or {}
-    pin = selector.get(DRIVER_KERNEL_PIN_LABEL)
-    kernel = annotations.get(DRIVER_KERNEL_ANNOTATION)
-    recorded = kernel is not None
-    if kernel is None:
-        kernel = pin if pin is not None else selector.get(KERNEL_LABEL)
-    return PodView(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""),
-        resource_version=str(meta.get("resourceVersion") or ""),
-        node=str(spec.get("nodeName") or ""),
-        labels=labels,
-        phase=str(status.get("phase") or "Pending"),
-        terminating=bool(meta.get("deletionTimestamp")),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        ready=_ready(status) and not meta.get("deletionTimestamp"),
-        gpu=_uses_gpu(spec),
-        owner_kind=str(owner.get("kind") or "") if owner else "",
-        owner_name=str(owner.get("name") or "") if owner else "",
-        owner_uid=str(owner.get("uid") or "") if owner else "",
-        mirror=MIRROR_ANNOTATION in annotations,
-        local_storage=any("emptyDir" in v for v in spec.get("volumes") or []),
-        volumes_known="volumes" in spec,
-        failing=_failing(status),
-        revision=str(labels.get(REVISION_LABEL) or ""),
-        kernel=str(kernel) if kernel is not None else None,
-        kernel_recorded=recorded,
-        pinned=pin is not None,
-    )
-
-
-def is_driver_pod(labels: Mapping[str, str]) -> bool:
-    return any(labels.get(k) == v for k, v in DRIVER_POD_LABELS)
-
-
-def is_validator_pod(labels: Mapping[str, str]) -> bool:
-    return labels.get("app") == VALIDATOR_APP
-
-
-def pick_driver_pod(pods: Iterable[PodView]) -> PodView | None:
-    """The driver pod that speaks for a node: a live one before a terminating one, then the
-    newest (a kernel change can leave the old kernel's pod terminating beside the new)."""
-    candidates = [p for p in pods if p.daemonset]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda p: (not p.terminating, p.created, p.name))
-
 
 # -- nodes -------------------------------------------------------------------------------
 

@@ -19,15 +19,7 @@ from dataclasses import replace
 from components.api import COMPONENT_LABEL, DRIVER_DEPLOY_LABEL, UpgradeState, is_fenced
 from components.upgrade._clearing import gpu_pods
 from components.upgrade._fold import fold
-from components.upgrade._model import (
-    NodeView,
-    PodView,
-    is_driver_pod,
-    node_view,
-    pdb_view,
-    pick_driver_pod,
-    pod_view,
-)
+from components.upgrade._model import NodeView, node_view, pdb_view
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     IN_PROGRESS,
@@ -39,6 +31,7 @@ from components.upgrade._names import (
 )
 from components.upgrade._pin import pin_change
 from components.upgrade._planner import cleanup, plan_node
+from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_view
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
 from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step

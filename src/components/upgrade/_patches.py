@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL, UpgradeState
-from components.upgrade._model import NodeView, format_time
+from components.upgrade._model import NodeView
 from components.upgrade._names import (
     CLIENT_NAMES,
     CORDONED_AT,
@@ -28,6 +28,7 @@ from components.upgrade._names import (
     WALK_ANNOTATIONS,
 )
 from components.upgrade._step import Transition
+from components.upgrade._times import format_time
 
 Op = dict[str, Any]
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.upgrade._model import NodeView, PodView
+from components.upgrade._model import NodeView
+from components.upgrade._pods import PodView
 
 
 @dataclass(frozen=True, slots=True)

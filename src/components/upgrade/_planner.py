@@ -35,7 +35,7 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView, format_time_ms
+from components.upgrade._model import NodeView
 from components.upgrade._names import (
     CORDONED_BY_US,
     DEVICE_PLUGIN_PAUSE_STATES,
@@ -54,6 +54,7 @@ from components.upgrade._step import (
     move_to,
     timed_out,
 )
+from components.upgrade._times import format_time_ms
 from components.upgrade._validation import validate
 
 S = UpgradeState

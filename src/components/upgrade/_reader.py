@@ -26,15 +26,7 @@ from components.api import (
     pod_spec_targets,
     template_pod_spec,
 )
-from components.upgrade._model import (
-    NodeView,
-    PodView,
-    is_driver_pod,
-    newest_revision,
-    node_view,
-    pick_driver_pod,
-    pod_view,
-)
+from components.upgrade._model import NodeView, newest_revision, node_view
 from components.upgrade._names import (
     CLUSTER_POLICY,
     CONTROLLER_REVISION,
@@ -45,6 +37,7 @@ from components.upgrade._names import (
     POD,
     STATE_LABEL,
 )
+from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_view
 from reconciler import OWNER_INDEX, Cache, Object, label_index_name, labels_of, name_of
 
 log = logging.getLogger("components.upgrade")

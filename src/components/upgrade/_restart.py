@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from components.api import UpgradeState
 from components.upgrade._clearing import describe, gpu_pods
-from components.upgrade._model import NodeView, PodView
+from components.upgrade._model import NodeView
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
     DEVICE_PLUGIN_PAUSE_TIMEOUT,
@@ -20,6 +20,7 @@ from components.upgrade._names import (
     UPGRADE_REQUESTED,
 )
 from components.upgrade._patches import client_changes, name_clients
+from components.upgrade._pods import PodView
 from components.upgrade._step import NodeContext, Step, Transition, fail_in, move_to, timed_out
 
 S = UpgradeState

@@ -12,7 +12,8 @@ from typing import Any
 
 from components.api import NodeUpgradeStatus, UpgradeStatus
 from components.upgrade._limits import Counts
-from components.upgrade._model import NodeView, format_time
+from components.upgrade._model import NodeView
+from components.upgrade._times import format_time
 from reconciler import Object
 
 _EntryKey = tuple[str, str, str, float | None]

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from components.api import UpgradeState
-from components.upgrade._model import NodeView, PdbView, PodView
+from components.upgrade._model import NodeView, PdbView
 from components.upgrade._names import (
     CORDONED_AT,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     UPGRADE_REQUESTED,
 )
+from components.upgrade._pods import PodView
 
 S = UpgradeState
 

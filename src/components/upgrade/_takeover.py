@@ -14,7 +14,8 @@ controller fences it right after labelling its nodes.
 
 from __future__ import annotations
 
-from components.upgrade._model import NodeView, PodView
+from components.upgrade._model import NodeView
+from components.upgrade._pods import PodView
 
 
 def takeover_release(

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from components.upgrade._model import AgentVerdict, PodView, is_validator_pod
+from components.upgrade._model import AgentVerdict
+from components.upgrade._pods import PodView, is_validator_pod
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.api import KERNEL_LABEL, UpgradeState
-from components.upgrade._model import (
-    agent_verdict,
-    gpus_advertised,
-    is_driver_pod,
-    is_validator_pod,
-    pod_as_read,
-)
+from components.upgrade._model import agent_verdict, gpus_advertised
 from components.upgrade._names import (
     CLUSTER_POLICY,
     CONTROLLER_REVISION,
@@ -32,6 +26,7 @@ from components.upgrade._names import (
     POD,
     STATE_LABEL,
 )
+from components.upgrade._pods import is_driver_pod, is_validator_pod, pod_as_read
 from components.upgrade._reader import (
     DRIVER_POD_INDEX,
     POD_NODE_INDEX,
