@@ -564,8 +564,9 @@ async def bench(
                         if same:
                             found["ratio"] = round(same[0]["seconds"] / seconds, 2)
                         steps = (
-                            "cordon and pause the device plugin, wait for no GPUs, replace "
-                            "the driver pod, then the validator's, uncordon and resume"
+                            "cordon and pause the device plugin and the validator, wait "
+                            "for no GPUs, replace the driver pod, resume both, wait for a new "
+                            "validator Ready, uncordon"
                             if safe
                             else "cordon, delete the driver pod, wait for its replacement "
                             "Ready, uncordon"
