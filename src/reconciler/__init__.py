@@ -20,6 +20,7 @@ from reconciler._controller import (
     ReconcileFunc,
     Reconciler,
     Result,
+    paced_interval,
 )
 from reconciler._events import NORMAL, WARNING, EventRecorder
 from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
@@ -45,7 +46,6 @@ from reconciler._objects import (
     owner_references_of,
     resource_version_of,
 )
-from reconciler._pacing import paced_interval
 from reconciler._predicates import (
     And,
     AnnotationsChanged,

@@ -53,7 +53,6 @@ from reconciler._informer import Informer
 from reconciler._logging import reconciling
 from reconciler._metrics import Metrics, metrics_for
 from reconciler._objects import Request
-from reconciler._pacing import CpuCredit, paced_interval
 from reconciler._predicates import Predicate
 from reconciler._queue_metrics import PrometheusQueueMetrics
 from reconciler._rate_limiters import RateLimiter
@@ -85,6 +84,13 @@ class Reconciler(Protocol):
 ReconcileFunc = Callable[[Request], Awaitable[Result | None]]
 
 
+def paced_interval(cost: float, *, minimum: float, share: float, maximum: float) -> float:
+    """Seconds from one run of something paced to the next: at least `minimum`, long
+    enough that a run costing `cost` CPU seconds takes about `share` of a core, at most
+    `maximum`."""
+    return min(maximum, max(minimum, cost / share))
+
+
 class Controller:
     def __init__(
         self,
@@ -100,7 +106,6 @@ class Controller:
         min_interval: float = 0.0,
         busy_fraction: float = 1.0,
         max_interval: float = float("inf"),
-        busy_burst: float = 0.0,
     ) -> None:
         """`min_interval`: seconds from the start of one reconcile of a request to the start
         of the next; `busy_fraction` (0 < f <= 1): also wait, after a reconcile that cost d
@@ -109,10 +114,7 @@ class Controller:
         one. The cost is the CPU the reconcile itself spent (`CpuMeter`): waiting on the API
         server costs nothing, and neither does what other tasks run meanwhile (counting
         theirs paced a reconcile that awaits one write by the whole process's load).
-        `max_interval` bounds the wait, so a status never lags by more. `busy_burst`: CPU
-        seconds a request earns while it has nothing to do (at `busy_fraction`) and may then
-        spend at once (`CpuCredit`): a sparse event is not held back by the cost of the
-        reconcile before it, a stream of them still takes that share.
+        `max_interval` bounds the wait, so a status never lags by more.
         """
         if not 0 < busy_fraction <= 1:
             raise ValueError(f"busy_fraction must be in (0, 1], not {busy_fraction}")
@@ -132,8 +134,6 @@ class Controller:
         self._max_interval = max(max_interval, min_interval)
         self._paced = min_interval > 0 or busy_fraction < 1
         self._not_before: dict[Request, float] = {}
-        self._burst = busy_burst
-        self._credit: dict[Request, CpuCredit] = {}
         self._runner: asyncio.Task[None] | None = None
         self._cancel = anyio.CancelScope()
         self._finished = anyio.Event()
@@ -259,19 +259,9 @@ class Controller:
         return True
 
     def _pace(self, request: Request, began: float, cost: float) -> None:
-        if self._burst > 0:
-            credit = self._credit.get(request)
-            if credit is None:
-                credit = self._credit[request] = CpuCredit(self._busy_fraction, self._burst)
-            wait = credit.spend(began, cost)
-            gap = min(self._max_interval, max(self._min_interval, wait))
-        else:
-            gap = paced_interval(
-                cost,
-                minimum=self._min_interval,
-                share=self._busy_fraction,
-                maximum=self._max_interval,
-            )
+        gap = paced_interval(
+            cost, minimum=self._min_interval, share=self._busy_fraction, maximum=self._max_interval
+        )
         self._not_before[request] = began + gap
 
     async def _process(self, request: Request) -> None:

@@ -142,7 +142,6 @@ class Manager:
         min_interval: float = 0.0,
         busy_fraction: float = 1.0,
         max_interval: float = float("inf"),
-        busy_burst: float = 0.0,
     ) -> Controller:
         """A controller on this manager's cache and metrics (`Controller` says what the
         pacing options do)."""
@@ -159,7 +158,6 @@ class Manager:
             min_interval=min_interval,
             busy_fraction=busy_fraction,
             max_interval=max_interval,
-            busy_burst=busy_burst,
         )
         self.controllers.append(controller)
         return controller

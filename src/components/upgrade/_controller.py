@@ -40,9 +40,6 @@ from reconciler import Manager
 POOL_MIN_INTERVAL = 0.02
 """Seconds between two pool reconciles at least, however cheap: a freed slot is refilled
 within a few API round trips (it was 0.1 s, a tenth of a node's whole walk)."""
-POOL_BURST = 0.05
-"""CPU seconds of pool reconciles that may run back to back after a quiet spell (about
-thirty at 100 nodes, three at 1,000)."""
 NODE_CONTROLLER = "upgrade-controller"
 POOL_CONTROLLER = "upgrade-controller-pool"
 
@@ -101,18 +98,16 @@ class UpgradeController:
         self.node_controller = manager.controller(
             NODE_CONTROLLER, self.nodes.reconcile, max_concurrent_reconciles=workers
         )
-        # The pool reconcile weighs every node: paced, so that a stream of node events costs
-        # about 2% of a core whatever the cluster's size. The credit it earns while quiet
-        # (`POOL_BURST`) lets a slot that a node frees be refilled at once, instead of
-        # about 50 times one reconcile's CPU later (80 ms at 100 nodes, half a second at
-        # 1,000): a walk's events come a few a second, a rollout's by the thousand.
+        # The pool reconcile weighs every node: paced, so that a burst of node events costs
+        # about 2% of a core whatever the cluster's size. A slot a node frees waits for the
+        # next admission that long: about 50 times one reconcile's CPU (tens of
+        # milliseconds at 100 nodes, about half a second at 1,000).
         self.pool_controller = manager.controller(
             POOL_CONTROLLER,
             self.pools.reconcile,
             min_interval=POOL_MIN_INTERVAL,
             busy_fraction=0.02,
             max_interval=1.0,
-            busy_burst=POOL_BURST,
         )
         self.waits.on_change = lambda: self.pool_controller.enqueue(POOL_REQUEST)
         Watches(self.reader).connect(informers, self.node_controller, self.pool_controller)

@@ -346,38 +346,6 @@ async def test_what_other_tasks_spend_while_a_reconcile_awaits_does_not_pace_it(
     await c.stop(5)
 
 
-async def test_a_burst_lets_a_sparse_event_through_and_still_holds_a_stream_to_the_share() -> None:
-    # The upgrade pool's case: a reconcile costs 50 ms; a slot freed now and then must be
-    # refilled at once, not a second later, while a stream of events still costs 5%.
-    clock = FakeClock()
-    calls = 0
-
-    async def reconcile(req: Request) -> Result | None:
-        nonlocal calls
-        calls += 1
-        began = time.thread_time()
-        while time.thread_time() - began < 0.05:  # 50 ms of CPU
-            pass
-        return None
-
-    c = Controller("t", reconcile, clock=clock, busy_fraction=0.05, busy_burst=0.2)
-    await reconcile_then_request_again(c)
-    assert calls == 2, "the second event is served from the burst, without waiting"
-    for _ in range(10):  # a stream: what the burst holds, then one per second (5% of 50 ms)
-        c.enqueue(A)
-        await settle(c)
-        clock.advance(0.01)
-    assert calls in (4, 5), calls
-    c.enqueue(A)
-    clock.advance(0.3)
-    await settle(c)
-    assert calls in (4, 5), "the burst is spent: the stream waits its share"
-    clock.advance(1.5)
-    await settle(c)
-    assert calls in (5, 6)
-    await c.stop(5)
-
-
 async def test_max_interval_bounds_the_wait() -> None:
     clock = FakeClock()
     calls = 0
