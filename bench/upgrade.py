@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -640,23 +641,54 @@ def main() -> None:
         metavar="FILE",
         help="write every node's events of each run here as JSON (FILE-<parallel>.json)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="whole runs (fresh cluster each) and the median of their ratios: one run's "
+        "floor alone varies by a quarter",
+    )
     parser.add_argument("--serve-upgrade-only", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upgrade_only:
         asyncio.run(_serve_upgrade_only(args.serve_upgrade_only))
         return
     parallels = [int(p) for p in args.parallel.split(",")]
-    figures = asyncio.run(
-        bench(
-            args.nodes,
-            parallels,
-            args.timeout,
-            upgrade_only=args.upgrade_only,
-            floor_parallel=args.floor_parallel,
-            timeline=args.timeline,
+    repeats = [
+        asyncio.run(
+            bench(
+                args.nodes,
+                parallels,
+                args.timeout,
+                upgrade_only=args.upgrade_only,
+                floor_parallel=args.floor_parallel,
+                timeline=args.timeline,
+            )
         )
-    )
+        for _ in range(args.repeats)
+    ]
+    figures = repeats[-1]
+    if args.repeats > 1:
+        figures = {**figures, "repeats": repeats, "medians": _medians(repeats)}
+        for key, value in figures["medians"].items():
+            print(f"{args.repeats} runs, median {key}: {value}")
     finish("upgrade-only" if args.upgrade_only else "upgrade", figures)
+
+
+def _medians(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median seconds and ratios over whole runs, for the floor's parallelism."""
+    out: dict[str, Any] = {}
+    for floor in ("floor", "floor_with_safety_steps"):
+        found = [r[floor] for r in repeats if r.get(floor)]
+        if found:
+            out[f"{floor}_seconds"] = round(statistics.median(f["seconds"] for f in found), 1)
+            ratios = [f["ratio"] for f in found if "ratio" in f]
+            if ratios:
+                out[f"operator_over_{floor}"] = round(statistics.median(ratios), 2)
+                out[f"operator_over_{floor}_each"] = ratios
+    walks = [run["seconds"] for r in repeats for run in r["runs"]]
+    out["operator_seconds"] = round(statistics.median(walks), 1)
+    return out
 
 
 if __name__ == "__main__":
