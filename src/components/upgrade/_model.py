@@ -20,6 +20,7 @@ from components.api import (
     UpgradeState,
 )
 from components.upgrade._names import (
+    CLIENT_DEPLOY_LABELS,
     CORDONED_AT,
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
@@ -129,10 +130,7 @@ class NodeView:
     @property
     def clients(self) -> dict[str, str | None]:
         """The deploy labels of the operands a driver restart pauses, as they are."""
-        return {
-            DEVICE_PLUGIN_DEPLOY_LABEL: self.device_plugin,
-            VALIDATOR_DEPLOY_LABEL: self.validator,
-        }
+        return dict(zip(CLIENT_DEPLOY_LABELS, (self.device_plugin, self.validator), strict=True))
 
     @property
     def clients_paused(self) -> bool:
