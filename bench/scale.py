@@ -71,6 +71,7 @@ POLICY: dict[str, Any] = {}
 """The ClusterPolicy both runs use (`--policy`; the full sample: autoUpgrade on, as the
 reference's sample and Helm chart have it)."""
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
 GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -199,6 +200,11 @@ class Watch:
 
     def all_allocatable(self) -> bool:
         return all(_allocatable(n) for n in self.gpu_nodes())
+
+    def all_labelled(self) -> bool:
+        """Every GPU node carries the operator's deploy labels (its first write)."""
+        nodes = self.gpu_nodes()
+        return bool(nodes) and all(DRIVER_DEPLOY_LABEL in labels_of(n) for n in nodes)
 
     def all_rolled_out(self) -> bool:
         daemonsets = self.cache.list(DAEMONSET, namespace=NAMESPACE)
@@ -379,6 +385,7 @@ async def _operator(
                 "rolled_out": watch.all_rolled_out,
                 "allocatable": watch.all_allocatable,
                 "policy_ready": watch.policy_ready,
+                "labelled": watch.all_labelled,
             },
             began,
             deadline_s,
@@ -398,6 +405,7 @@ async def _operator(
         "to_rolled_out_seconds": reached["rolled_out"],
         "to_allocatable_seconds": reached["allocatable"],
         "to_policy_ready_seconds": reached["policy_ready"],
+        "to_labelled_seconds": reached["labelled"],
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "operator_cpu_seconds_to_ready": round(cpu - cpu_before, 2),
         "operator_cpu_seconds_before_policy": round(cpu_before, 2),
@@ -462,7 +470,7 @@ def measure(
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
         f"allocatable {o['to_allocatable_seconds']}s, policy ready "
-        f"{o['to_policy_ready_seconds']}s), ratio {figures.get('ratio', '-')}, "
+        f"{o['to_policy_ready_seconds']}s, labelled {o['to_labelled_seconds']}s), ratio {figures.get('ratio', '-')}, "
         f"CPU {o['operator_cpu_seconds_to_ready']}s, peak RSS {o['operator_peak_rss_mib']} MiB",
         flush=True,
     )

@@ -152,7 +152,11 @@ class ClusterPolicyController:
         self.metrics = metrics
         self.namespace = namespace
         self.operands = OperandSync(
-            self.client, applier, OPERANDS if operands is None else operands, namespace
+            self.client,
+            applier,
+            OPERANDS if operands is None else operands,
+            namespace,
+            _informers.daemonset_pods(manager, namespace),
         )
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None

@@ -41,6 +41,7 @@ from components.controllers._constants import (
     POD,
     SERVICE_MONITOR_CRD,
 )
+from components.controllers._pod_tally import DaemonSetPodTally, tally_on
 from components.upgrade import POD_NODE_INDEX, pod_as_read, pod_node
 from reconciler import GVK, Informer, Manager
 from reconciler.kinds import CONFIG_MAP
@@ -278,3 +279,9 @@ def register_all(manager: Manager, namespace: str) -> list[Informer]:
         service_monitor_crd(manager),
     )
     return [*base, *owned_informers(manager, namespace)]
+
+
+def daemonset_pods(manager: Manager, namespace: str) -> DaemonSetPodTally:
+    """The operand DaemonSets' pods in `namespace`, counted from the shared pods informer
+    (one tally, whichever controller asks first)."""
+    return tally_on(pods(manager), namespace)

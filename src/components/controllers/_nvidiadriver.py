@@ -114,6 +114,7 @@ class NVIDIADriverController:
             (op for op in found if op.deploy_label == DRIVER_DEPLOY_LABEL), None
         )
         self.recorder = recorder or manager.event_recorder("gpu-operator")
+        self.pods = _informers.daemonset_pods(manager, namespace)
 
     def setup(self) -> Controller:
         m = self.manager
@@ -179,7 +180,7 @@ class NVIDIADriverController:
                 changes.append(change)
         changes += await self._prune(uid, desired=desired)
         daemonsets = [o for o in desired if o.get("kind") == DAEMONSET.kind]
-        readiness = operand_readiness(self.client, self.driver.name, daemonsets)
+        readiness = operand_readiness(self.client, self.pods, self.driver.name, daemonsets)
         for change in changes:
             await self.recorder.event(obj, NORMAL, change.verb.capitalize(), str(change))
         await self._write_status(obj, self._status(obj, readiness=readiness, problems=problems))

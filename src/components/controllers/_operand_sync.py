@@ -26,6 +26,7 @@ from components.controllers._apply import (
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET, NODE, NVIDIA_DRIVER
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
 from components.controllers._driver_handover import hand_over
+from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import OperandReadiness
@@ -60,10 +61,16 @@ class OperandSync:
     """The operands of the active policy, written and judged."""
 
     def __init__(
-        self, client: Client, applier: Applier, operands: Sequence[Operand], namespace: str
+        self,
+        client: Client,
+        applier: Applier,
+        operands: Sequence[Operand],
+        namespace: str,
+        pods: DaemonSetPodTally,
     ) -> None:
         self.client = client
         self.applier = applier
+        self.pods = pods
         self.operands = list(operands)
         self.namespace = namespace
         self.driver = next(
@@ -185,7 +192,7 @@ class OperandSync:
                 rendered = sync.rendered.get(operand.name)
                 objects = rendered.objects if rendered else []
                 daemonsets = [o for o in objects if o.get("kind") == DAEMONSET.kind]
-            readiness = operand_readiness(self.client, operand.name, daemonsets)
+            readiness = operand_readiness(self.client, self.pods, operand.name, daemonsets)
             if operand.name == self.driver:
                 readiness = with_reference_driver(readiness, sync.reference_driver_nodes)
             out.append(readiness)

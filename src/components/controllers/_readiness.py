@@ -1,16 +1,20 @@
-"""Operand readiness from the cache: DaemonSets, their pods and ControllerRevisions."""
+"""Operand readiness from the cache: DaemonSets, their pods (as counted by the tally) and
+ControllerRevisions."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from components.controllers._constants import CONTROLLER_REVISION, DAEMONSET, POD
+from components.controllers._constants import CONTROLLER_REVISION, DAEMONSET
+from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._status import OperandReadiness
-from components.operands import daemonset_ready
+from components.operands.readiness import daemonset_pods_ready
 from reconciler import OWNER_INDEX, Client, Object, name_of, namespace_of
 
 
-def operand_readiness(client: Client, name: str, daemonsets: Iterable[Object]) -> OperandReadiness:
+def operand_readiness(
+    client: Client, pods: DaemonSetPodTally, name: str, daemonsets: Iterable[Object]
+) -> OperandReadiness:
     """Ready when every one of `daemonsets` (as rendered, or as cached) is: by the rules of
     `daemonset_ready`, judged on the cached copies; one not cached yet is not ready."""
     ready = True
@@ -25,9 +29,8 @@ def operand_readiness(client: Client, name: str, daemonsets: Iterable[Object]) -
             continue
         uid = str(ds["metadata"].get("uid"))
         namespace = namespace_of(ds)
-        pods = client.list(POD, namespace=namespace, index=(OWNER_INDEX, uid))
         revisions = client.list(CONTROLLER_REVISION, namespace=namespace, index=(OWNER_INDEX, uid))
-        ok, not_ready = daemonset_ready(ds, pods, revisions)
+        ok, not_ready = daemonset_pods_ready(ds, pods.pods_of(uid), revisions)
         ready = ready and ok
         nodes.update(not_ready)
         status = ds.get("status") or {}
