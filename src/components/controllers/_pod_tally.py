@@ -9,6 +9,7 @@ what is not ready yet.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from components.controllers._constants import DAEMONSET
@@ -16,22 +17,31 @@ from components.operands.readiness import DaemonSetPods, PodFacts
 from reconciler import Informer, Object, name_of, namespace_of
 
 
-def _daemonset_owners(obj: Object) -> tuple[str, ...]:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
-    return tuple(
-        str(ref["uid"]) for ref in refs if ref.get("kind") == DAEMONSET.kind and ref.get("uid")
-    )
+def _daemonset_owner(obj: Object) -> str | None:
+    """The uid of the DaemonSet that controls the pod, if one does."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("kind") == DAEMONSET.kind and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """What was counted for one pod, to take it back out when the pod changes or goes."""
+
+    owner: str
+    facts: PodFacts
 
 
 class DaemonSetPodTally:
-    """An event handler on the pods informer: per DaemonSet uid, its pods' facts, for the
-    pods of one namespace (the operator's, where every operand DaemonSet lives)."""
+    """An event handler on the pods informer: per DaemonSet uid, the facts of the pods it
+    controls, in one namespace (the operator's, where every operand DaemonSet lives)."""
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._by_owner: dict[str, DaemonSetPods] = {}
-        self._facts: dict[str, tuple[tuple[str, ...], PodFacts]] = {}
-        """By pod name (one namespace): the owners and facts last counted."""
+        self._counted: dict[str, _Counted] = {}
+        """By pod name (one namespace); about 200 bytes a pod, 8 MB at 5,000 nodes."""
 
     def pods_of(self, uid: str) -> DaemonSetPods:
         """The counts for the DaemonSet with this uid (empty while it has no pod)."""
@@ -48,37 +58,34 @@ class DaemonSetPodTally:
     def on_delete(self, obj: Object) -> None:
         if namespace_of(obj) != self.namespace:
             return
-        entry = self._facts.pop(name_of(obj), None)
-        if entry is not None:
-            self._forget(entry)
+        counted = self._counted.pop(name_of(obj), None)
+        if counted is not None:
+            self._forget(counted)
 
     def _put(self, obj: Object) -> None:
         if namespace_of(obj) != self.namespace:
             return
-        key = name_of(obj)
-        owners = _daemonset_owners(obj)
-        entry = (owners, PodFacts.of(obj)) if owners else None
-        old = self._facts.get(key)
-        if old == entry:
+        name = name_of(obj)
+        owner = _daemonset_owner(obj)
+        counted = _Counted(owner, PodFacts.of(obj)) if owner is not None else None
+        old = self._counted.get(name)
+        if old == counted:
             return
         if old is not None:
             self._forget(old)
-        if entry is None:
-            self._facts.pop(key, None)
+        if counted is None:
+            self._counted.pop(name, None)
             return
-        self._facts[key] = entry
-        for uid in owners:
-            self._by_owner.setdefault(uid, DaemonSetPods()).add(entry[1])
+        self._counted[name] = counted
+        self._by_owner.setdefault(counted.owner, DaemonSetPods()).add(counted.facts)
 
-    def _forget(self, entry: tuple[tuple[str, ...], PodFacts]) -> None:
-        owners, facts = entry
-        for uid in owners:
-            pods = self._by_owner.get(uid)
-            if pods is None:
-                continue
-            pods.remove(facts)
-            if pods.pods <= 0:
-                del self._by_owner[uid]
+    def _forget(self, counted: _Counted) -> None:
+        pods = self._by_owner.get(counted.owner)
+        if pods is None:
+            return
+        pods.remove(counted.facts)
+        if pods.pods <= 0:
+            del self._by_owner[counted.owner]
 
 
 _TALLIES: WeakKeyDictionary[Informer, DaemonSetPodTally] = WeakKeyDictionary()

@@ -60,7 +60,7 @@ def pod(
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
-        "ownerReferences": [{"kind": "DaemonSet", "uid": owner}],
+        "ownerReferences": [{"kind": "DaemonSet", "uid": owner, "controller": True}],
     }
     if revision is not None:
         meta["labels"] = {"controller-revision-hash": revision}
