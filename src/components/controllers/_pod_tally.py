@@ -88,15 +88,15 @@ class DaemonSetPodTally:
             del self._by_owner[counted.owner]
 
 
-_TALLIES: WeakKeyDictionary[Informer, DaemonSetPodTally] = WeakKeyDictionary()
+_TALLIES: WeakKeyDictionary[Informer, dict[str, DaemonSetPodTally]] = WeakKeyDictionary()
 
 
 def tally_on(informer: Informer, namespace: str) -> DaemonSetPodTally:
     """The one tally of `informer` (the shared pods informer) for `namespace`, subscribed
     on first use: every controller that judges readiness reads the same counts."""
-    tally = _TALLIES.get(informer)
-    if tally is None or tally.namespace != namespace:
-        tally = DaemonSetPodTally(namespace)
+    tallies = _TALLIES.setdefault(informer, {})
+    tally = tallies.get(namespace)
+    if tally is None:
+        tally = tallies[namespace] = DaemonSetPodTally(namespace)
         informer.add_handler(tally)
-        _TALLIES[informer] = tally
     return tally

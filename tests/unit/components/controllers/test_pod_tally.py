@@ -3,13 +3,13 @@ sequence of pods coming, changing and going (the informer's events, replayed).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.controllers._pod_tally import DaemonSetPodTally
+from components.controllers._pod_tally import DaemonSetPodTally, tally_on
 from components.operands import daemonset_ready
 from components.operands.readiness import daemonset_pods_ready
 
@@ -145,3 +145,24 @@ def test_the_tally_agrees_with_a_look_at_every_pod(events: list[tuple[str, Any]]
                 assert judged(tally, strategy, desired) == daemonset_ready(
                     ds(strategy, desired), ours, REVISIONS
                 )
+
+
+class CachedPods:
+    """Stands in for the pods informer: a late subscriber is told every cached pod."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.handlers: list[Any] = []
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+        for p in self.pods:
+            handler.on_add(p)
+
+
+def test_every_controller_reads_one_tally_that_starts_from_the_cache() -> None:
+    informer = CachedPods([pod("a", node="n0", ready=False)])
+    first = tally_on(cast(Any, informer), NS)
+    assert tally_on(cast(Any, informer), NS) is first
+    assert len(informer.handlers) == 1
+    assert judged(first, "OnDelete", 1) == (False, ["n0"])
