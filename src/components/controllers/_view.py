@@ -16,29 +16,41 @@ def gpu_node(node: Object) -> GPUNode:
 def gpu_nodes(nodes: Iterable[Object], views: GpuNodeViews | None = None) -> list[GPUNode]:
     """Every node with a GPU, sorted by name (renderers skip the opted-out ones)."""
     view = views.view if views is not None else gpu_node
-    return sorted((view(n) for n in nodes if has_gpu(labels_of(n))), key=lambda n: n.name)
+    out = sorted((view(n) for n in nodes if has_gpu(labels_of(n))), key=lambda n: n.name)
+    if views is not None:
+        views.keep_only(n.name for n in out)
+    return out
 
 
 class GpuNodeViews:
     """Each node's `GPUNode`, kept while the node is unchanged (same resourceVersion): the
-    view is built for every reconcile, and most nodes did not change since the last."""
+    view is built for every reconcile, and most nodes did not change since the last.
 
-    def __init__(self, limit: int = 50_000) -> None:
-        self._limit = limit
-        self._views: dict[tuple[str, str], GPUNode] = {}
+    One view per node name, the latest: a view holds its node's labels, so a view kept per
+    resourceVersion kept every superseded copy of the labels alive too (a 5,000-node
+    rollout changes each node about ten times)."""
+
+    def __init__(self) -> None:
+        self._views: dict[str, tuple[str, GPUNode]] = {}
 
     def view(self, node: Object) -> GPUNode:
         meta = node.get("metadata") or {}
         version = str(meta.get("resourceVersion") or "")
         if not version:
             return gpu_node(node)
-        key = (str(meta.get("name")), version)
-        found = self._views.get(key)
-        if found is None:
-            if len(self._views) >= self._limit:
-                self._views.clear()
-            found = self._views[key] = gpu_node(node)
-        return found
+        name = str(meta.get("name"))
+        found = self._views.get(name)
+        if found is not None and found[0] == version:
+            return found[1]
+        view = gpu_node(node)
+        self._views[name] = (version, view)
+        return view
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        """Forget the views of nodes not in `names` (deleted, or no GPU any more)."""
+        wanted = set(names)
+        if len(wanted) < len(self._views):
+            self._views = {k: v for k, v in self._views.items() if k in wanted}
 
 
 def count_gpu_nodes(nodes: Iterable[Object]) -> int:
