@@ -103,9 +103,9 @@ PACE_SHARE = 0.01
 (at 2,000 nodes a reconcile costs ~15 ms of CPU: one every second and a half or so in a
 rollout)."""
 PACE_MAX_SECONDS = 5.0
-"""And never less often than this while events come. The share binds from about 1,000
-nodes (a reconcile of ~20 ms, one a second); beyond, the status lags by a few seconds
-rather than the reconciles of a rollout costing the square of the cluster's size."""
+"""And never less often than this while events come. The share binds from about 1,500
+nodes (a reconcile of 15 ms or more); beyond, the status lags by a few seconds rather than
+the reconciles of a rollout costing the square of the cluster's size."""
 
 INVALID_SPEC = "InvalidSpec"
 

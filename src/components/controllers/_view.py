@@ -26,9 +26,9 @@ class GpuNodeViews:
     """Each node's `GPUNode`, kept while the node is unchanged (same resourceVersion): the
     view is built for every reconcile, and most nodes did not change since the last.
 
-    One view per node name, the latest: a view holds its node's labels, so a view kept per
-    resourceVersion kept every superseded copy of the labels alive too (a 5,000-node
-    rollout changes each node about ten times)."""
+    One view per node name, the latest: a view holds a copy of its node's labels, so a view
+    kept per resourceVersion kept every superseded copy alive too (a 5,000-node rollout
+    changes each node about ten times)."""
 
     def __init__(self) -> None:
         self._views: dict[str, tuple[str, GPUNode]] = {}
