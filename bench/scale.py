@@ -470,7 +470,8 @@ def measure(
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
         f"allocatable {o['to_allocatable_seconds']}s, policy ready "
-        f"{o['to_policy_ready_seconds']}s, labelled {o['to_labelled_seconds']}s), ratio {figures.get('ratio', '-')}, "
+        f"{o['to_policy_ready_seconds']}s, labelled {o['to_labelled_seconds']}s), "
+        f"ratio {figures.get('ratio', '-')}, "
         f"CPU {o['operator_cpu_seconds_to_ready']}s, peak RSS {o['operator_peak_rss_mib']} MiB",
         flush=True,
     )
