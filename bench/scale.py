@@ -52,7 +52,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from _common import RESULTS, finish
-from components.api import ClusterPolicy
+from components.api import DRIVER_DEPLOY_LABEL, ClusterPolicy
 from components.controllers import LabelPolicy, node_label_patch
 from components.controllers._view import gpu_nodes
 from components.operands import OPERANDS, ClusterView
@@ -71,7 +71,6 @@ POLICY: dict[str, Any] = {}
 """The ClusterPolicy both runs use (`--policy`; the full sample: autoUpgrade on, as the
 reference's sample and Helm chart have it)."""
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
-DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
 GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 _TICKS = os.sysconf("SC_CLK_TCK")

@@ -44,6 +44,9 @@ async def test_repeated_kills_never_break_the_limits_and_the_rollout_finishes(ki
     watcher = kit.watcher(policy)
     await kit.start_operator()
     await eventually(kit.all_done, "the first pass")
+    # New drivers wait until the third kill, so the walk cannot finish before the kills
+    # this test is about, however fast the machine runs it.
+    kit.hold_driver_ready.update(nodes)
     await kit.add_revision("rev2")
     rng = random.Random(7)
     kills = 0
@@ -51,6 +54,8 @@ async def test_repeated_kills_never_break_the_limits_and_the_rollout_finishes(ki
         await asyncio.sleep(rng.uniform(0.05, 0.6))
         await kit.kill_operator()
         kills += 1
+        if kills == 3:
+            kit.hold_driver_ready.clear()
         await kit.start_operator()
         if kills > 60:
             break
