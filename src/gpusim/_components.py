@@ -8,6 +8,7 @@ together.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import sys
@@ -22,7 +23,9 @@ import gpusim
 from gpusim._binaries import SimBinaries
 from gpusim._errors import SimError
 from gpusim._nodes import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
-from reconciler.envtest import ControlPlane, Process, free_port
+from reconciler.envtest import ControlPlane, Process, free_port, stop_together
+
+log = logging.getLogger(__name__)
 
 # Controllers a kubelet-less cluster needs for workloads to really roll out and be evicted.
 KCM_CONTROLLERS = (
@@ -200,9 +203,10 @@ class Components:
         return SimError(f"{name} {state}; last lines of {process.log_path}:\n{process.log_tail()}")
 
     def stop(self) -> None:
-        """Stop every process, the last started first."""
-        for name in reversed(list(self.processes)):
-            self.processes[name].stop()
+        """Stop every process at once, within one shared 10 s (then SIGKILL)."""
+        killed = stop_together(self.processes.values())
+        if killed:
+            log.warning("killed %s: still running 10 s after SIGTERM", ", ".join(killed))
         self.processes.clear()
 
 

@@ -112,14 +112,16 @@ def up_lock(folder: Path) -> Iterator[None]:
 
 
 def stop_processes(processes: Sequence[RecordedProcess], timeout: float = 10.0) -> None:
-    """SIGTERM each live process group in order, then SIGKILL whatever outlives `timeout`."""
+    """SIGTERM every live process group, then SIGKILL whatever outlives one shared
+    `timeout` (not one per process: a loaded machine makes each slow to exit)."""
     for process in processes:
         if process.alive():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while process.alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
+    deadline = time.monotonic() + timeout
+    while any(p.alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for process in processes:
         if process.alive():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from reconciler.envtest._binaries import (
 )
 from reconciler.envtest._controlplane import ControlPlane, free_port
 from reconciler.envtest._errors import BinaryMissingError, ControlPlaneError
-from reconciler.envtest._process import Process
+from reconciler.envtest._process import Process, stop_together
 
 __all__ = [
     "ETCD_VERSION",
@@ -27,4 +27,5 @@ __all__ = [
     "cache_root",
     "free_port",
     "kubernetes_bin",
+    "stop_together",
 ]

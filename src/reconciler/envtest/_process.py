@@ -12,7 +12,8 @@ import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -68,21 +69,31 @@ class Process:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the process group, then SIGKILL whatever is left after `timeout`."""
+        stop_together([self], timeout)
+
+    def _terminate(self) -> None:
+        if self._popen is not None and self._popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._popen.pid, signal.SIGTERM)
+
+    def _wait_until(self, deadline: float) -> bool:
+        """Whether the process has exited by `deadline` (monotonic seconds)."""
+        if self._popen is None:
+            return True
+        try:
+            self._popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def _reap(self) -> None:
+        """SIGKILL the group (the process, if still there, and anything it left behind)."""
         popen = self._popen
         if popen is None:
             return
-        if popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(popen.pid, signal.SIGTERM)
-            try:
-                popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(popen.pid, signal.SIGKILL)
-                popen.wait()
-        # Reap anything the child left in its group.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait()
         self._popen = None
 
     def log_tail(self, lines: int = 40) -> str:
@@ -91,3 +102,19 @@ class Process:
         except FileNotFoundError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def stop_together(processes: Iterable[Process], timeout: float = 10.0) -> list[str]:
+    """SIGTERM every process at once and give them one `timeout` between them; SIGKILL
+    the ones still running then. Returns the names of those that had to be killed.
+
+    One shared deadline, not one per process: stopping a cluster's six processes one after
+    another could take a minute when a loaded machine makes each of them slow to exit."""
+    chosen = list(processes)
+    for process in chosen:
+        process._terminate()
+    deadline = time.monotonic() + timeout
+    killed = [p.name for p in chosen if not p._wait_until(deadline)]
+    for process in chosen:
+        process._reap()
+    return killed

@@ -46,7 +46,16 @@ def test_demo_reaches_ready_runs_a_gpu_pod_and_cleans_up_on_ctrl_c() -> None:
         workdir = Path(kubeconfig.group(1)).parent
         assert workdir.exists()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        try:
+            status = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            left = subprocess.run(
+                ["ps", "-o", "pid,stat,etime,args", "--ppid", str(proc.pid)],
+                capture_output=True, text=True, check=False,
+            ).stdout  # fmt: skip
+            message = f"the demo still runs 60 s after Ctrl-C; its children:\n{left}"
+            raise AssertionError(message) from None
+        assert status == 0
         assert not workdir.exists(), "Ctrl-C left the cluster's files behind"
     finally:
         if proc.poll() is None:
