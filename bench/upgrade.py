@@ -157,7 +157,8 @@ class Recorder:
             if t < since:
                 continue
             before = [e for e, _ in self.events.get(node, []) if e < t]
-            if what.startswith("node upgrade-required->cordon-required"):
+            if what.startswith("node upgrade-required->"):
+                # Admission (its write may take the node on past cordon-required at once).
                 before += [e for e in self.any_node if e < t]
             if before:
                 kind = what if what.startswith("node") else "delete " + what.rsplit("-", 1)[0]

@@ -92,7 +92,13 @@ class UpgradeController:
             expectation_timeout=expectation_timeout,
             clock=clock,
         )
-        self.pools = PoolReconciler(self.reader, self.writer, self.waits, self.metrics)
+        self.pools = PoolReconciler(
+            self.reader,
+            self.writer,
+            self.waits,
+            self.metrics,
+            admission_fold=self.nodes.admission_fold,
+        )
 
         informers = UpgradeInformers.register(manager, namespace)
         self.node_controller = manager.controller(

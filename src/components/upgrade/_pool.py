@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from components.api import UpgradeState
+from components.upgrade._fold import Fold
 from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics
 from components.upgrade._model import NodeView
@@ -32,13 +33,24 @@ log = logging.getLogger("components.upgrade")
 
 S = UpgradeState
 
+AdmissionFold = Callable[[Object, Transition], Awaitable[Fold | None]]
+
 
 class PoolReconciler:
     def __init__(
-        self, reader: ClusterReader, writer: NodeWriter, waits: Waits, metrics: UpgradeMetrics
+        self,
+        reader: ClusterReader,
+        writer: NodeWriter,
+        waits: Waits,
+        metrics: UpgradeMetrics,
+        *,
+        admission_fold: AdmissionFold | None = None,
     ) -> None:
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
+        self.admission_fold = admission_fold
+        """The node reconcile's plan for what an admitted node does at once (None: admission
+        writes only its own transition)."""
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
         self._entries = Entries()
         self._summary_due = 0.0
@@ -102,10 +114,15 @@ class PoolReconciler:
         return writes
 
     async def _start(self, obj: Object, node: NodeView, reason: str, pool: Pool) -> None:
-        """Admit one node (upgrade-required -> cordon-required), remembered as an admission:
-        the next admission waits until the cache shows it."""
+        """Admit one node (upgrade-required -> cordon-required, and on in the same write
+        as far as the node can go at once), remembered as an admission: the next admission
+        waits until the cache shows it."""
         t = Transition(S.CORDON_REQUIRED, reason)
-        await self.writer.transition(obj, node, t, pool, admission=True)
+        folded = await self.admission_fold(obj, t) if self.admission_fold else None
+        if folded is None:
+            await self.writer.transition(obj, node, t, pool, admission=True)
+        else:
+            await self.writer.write_fold(obj, folded, pool, admission=True)
 
     def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
         """Hands the status to its writer, which builds it when its turn comes: admission

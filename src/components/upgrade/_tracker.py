@@ -64,3 +64,38 @@ class WriteTracker:
         if not self._expected:
             return 0.0
         return max(0.0, min(d for _, d in self._expected.values()) - self._clock())
+
+
+class DeleteTracker:
+    """Pods we asked to delete, until the cache shows the deletion.
+
+    A node's reconcile that runs again before the pod's event arrives would see the pod as
+    it was and delete it again: a read of the node's pods from the server and a DELETE that
+    the server refuses (409), on most nodes of a walk, where several pods go at once and
+    each of their events requeues the node. Keyed by the pod's uid; the cache has caught up
+    when it shows the pod changed (terminating) or gone. An entry gives up after `timeout`."""
+
+    def __init__(
+        self, *, timeout: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.timeout = timeout
+        self._clock = clock
+        self._asked: dict[str, tuple[str, float]] = {}
+
+    def record(self, uid: str, resource_version: str) -> None:
+        """The pod `uid`, as the cache showed it at `resource_version`, was asked to go."""
+        now = self._clock()
+        if len(self._asked) > 1_000:
+            self._asked = {u: e for u, e in self._asked.items() if e[1] > now}
+        self._asked[uid] = (resource_version, now + self.timeout)
+
+    def behind(self, uid: str, resource_version: str, *, terminating: bool) -> bool:
+        """Whether the cache still shows pod `uid` as it was when we asked it to go."""
+        entry = self._asked.get(uid)
+        if entry is None:
+            return False
+        rv, deadline = entry
+        if terminating or resource_version != rv or self._clock() > deadline:
+            del self._asked[uid]
+            return False
+        return True

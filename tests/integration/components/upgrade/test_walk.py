@@ -25,9 +25,9 @@ FULL_WALK = [
     "",
     S.UPGRADE_DONE,
     S.UPGRADE_REQUIRED,
-    S.CORDON_REQUIRED,
-    # Cordoned and no jobs to wait for: one write (`_fold`) takes the node on to deleting
-    # its GPU pods; a watch never sees wait-for-jobs-required.
+    # Admitted, cordoned and no jobs to wait for: admission's one write (`_fold`) takes
+    # the node on to deleting its GPU pods; a watch never sees cordon-required or
+    # wait-for-jobs-required.
     S.POD_DELETION_REQUIRED,
     S.POD_RESTART_REQUIRED,
     S.VALIDATION_REQUIRED,

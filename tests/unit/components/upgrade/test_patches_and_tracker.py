@@ -18,6 +18,7 @@ from components.upgrade import (
     format_time,
     transition_patch,
 )
+from components.upgrade._tracker import DeleteTracker
 
 from .builders import NOW, node
 
@@ -162,3 +163,23 @@ def test_the_device_plugin_pause_is_guarded_and_never_overwrites_another_value()
         for resume in (True, False):
             t = Transition(S.VALIDATION_REQUIRED, clients=resume)
             assert not any(op["path"] == path for op in transition_patch(theirs, t, NOW))
+
+
+def test_a_deleted_pod_is_waited_for_until_the_cache_shows_it_going() -> None:
+    clock = Clock()
+    deletes = DeleteTracker(timeout=30, clock=clock)
+    deletes.record("uid-1", "50")
+    # The cache still shows the pod as it was when we deleted it: do not decide from it.
+    assert deletes.behind("uid-1", "50", terminating=False)
+    assert not deletes.behind("uid-2", "50", terminating=False)  # another pod
+    # Its deletion arrived (terminating, newer): caught up, and forgotten.
+    assert not deletes.behind("uid-1", "51", terminating=True)
+    assert not deletes.behind("uid-1", "50", terminating=False)
+
+
+def test_a_deleted_pod_whose_event_never_comes_is_not_waited_for_forever() -> None:
+    clock = Clock()
+    deletes = DeleteTracker(timeout=30, clock=clock)
+    deletes.record("uid-1", "50")
+    clock.t += 31
+    assert not deletes.behind("uid-1", "50", terminating=False)
