@@ -65,6 +65,7 @@ REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "gpu-operator"
 NODE = GVK("", "v1", "Node")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
+POD = GVK("", "v1", "Pod")
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 SAMPLE_POLICY = REPO / "config" / "samples" / "nvidia_v1_clusterpolicy_full.yaml"
 POLICY: dict[str, Any] = {}
@@ -176,6 +177,57 @@ def _allocatable(node: Object) -> bool:
     return str(value) not in ("", "0")
 
 
+class PodMilestones:
+    """When each operand pod was first seen, bound to its node and Ready (`--pods`): per
+    DaemonSet, where a rollout's time goes (the DaemonSet controller creating pods, the
+    scheduler binding them, the pods turning Ready) in the floor's run and the operator's."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.pods: dict[str, dict[str, float | str]] = {}
+
+    def on_add(self, obj: Object) -> None:
+        self._seen(obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self._seen(new)
+
+    def on_delete(self, obj: Object) -> None:
+        pass
+
+    def _seen(self, pod: Object) -> None:
+        owner = next(
+            (r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None
+        )
+        if owner is None or owner.get("kind") != "DaemonSet":
+            return
+        at = round(time.monotonic() - self.began, 3)
+        seen = self.pods.setdefault(name_of(pod), {"daemonset": owner["name"], "created": at})
+        if "bound" not in seen and (pod.get("spec") or {}).get("nodeName"):
+            seen["bound"] = at
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if "ready" not in seen and any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+        ):
+            seen["ready"] = at
+
+    def summary(self) -> dict[str, dict[str, list[float]]]:
+        """Per DaemonSet and milestone: [first, median, last] seconds from the start."""
+        by_ds: dict[str, dict[str, list[float]]] = {}
+        for seen in self.pods.values():
+            ds = by_ds.setdefault(str(seen["daemonset"]), {})
+            for milestone in ("created", "bound", "ready"):
+                if milestone in seen:
+                    ds.setdefault(milestone, []).append(float(seen[milestone]))
+        return {
+            ds: {
+                k: [round(min(v), 2), round(statistics.median(v), 2), round(max(v), 2)]
+                for k, v in milestones.items()
+            }
+            for ds, milestones in sorted(by_ds.items())
+        }
+
+
 class Watch:
     """Nodes, the operator namespace's DaemonSets and the policy, from one cache: each
     `until` answers on the event that makes it true, without polling the server."""
@@ -232,13 +284,18 @@ class Watch:
         return reached
 
 
-async def _open(sim: SimulatedCluster, api: Any, *, policy: bool) -> tuple[Client, Cache]:
+async def _open(
+    sim: SimulatedCluster, api: Any, *, policy: bool, pods: PodMilestones | None = None
+) -> tuple[Client, Cache]:
     transport = Transport(api)
     mapper = RESTMapper(transport)
     cache = Cache(transport, mapper)
     # Only what the checks read: nodes' labels and allocatable, DaemonSets' status.
     cache.informer(NODE, drop=[("status", "images"), ("status", "conditions")])
     cache.informer(DAEMONSET, namespace=NAMESPACE, drop=[("spec", "template")])
+    if pods is not None:
+        drop = [("spec", "containers"), ("spec", "volumes"), ("spec", "affinity")]
+        cache.informer(POD, namespace=NAMESPACE, drop=drop).add_handler(pods)
     if policy:
         cache.informer(CLUSTER_POLICY)
     await cache.start()
@@ -286,10 +343,11 @@ async def install(sim: SimulatedCluster) -> None:
         await transport.close()
 
 
-async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
+async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dict[str, Any]:
+    milestones = PodMilestones() if pods else None
     async with sim.api_client() as api:
         await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
-        c, cache = await _open(sim, api, policy=False)
+        c, cache = await _open(sim, api, policy=False, pods=milestones)
         await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         wanted = LabelPolicy.of(ClusterPolicy.from_dict(POLICY))
         nodes = await c.list_live(NODE)
@@ -305,6 +363,8 @@ async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
         watch = Watch(cache, daemonsets)
         before = await _apiserver_requests(c.transport)
         began = time.monotonic()
+        if milestones is not None:
+            milestones.began = began
         for obj in objects:  # in order: prerequisites before the DaemonSets that use them
             await c.create(obj)
         reached = await watch.until(
@@ -323,6 +383,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float) -> dict[str, Any]:
         "to_allocatable_seconds": reached["allocatable"],
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "apiserver_requests": requests,
+        **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
 
 
@@ -367,10 +428,17 @@ def _start_operator(
 
 
 async def _operator(
-    sim: SimulatedCluster, metrics_url: str, pid: int, steady_seconds: float, deadline_s: float
+    sim: SimulatedCluster,
+    metrics_url: str,
+    pid: int,
+    steady_seconds: float,
+    deadline_s: float,
+    *,
+    pods: bool,
 ) -> dict[str, Any]:
+    milestones = PodMilestones() if pods else None
     async with sim.api_client() as api:
-        c, cache = await _open(sim, api, policy=True)
+        c, cache = await _open(sim, api, policy=True, pods=milestones)
         watch = Watch(cache, None)
         await _serving(metrics_url, 300)
         await asyncio.sleep(5)  # the operator's caches sync before the policy exists
@@ -378,6 +446,8 @@ async def _operator(
         ours_before = _operator_requests(metrics_url)
         before = await _apiserver_requests(c.transport)
         began = time.monotonic()
+        if milestones is not None:
+            milestones.began = began
         await c.create(POLICY)
         reached = await watch.until(
             {
@@ -419,6 +489,7 @@ async def _operator(
         "steady_state_seconds": steady_seconds,
         "steady_state_writes": _writes(steady),
         "steady_state_requests_by_verb": steady,
+        **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
 
 
@@ -428,13 +499,19 @@ def _sub(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 def measure(
-    nodes: int, steady_seconds: float, deadline_s: float, *, floor: bool, profile: bool
+    nodes: int,
+    steady_seconds: float,
+    deadline_s: float,
+    *,
+    floor: bool,
+    profile: bool,
+    pods: bool = False,
 ) -> dict[str, Any]:
     config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list("ubuntu22.04,rhel9.4"))
     figures: dict[str, Any] = {"nodes": nodes}
     if floor:
         with SimulatedCluster(config, startup_timeout=900) as sim:
-            figures["floor"] = asyncio.run(_floor(sim, deadline_s))
+            figures["floor"] = asyncio.run(_floor(sim, deadline_s, pods=pods))
         f = figures["floor"]
         print(
             f"[{nodes}] floor: {f['seconds']}s (rolled out {f['to_rolled_out_seconds']}s, "
@@ -457,6 +534,7 @@ def measure(
                     pid,
                     steady_seconds,
                     deadline_s,
+                    pods=pods,
                 )
             )
         finally:
@@ -486,6 +564,10 @@ def measure(
     if floor:
         print(f"[{nodes}] apiserver, floor: {_top(figures['floor']['apiserver_requests'])}")
     print(f"[{nodes}] steady state: {o['steady_state_requests_by_verb']}", flush=True)
+    for run in ("floor", "operator"):
+        for ds, milestones in (figures.get(run) or {}).get("pod_milestones", {}).items():
+            line = ", ".join(f"{k} {v[0]}/{v[1]}/{v[2]}" for k, v in milestones.items())
+            print(f"[{nodes}] {run} pods of {ds} (first/median/last s): {line}", flush=True)
     if profile_path is not None:
         figures["profile"] = str(profile_path.relative_to(REPO))
         print(profile_top(profile_path), flush=True)
@@ -523,6 +605,11 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true", help="the operator only")
     parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
     parser.add_argument("--repeats", type=int, default=1, help="runs per size (median ratio)")
+    parser.add_argument(
+        "--pods",
+        action="store_true",
+        help="also time each operand pod (created, bound, Ready) and print them per DaemonSet",
+    )
     args = parser.parse_args()
     POLICY.update(yaml.safe_load(args.policy.read_text()))
     sizes = [int(n) for n in args.nodes.split(",")]
@@ -533,6 +620,7 @@ def main() -> None:
             args.deadline_seconds,
             floor=not args.no_floor,
             profile=args.profile,
+            pods=args.pods,
         )
         for n in sizes
         for _ in range(args.repeats)
