@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import GVK, Client, EventRecorder, Eviction, Operation
+from reconciler import GVK, Client, EventRecorder, Eviction, Object, Operation
 from reconciler.errors import Conflict, Invalid, NotFound
 from reconciler.lowlevel import desired_hash
 from tests.polling import eventually
@@ -198,6 +198,39 @@ async def test_events_are_recorded_and_repeats_aggregated(kit: Kit, namespace: s
     assert by_reason["Synced"]["involvedObject"]["uid"] == target["metadata"]["uid"]
     assert by_reason["Broken"]["type"] == "Warning"
     assert by_reason["Synced"]["source"]["component"] == "reconciler-tests"
+
+
+async def test_a_flood_of_events_about_one_object_is_cut_to_a_budget(
+    kit: Kit, namespace: str
+) -> None:
+    flooded = (await kit.client.apply(configmap("flooded", namespace))).object
+    other = (await kit.client.apply(configmap("other", namespace))).object
+    now = [0.0]
+    recorder = EventRecorder(
+        kit.client, "reconciler-tests", spam_burst=5, spam_refill=60, clock=lambda: now[0]
+    )
+    for i in range(8):
+        await recorder.event(flooded, "Normal", "Step", f"step {i}")
+    await recorder.event(flooded, "Warning", "Failed", "another reason has its own budget")
+    await recorder.event(other, "Normal", "Step", "another object too")
+
+    def messages(name: str, events: list[Object]) -> list[str]:
+        return sorted(e["message"] for e in events if e["involvedObject"]["name"] == name)
+
+    events = await kit.client.list_live(EVENT, namespace=namespace)
+    assert messages("flooded", events) == [
+        "another reason has its own budget",
+        *(f"step {i}" for i in range(5)),
+    ]
+    assert messages("other", events) == ["another object too"]
+    assert recorder.dropped == 3
+    # A write comes back every `spam_refill` seconds.
+    now[0] = 61.0
+    await recorder.event(flooded, "Normal", "Step", "step 8")
+    await recorder.event(flooded, "Normal", "Step", "step 9")
+    events = await kit.client.list_live(EVENT, namespace=namespace)
+    assert "step 8" in messages("flooded", events)
+    assert "step 9" not in messages("flooded", events)
 
 
 async def test_similar_events_are_combined_into_one_counted_event(kit: Kit, namespace: str) -> None:
