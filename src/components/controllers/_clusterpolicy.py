@@ -322,10 +322,17 @@ class ClusterPolicyController:
         await self.recorder.event(obj, kind, ready.reason, ready.message)
 
     async def _report(self, obj: Object, changes: Sequence[Change]) -> None:
+        """One Event per operand and kind of change, naming its objects: a fresh policy
+        creates 37 objects, which as 37 Events would spend the policy's Event budget
+        (`reconciler.EventRecorder`) before its DaemonSets' turn."""
+        grouped: dict[tuple[str, str], list[str]] = {}
         for change in changes:
             log.debug("ClusterPolicy %s: %s", name_of(obj), change)
-            reason = {"created": "Created", "updated": "Updated", "deleted": "Deleted"}[change.verb]
-            await self.recorder.event(obj, NORMAL, reason, f"{change} ({change.component})")
+            grouped.setdefault((change.component, change.verb), []).append(change.what)
+        for (component, verb), objects in grouped.items():
+            reason = {"created": "Created", "updated": "Updated", "deleted": "Deleted"}[verb]
+            message = f"{verb} {', '.join(objects)} ({component})"
+            await self.recorder.event(obj, NORMAL, reason, message)
 
     async def _ignore(self, obj: Object, active: Object) -> None:
         status = ignored_status(
