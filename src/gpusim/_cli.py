@@ -81,6 +81,9 @@ def _summary(config: ClusterConfig) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    # Ctrl-C stops it even when started with SIGINT ignored (what a shell gives a
+    # background job, and so everything a CI job launches from one).
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     folder = state_dir()
     try:

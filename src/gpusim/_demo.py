@@ -57,6 +57,9 @@ def run_demo(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     policy = _load_policy(Path(args.policy))
 
+    # Ctrl-C stops it even when started with SIGINT ignored (what a shell gives a
+    # background job, and so everything a CI job launches from one).
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     _say(f"starting a simulated cluster: {args.nodes} GPU nodes, {args.cpu_nodes} CPU-only")
     sim = SimulatedCluster(cluster_config, progress=lambda line: _say(f"  {line}"))
