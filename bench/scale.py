@@ -14,8 +14,10 @@ For each size, two fresh simulated clusters of the same shape, one after the oth
 Figures: both times and their ratio; the operator's CPU seconds (utime + stime of its
 process) and peak RSS at that moment; the requests it sent by verb and by resource (its own
 client's counts); the requests the API server served by verb and resource in each run (all
-clients: the difference is the operator's doing); and the writes it sent during a
-steady-state window (target 0).
+clients: the difference is the operator's doing); the CPU seconds of every process of each
+run (control plane, simulated nodes, operator, this benchmark) and how busy the machine was:
+on a saturated machine every CPU second the operator or its requests cost is taken from the
+control plane; and the writes it sent during a steady-state window (target 0).
 
     .venv/bin/python bench/scale.py [--nodes 100,1000] [--steady-seconds 300]
         [--profile]       run the operator under py-spy (sampling, `pip install py-spy`) and
@@ -90,6 +92,49 @@ def _peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class CpuTally:
+    """The CPU seconds each process of a run spent from `start` to `stop`, and how busy the
+    whole machine was meanwhile: whether what the operator adds came out of idle time or out
+    of the control plane's."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {name: pid for name, pid in pids.items() if Path(f"/proc/{pid}").exists()}
+        self._before: dict[str, float] = {}
+        self._machine: tuple[int, int] = (0, 0)
+
+    def start(self) -> None:
+        self._before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        self._machine = _machine_ticks()
+
+    def stop(self) -> dict[str, Any]:
+        spent = {
+            name: round(_cpu_seconds(pid) - self._before[name], 1)
+            for name, pid in self.pids.items()
+            if Path(f"/proc/{pid}").exists()
+        }
+        (busy, total), (busy_then, total_then) = _machine_ticks(), self._machine
+        busy, total = busy - busy_then, total - total_then
+        return {
+            "process_cpu_seconds": dict(sorted(spent.items(), key=lambda kv: -kv[1])),
+            "machine_busy_share": round(busy / total, 3) if total else None,
+        }
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of every CPU, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _cpu_line(nodes: int, run: str, figures: dict[str, Any]) -> str:
+    spent = figures.get("process_cpu_seconds") or {}
+    each = ", ".join(f"{name} {seconds}" for name, seconds in spent.items())
+    share = figures.get("machine_busy_share")
+    busy = f"{share:.0%}" if share is not None else "-"
+    return f"[{nodes}] {run} CPU s: {each}; total {sum(spent.values()):.1f}, machine busy {busy}"
 
 
 def _child_pid(pid: int, timeout: float = 30) -> int:
@@ -362,6 +407,8 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
         before = await _apiserver_requests(c.transport)
+        tally = CpuTally({**sim.pids(), "bench": os.getpid()})
+        tally.start()
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
@@ -372,6 +419,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
             began,
             deadline_s,
         )
+        cpu = tally.stop()
         requests = _diff(await _apiserver_requests(c.transport), before)
         await cache.stop()
     seconds = max(reached.values())
@@ -383,6 +431,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         "to_allocatable_seconds": reached["allocatable"],
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "apiserver_requests": requests,
+        **cpu,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
 
@@ -445,6 +494,8 @@ async def _operator(
         cpu_before = _cpu_seconds(pid)
         ours_before = _operator_requests(metrics_url)
         before = await _apiserver_requests(c.transport)
+        tally = CpuTally({**sim.pids(), "operator": pid, "bench": os.getpid()})
+        tally.start()
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
@@ -460,6 +511,7 @@ async def _operator(
             deadline_s,
         )
         cpu = _cpu_seconds(pid)
+        processes = tally.stop()
         ours = _operator_requests(metrics_url)
         requests = _diff(await _apiserver_requests(c.transport), before)
         await asyncio.sleep(steady_seconds)
@@ -489,6 +541,7 @@ async def _operator(
         "steady_state_seconds": steady_seconds,
         "steady_state_writes": _writes(steady),
         "steady_state_requests_by_verb": steady,
+        **processes,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
 
@@ -564,6 +617,9 @@ def measure(
     if floor:
         print(f"[{nodes}] apiserver, floor: {_top(figures['floor']['apiserver_requests'])}")
     print(f"[{nodes}] steady state: {o['steady_state_requests_by_verb']}", flush=True)
+    if floor:
+        print(_cpu_line(nodes, "floor", figures["floor"]), flush=True)
+    print(_cpu_line(nodes, "operator", o), flush=True)
     for run in ("floor", "operator"):
         for ds, milestones in (figures.get(run) or {}).get("pod_milestones", {}).items():
             line = ", ".join(f"{k} {v[0]}/{v[1]}/{v[2]}" for k, v in milestones.items())
