@@ -222,24 +222,38 @@ class NodeReconciler:
 
     async def _with_volumes(self, pods: list[PodView]) -> list[PodView]:
         """Pods whose volumes the cache trimmed, with `local_storage` read from the server
-        (once per pod: a pod's volumes never change)."""
+        (once per pod: a pod's volumes never change). The reads go out together: admission
+        waits for them, and a node with many workload pods would otherwise hold the pool's
+        reconcile for one round trip a pod."""
+
+        def trimmed(pod: PodView) -> bool:
+            return not (pod.volumes_known or not pod.active or pod.daemonset or pod.terminating)
+
+        if len(self._local_storage) > 10_000:
+            self._local_storage.clear()
+        unknown = [p for p in pods if trimmed(p) and p.uid not in self._local_storage]
+        read = await asyncio.gather(*(self._local_storage_of(p) for p in unknown))
+        for pod, local in zip(unknown, read, strict=True):
+            if local is not None:
+                self._local_storage[pod.uid] = local
         out = []
         for pod in pods:
-            if pod.volumes_known or not pod.active or pod.daemonset or pod.terminating:
+            if not trimmed(pod):
                 out.append(pod)
                 continue
             local = self._local_storage.get(pod.uid)
             if local is None:
-                try:
-                    live = await self.client.get_live(POD, pod.name, pod.namespace)
-                except NotFound:
-                    continue
-                local = any("emptyDir" in v for v in (live.get("spec") or {}).get("volumes") or [])
-                if len(self._local_storage) > 10_000:
-                    self._local_storage.clear()
-                self._local_storage[pod.uid] = local
+                continue  # gone from the server
             out.append(replace(pod, local_storage=local, volumes_known=True))
         return out
+
+    async def _local_storage_of(self, pod: PodView) -> bool | None:
+        """Whether `pod` has an emptyDir volume, from the server; None when it is gone."""
+        try:
+            live = await self.client.get_live(POD, pod.name, pod.namespace)
+        except NotFound:
+            return None
+        return any("emptyDir" in v for v in (live.get("spec") or {}).get("volumes") or [])
 
     def _planner(self, ctx: NodeContext, pool: Pool) -> Callable[[NodeView], Step]:
         """Plans for `ctx` with the node as given (a fold plans on the node as its patch

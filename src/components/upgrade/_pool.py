@@ -149,8 +149,10 @@ most every 0.25 s, and at about half a percent of a core: during a first rollout
 node event would otherwise rebuild the view of every node at 2% of a core for as long as
 the rollout lasts (a seventh of the operator's CPU at 2,000 nodes). A node that turns
 `upgrade-required` is admitted at once, at the controller's own pace."""
-STATUS_WRITE_INTERVAL = 0.25
-"""Seconds between two writes of one policy's `status.upgrade` (at most four a second)."""
+STATUS_WRITE_INTERVAL = 1.0
+"""Seconds between two writes of one policy's `status.upgrade`: a change after a quiet spell
+is written at once, the changes of a busy walk once a second (at four a second, a 100-node
+walk wrote 58 status patches in 15 s, each one more event for every watcher of policies)."""
 STATUS_SHARE = 0.02
 """And building the status (over every node of the pool) takes at most about this share of
 a core: at 5,000 nodes a status costs tens of milliseconds, and comes every second or two."""
