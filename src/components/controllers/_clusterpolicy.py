@@ -51,6 +51,7 @@ from components.controllers._status import (
     Findings,
     agent_conditions,
     ignored_status,
+    milestones,
     node_agent_summary,
     policy_status,
     status_patch,
@@ -106,6 +107,13 @@ PACE_MAX_SECONDS = 5.0
 """And never less often than this while events come. The share binds from about 1,500
 nodes (a reconcile of 15 ms or more); beyond, the status lags by a few seconds rather than
 the reconciles of a rollout costing the square of the cluster's size."""
+
+STATUS_PROGRESS_SECONDS = 5.0
+"""A status that differs from the stored one only in progress (counts, messages, the nodes
+named as not ready) is written at most this often; a change of state, condition or an
+operand's readiness at once. A 1,000-node rollout wrote the policy's status 85 times, each
+a write of the whole policy through its schema (about 20 ms of the API server's CPU) and an
+event to every watcher of policies."""
 
 INVALID_SPEC = "InvalidSpec"
 
@@ -169,6 +177,8 @@ class ClusterPolicyController:
         self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None
         self._gpu_node_views = GpuNodeViews()
+        self._status_written: dict[str, float] = {}
+        """Per policy, when its status was last written (monotonic)."""
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -278,9 +288,9 @@ class ClusterPolicyController:
         )
         status = policy_status(obj.get("status"), findings)
         await self._report(obj, sync.changes)
-        await self._write_status(obj, status)
+        wait = await self._write_status(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
         self._set_metrics(policy, findings, status.state)
-        return None
+        return Result(requeue_after=wait) if wait else None
 
     def _parse(self, obj: Object) -> ClusterPolicy | pydantic.ValidationError:
         """The policy as a model, parsed once per spec (not once per event)."""
@@ -308,18 +318,32 @@ class ClusterPolicyController:
 
     # -- status, events, metrics ---------------------------------------------------------
 
-    async def _write_status(self, obj: Object, status: Any) -> None:
+    async def _write_status(
+        self, obj: Object, status: Any, *, progress_every: float = 0.0
+    ) -> float | None:
+        """Writes `status` when it differs from the stored one. A change of progress alone
+        less than `progress_every` seconds after the last write waits: the seconds until it
+        may go, else None."""
         previous = obj.get("status") or {}
         patch = status_patch(previous, status)
         if patch is None:
-            return
-        await self.client.patch(CLUSTER_POLICY, name_of(obj), patch, subresource="status")
+            return None
+        name = name_of(obj)
+        stored = {k: v for k, v in patch["status"].items() if v is not None}
+        if progress_every and milestones(previous) == milestones(stored):
+            last = self._status_written.get(name)
+            wait = last + progress_every - time.monotonic() if last is not None else 0.0
+            if wait > 0:
+                return wait
+        await self.client.patch(CLUSTER_POLICY, name, patch, subresource="status")
+        self._status_written[name] = time.monotonic()
         ready = status.condition(ConditionType.READY)
         old_state = previous.get("state")
         if ready is None or (old_state == status.state and _same_ready(previous, ready)):
-            return
+            return None
         kind = NORMAL if status.state == "ready" else WARNING
         await self.recorder.event(obj, kind, ready.reason, ready.message)
+        return None
 
     async def _report(self, obj: Object, changes: Sequence[Change]) -> None:
         """One Event per operand and kind of change, naming its objects: a fresh policy

@@ -284,6 +284,24 @@ def owned(raw: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: raw[k] for k in OWNED_STATUS_KEYS if raw and k in raw}
 
 
+def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What of a stored status a watcher acts on: the state, the generation it speaks of,
+    each condition's type, status and reason, each operand's state. Counts, messages and the
+    nodes named as not ready are progress: they change on every pod of a rollout."""
+    raw = raw or {}
+    return (
+        raw.get("state"),
+        raw.get("namespace"),
+        raw.get("observedGeneration"),
+        sorted(
+            (str(c.get("type")), str(c.get("status")), str(c.get("reason")))
+            for c in raw.get("conditions") or ()
+        ),
+        [(c.get("name"), c.get("state")) for c in raw.get("components") or ()],
+        "nodeAgent" in raw,
+    )
+
+
 def status_patch(
     previous: Mapping[str, Any] | None, status: ClusterPolicyStatus | NVIDIADriverStatus
 ) -> dict[str, Any] | None:

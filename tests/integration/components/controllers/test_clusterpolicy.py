@@ -3,14 +3,16 @@ labels to every operand object, the status, Events and metrics; and back."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from components.api import ClusterPolicy
 from components.controllers import HASH_ANNOTATION
+from components.controllers import _clusterpolicy as clusterpolicy_module
 from components.operands import OPERANDS, ClusterView, GPUNode
-from reconciler import GVK, owner_reference
+from reconciler import GVK, Object, owner_reference
 from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
     DAEMONSET,
@@ -455,34 +457,37 @@ async def test_missing_nfd_labels(cluster: Cluster) -> None:
     assert cluster.metric("gpu_operator_reconciliation_has_nfd_labels") == 0
 
 
-async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) -> None:
-    """No DaemonSet controller runs here, so the test plays its part: a DaemonSet status
-    that wants one pod, and that pod, not ready, on a node."""
-    nodes = await mixed_cluster(cluster)
-    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
-    await ready(cluster, policy)
+async def plugin_daemonset_wants(cluster: Cluster, nodes: int) -> Object:
+    """No DaemonSet controller runs here, so the test plays its part: the device plugin's
+    DaemonSet says it wants a pod on `nodes` nodes, none of them ready."""
     ds = (await cluster.daemonsets())["nvidia-device-plugin-daemonset"]
     await cluster.client.patch(
         DAEMONSET,
         ds["metadata"]["name"],
         {
             "status": {
-                "desiredNumberScheduled": 1,
-                "currentNumberScheduled": 1,
+                "desiredNumberScheduled": nodes,
+                "currentNumberScheduled": nodes,
                 "numberMisscheduled": 0,
                 "numberReady": 0,
-                "numberUnavailable": 1,
+                "numberUnavailable": nodes,
             }
         },
         namespace=cluster.namespace,
         subresource="status",
     )
+    return ds
+
+
+async def plugin_pod(cluster: Cluster, ds: Object, node: str) -> str:
+    """A device plugin pod of `ds` on `node`, not ready; its name."""
+    name = f"nvidia-device-plugin-daemonset-{node}"
     await cluster.client.create(
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
-                "name": "nvidia-device-plugin-daemonset-x",
+                "name": name,
                 "namespace": cluster.namespace,
                 "ownerReferences": [
                     {
@@ -495,11 +500,42 @@ async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) ->
                 ],
             },
             "spec": {
-                "nodeName": nodes["u1"],
+                "nodeName": node,
                 "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin"}],
             },
         }
     )
+    return name
+
+
+async def pod_turns_ready(cluster: Cluster, name: str) -> None:
+    now = "2026-01-01T00:00:00Z"
+    await cluster.client.patch(
+        GVK("", "v1", "Pod"),
+        name,
+        {
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+            }
+        },
+        namespace=cluster.namespace,
+        subresource="status",
+    )
+
+
+async def plugin_status(cluster: Cluster, policy: str) -> dict[str, Any]:
+    status = await cluster.status(policy)
+    plugin: dict[str, Any] = {c["name"]: c for c in status["components"]}["state-device-plugin"]
+    return plugin
+
+
+async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) -> None:
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    ds = await plugin_daemonset_wants(cluster, 1)
+    await plugin_pod(cluster, ds, nodes["u1"])
 
     async def not_ready() -> Any:
         cond = await cluster.condition(policy)
@@ -518,3 +554,40 @@ async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) ->
     assert cluster.metric("gpu_operator_reconciliation_status") == 0
     events = await cluster.events(policy)
     assert any(e["reason"] == "OperandNotReady" and e["type"] == "Warning" for e in events)
+
+
+async def test_progress_alone_is_written_at_most_every_few_seconds(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts and the nodes named as not ready change with every pod of a rollout: they
+    are written at most every `STATUS_PROGRESS_SECONDS`, while a change of state is written
+    at once. The interval is made an hour here, so that 'not yet written' cannot be a slow
+    machine's doing."""
+    monkeypatch.setattr(clusterpolicy_module, "STATUS_PROGRESS_SECONDS", 3600.0)
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    ds = await plugin_daemonset_wants(cluster, 3)
+    pods = {key: await plugin_pod(cluster, ds, nodes[key]) for key in ("u1", "u2", "r1")}
+    everywhere = sorted(nodes[key] for key in ("u1", "u2", "r1"))
+
+    async def names(expected: list[str]) -> Any:
+        plugin = await plugin_status(cluster, policy)
+        return plugin if plugin["notReadyNodes"] == expected else None
+
+    # Ready -> notReady is a change of state: written at once, interval or not.
+    await eventually(lambda: names(everywhere), "the status to name the three nodes")
+
+    # One pod turns ready: progress alone, held back for the interval. Without the hold,
+    # the paced reconcile writes it within `PACE_MAX_SECONDS`.
+    await pod_turns_ready(cluster, pods["u1"])
+    for _ in range(int(clusterpolicy_module.PACE_MAX_SECONDS) + 2):
+        await asyncio.sleep(1.0)
+        assert (await plugin_status(cluster, policy))["notReadyNodes"] == everywhere
+
+    # With the interval past, the next change carries everything held back.
+    monkeypatch.setattr(clusterpolicy_module, "STATUS_PROGRESS_SECONDS", 0.5)
+    await pod_turns_ready(cluster, pods["u2"])
+    plugin = await eventually(lambda: names([nodes["r1"]]), "the status to name r1 alone")
+    assert (plugin["state"], plugin["nodesDesired"]) == ("notReady", 3)
+    assert (await cluster.status(policy))["state"] == "notReady"
