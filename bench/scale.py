@@ -27,7 +27,8 @@ control plane; and the writes it sent during a steady-state window (target 0).
                           the median ratio (at 100 nodes one run's floor alone varies by 20%)
         [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
 
-Prints figures as it goes; the last line is one JSON object (also bench/results/scale.json,
+The operator's log of the last run is kept as bench/results/scale-operator.log. Prints
+figures as it goes; the last line is one JSON object (also bench/results/scale.json,
 or scale-<nodes>.json for one size).
 """
 
@@ -65,6 +66,7 @@ from reconciler.lowlevel import RESTMapper, Transport
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "gpu-operator"
+OPERATOR_LOG = "scale-operator.log"
 NODE = GVK("", "v1", "Node")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
 POD = GVK("", "v1", "Pod")
@@ -594,6 +596,8 @@ def measure(
             # The operator first: py-spy writes its profile once its child has exited.
             os.kill(pid, signal.SIGTERM)
             process.wait(120)
+            # Its log (one INFO line per change it made) outlives the cluster's folder.
+            shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / OPERATOR_LOG)
     o = figures["operator"]
     if floor:
         figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
