@@ -217,6 +217,41 @@ async def test_a_node_labelled_upgrade_done_before_its_driver_runs_is_never_writ
     assert after["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]
 
 
+async def test_a_driver_pod_on_a_node_its_daemonset_does_not_select_gets_no_state(
+    kit: Kit,
+) -> None:
+    """What a node looks like when its driver pod's event reached the cache before its own
+    (the deploy labels and the first state came in one write; two watches keep no order
+    between them): the pod's DaemonSet would not have put it there by the labels cached.
+    The walk writes nothing until the node's labels catch up; written at once, that state
+    was a second write of each such node."""
+    await kit.cluster_policy({"autoUpgrade": True})
+    await kit.start_operator(workers=1)
+    early = f"{kit.tag}-early"
+    await kit.client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": early, "labels": {KERNEL: "5.15.0-1"}},
+        }
+    )
+    await kit.driver_pod(early)
+    # One worker takes the nodes in the order they came: once a later node is done, the
+    # early node's reconcile is over.
+    await kit.add_node("later")
+    await eventually(kit.all_done, "the later node to be upgrade-done")
+    await asyncio.sleep(1.0)
+    assert STATE_LABEL not in labels_of(await kit.node(early))
+
+    # Its labels arrive: now the DaemonSet selects it, and the walk takes it in.
+    await kit.client.patch(NODE, early, {"metadata": {"labels": {"upgrade-test": kit.tag}}})
+
+    async def done() -> bool:
+        return labels_of(await kit.node(early)).get(STATE_LABEL) == S.UPGRADE_DONE
+
+    await eventually(done, "the early node to be upgrade-done once its labels arrived")
+
+
 async def test_turning_auto_upgrade_off_mid_walk_clears_the_marks_and_uncordons(kit: Kit) -> None:
     node = await kit.add_node("a", **{DEVICE_PLUGIN_DEPLOY_LABEL: "true"})
     kit.hold_driver_ready.add(node)
