@@ -44,6 +44,7 @@ from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._takeover import takeover_release
 from components.upgrade._tracker import DeleteTracker, WriteTracker
+from components.upgrade._volumes import PodVolumes
 from components.upgrade._writer import NodeWriter
 from reconciler import WARNING, Client, Eviction, Object, Request, Result, labels_of, name_of
 from reconciler.errors import Conflict as ApiConflict
@@ -107,7 +108,7 @@ class NodeReconciler:
         """Driver pod annotations: written again only once the cache shows the last one."""
         self.pod_deletes = DeleteTracker(timeout=expectation_timeout)
         """Pods we deleted: a reconcile waits until its cache shows them going."""
-        self._local_storage: dict[str, bool] = {}
+        self.volumes = PodVolumes(client)
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -168,7 +169,7 @@ class NodeReconciler:
         cached = self.cache.list(POD, index=(POD_NODE_INDEX, name_of(obj)))
         pods = [self.reader.views.pod(p) for p in cached]
         if clearing:
-            pods = await self._with_volumes(pods)
+            pods = await self.volumes.with_local_storage(pods)
         driver = pick_driver_pod(
             p for p in pods if p.namespace == self.namespace and is_driver_pod(p.labels)
         )
@@ -243,41 +244,6 @@ class NodeReconciler:
             return False
         pool = self.reader.cluster_policy_pool()
         return pool is not None and pool.enabled
-
-    async def _with_volumes(self, pods: list[PodView]) -> list[PodView]:
-        """Pods whose volumes the cache trimmed, with `local_storage` read from the server
-        (once per pod: a pod's volumes never change). The reads go out together: admission
-        waits for them, and a node with many workload pods would otherwise hold the pool's
-        reconcile for one round trip a pod."""
-
-        def trimmed(pod: PodView) -> bool:
-            return not (pod.volumes_known or not pod.active or pod.daemonset or pod.terminating)
-
-        if len(self._local_storage) > 10_000:
-            self._local_storage.clear()
-        unknown = [p for p in pods if trimmed(p) and p.uid not in self._local_storage]
-        read = await asyncio.gather(*(self._local_storage_of(p) for p in unknown))
-        for pod, local in zip(unknown, read, strict=True):
-            if local is not None:
-                self._local_storage[pod.uid] = local
-        out = []
-        for pod in pods:
-            if not trimmed(pod):
-                out.append(pod)
-                continue
-            local = self._local_storage.get(pod.uid)
-            if local is None:
-                continue  # gone from the server
-            out.append(replace(pod, local_storage=local, volumes_known=True))
-        return out
-
-    async def _local_storage_of(self, pod: PodView) -> bool | None:
-        """Whether `pod` has an emptyDir volume, from the server; None when it is gone."""
-        try:
-            live = await self.client.get_live(POD, pod.name, pod.namespace)
-        except NotFound:
-            return None
-        return any("emptyDir" in v for v in (live.get("spec") or {}).get("volumes") or [])
 
     def _planner(self, ctx: NodeContext, pool: Pool) -> Callable[[NodeView], Step]:
         """Plans for `ctx` with the node as given (a fold plans on the node as its patch
