@@ -27,7 +27,6 @@ import pydantic
 
 from components.api import (
     ClusterPolicy,
-    ConditionType,
     active_cluster_policy,
     unsupported_fields,
 )
@@ -51,11 +50,10 @@ from components.controllers._status import (
     Findings,
     agent_conditions,
     ignored_status,
-    milestones,
     node_agent_summary,
     policy_status,
-    status_patch,
 )
+from components.controllers._status_writer import StatusWriter
 from components.controllers._view import (
     GpuNodeViews,
     any_nfd_labels,
@@ -68,7 +66,6 @@ from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
 from reconciler import (
     NORMAL,
-    WARNING,
     Controller,
     EventRecorder,
     Funcs,
@@ -177,8 +174,9 @@ class ClusterPolicyController:
         self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None
         self._gpu_node_views = GpuNodeViews()
-        self._status_written: dict[str, float] = {}
-        """Per policy, when its status was last written (monotonic)."""
+        self.status = StatusWriter(
+            self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
+        )
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -288,7 +286,7 @@ class ClusterPolicyController:
         )
         status = policy_status(obj.get("status"), findings)
         await self._report(obj, sync.changes)
-        wait = await self._write_status(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
+        wait = await self.status.write(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
         self._set_metrics(policy, findings, status.state)
         return Result(requeue_after=wait) if wait else None
 
@@ -318,33 +316,6 @@ class ClusterPolicyController:
 
     # -- status, events, metrics ---------------------------------------------------------
 
-    async def _write_status(
-        self, obj: Object, status: Any, *, progress_every: float = 0.0
-    ) -> float | None:
-        """Writes `status` when it differs from the stored one. A change of progress alone
-        less than `progress_every` seconds after the last write waits: the seconds until it
-        may go, else None."""
-        previous = obj.get("status") or {}
-        patch = status_patch(previous, status)
-        if patch is None:
-            return None
-        name = name_of(obj)
-        stored = {k: v for k, v in patch["status"].items() if v is not None}
-        if progress_every and milestones(previous) == milestones(stored):
-            last = self._status_written.get(name)
-            wait = last + progress_every - time.monotonic() if last is not None else 0.0
-            if wait > 0:
-                return wait
-        await self.client.patch(CLUSTER_POLICY, name, patch, subresource="status")
-        self._status_written[name] = time.monotonic()
-        ready = status.condition(ConditionType.READY)
-        old_state = previous.get("state")
-        if ready is None or (old_state == status.state and _same_ready(previous, ready)):
-            return None
-        kind = NORMAL if status.state == "ready" else WARNING
-        await self.recorder.event(obj, kind, ready.reason, ready.message)
-        return None
-
     async def _report(self, obj: Object, changes: Sequence[Change]) -> None:
         """One Event per operand and kind of change, naming its objects: a fresh policy
         creates 37 objects, which as 37 Events would spend the policy's Event budget
@@ -365,7 +336,7 @@ class ClusterPolicyController:
             generation=generation_of(obj),
             active=name_of(active),
         )
-        await self._write_status(obj, status)
+        await self.status.write(obj, status)
 
     async def _invalid(self, obj: Object, exc: pydantic.ValidationError) -> None:
         errors = "; ".join(
@@ -376,7 +347,7 @@ class ClusterPolicyController:
             generation=generation_of(obj),
             problems=[(INVALID_SPEC, f"the spec cannot be read: {errors}")],
         )
-        await self._write_status(obj, policy_status(obj.get("status"), findings))
+        await self.status.write(obj, policy_status(obj.get("status"), findings))
         self.metrics.set_status(ReconciliationStatus.NOT_READY)
         self.metrics.reconciliation_failed_total.inc()
 
@@ -395,14 +366,3 @@ class ClusterPolicyController:
         else:
             m.set_status(ReconciliationStatus.NOT_READY)
             m.reconciliation_failed_total.inc()
-
-
-def _same_ready(previous: dict[str, Any], ready: Any) -> bool:
-    for cond in previous.get("conditions") or ():
-        if cond.get("type") == ConditionType.READY:
-            return bool(
-                cond.get("status") == ready.status
-                and cond.get("reason") == ready.reason
-                and cond.get("message") == ready.message
-            )
-    return False

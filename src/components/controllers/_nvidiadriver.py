@@ -25,7 +25,6 @@ import pydantic
 from components.api import (
     DRIVER_DEPLOY_LABEL,
     ClusterPolicy,
-    ConditionType,
     NVIDIADriver,
     NVIDIADriverStatus,
     by_age,
@@ -64,12 +63,12 @@ from components.controllers._policies import ActivePolicy
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
-from components.controllers._status import OperandReadiness, driver_status, status_patch
+from components.controllers._status import OperandReadiness, driver_status
+from components.controllers._status_writer import StatusWriter
 from components.controllers._view import config_map_keys, gpu_nodes
 from components.operands import OPERANDS, ClusterView, Operand
 from reconciler import (
     NORMAL,
-    WARNING,
     Controller,
     EventRecorder,
     GenerationChanged,
@@ -114,6 +113,9 @@ class NVIDIADriverController:
             (op for op in found if op.deploy_label == DRIVER_DEPLOY_LABEL), None
         )
         self.recorder = recorder or manager.event_recorder("gpu-operator")
+        self.status = StatusWriter(
+            self.client, self.recorder, NVIDIA_DRIVER, report_ready_changes=False
+        )
         self.pods = _informers.daemonset_pods(manager, namespace)
 
     def setup(self) -> Controller:
@@ -151,13 +153,13 @@ class NVIDIADriverController:
                 # The driver is the ClusterPolicy's again (kept until its DaemonSets
                 # serve the nodes), or disabled (then ours simply go).
                 await self._prune(uid, desired=[], stranding=policy.spec.driver.enabled)
-            await self._write_status(obj, self._status(obj, ignored=NOT_IN_USE))
+            await self.status.write(obj, self._status(obj, ignored=NOT_IN_USE))
             return None
         try:
             nvidia_driver = NVIDIADriver.from_dict(obj)
         except pydantic.ValidationError as exc:
             message = f"the spec cannot be read: {exc.errors()[0]['msg']}"
-            await self._write_status(obj, self._status(obj, problems=[("InvalidSpec", message)]))
+            await self.status.write(obj, self._status(obj, problems=[("InvalidSpec", message)]))
             return None
         nodes = self.client.list(NODE)
         pools = assign(
@@ -165,7 +167,7 @@ class NVIDIADriverController:
         )
         conflict = pools.conflicts.get(request.name)
         if conflict is not None:
-            await self._write_status(obj, self._status(obj, problems=[conflict]))
+            await self.status.write(obj, self._status(obj, problems=[conflict]))
             return None
         pool = pools.pools[request.name]
         desired, problems = self._render(obj, nvidia_driver, policy, pool, nodes)
@@ -183,7 +185,7 @@ class NVIDIADriverController:
         readiness = operand_readiness(self.client, self.pods, self.driver.name, daemonsets)
         for change in changes:
             await self.recorder.event(obj, NORMAL, change.verb.capitalize(), str(change))
-        await self._write_status(obj, self._status(obj, readiness=readiness, problems=problems))
+        await self.status.write(obj, self._status(obj, readiness=readiness, problems=problems))
         return None
 
     def _active_policy(self) -> ClusterPolicy | None:
@@ -294,14 +296,3 @@ class NVIDIADriverController:
             problems=problems,
             ignored=ignored,
         )
-
-    async def _write_status(self, obj: Object, status: NVIDIADriverStatus) -> None:
-        previous = obj.get("status") or {}
-        patch = status_patch(previous, status)
-        if patch is None:
-            return
-        await self.client.patch(NVIDIA_DRIVER, name_of(obj), patch, subresource="status")
-        ready = status.condition(ConditionType.READY)
-        if ready is not None and previous.get("state") != status.state:
-            kind = NORMAL if status.state == "ready" else WARNING
-            await self.recorder.event(obj, kind, ready.reason, ready.message)

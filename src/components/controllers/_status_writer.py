@@ -1,0 +1,79 @@
+"""Writing a policy's status (ClusterPolicy, NVIDIADriver): only when it changed, with an
+Event when its readiness changes, and changes of progress alone paced."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from components.api import ClusterPolicyStatus, ConditionType, NVIDIADriverStatus
+from components.controllers._status import milestones, status_patch
+from reconciler import GVK, NORMAL, WARNING, Client, EventRecorder, Object, name_of
+
+
+class StatusWriter:
+    """One kind's status writes. `report_ready_changes`: an Event also when the Ready
+    condition's reason or message changes with the state unchanged (the ClusterPolicy's
+    names the operands not ready); otherwise only a change of state makes one."""
+
+    def __init__(
+        self,
+        client: Client,
+        recorder: EventRecorder,
+        gvk: GVK,
+        *,
+        report_ready_changes: bool,
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.gvk = gvk
+        self.report_ready_changes = report_ready_changes
+        self._written: dict[str, float] = {}
+        """Per object, when its status was last written (monotonic)."""
+
+    async def write(
+        self,
+        obj: Object,
+        status: ClusterPolicyStatus | NVIDIADriverStatus,
+        *,
+        progress_every: float = 0.0,
+    ) -> float | None:
+        """Writes `status` when it differs from the stored one. A change of progress alone
+        (`milestones` unchanged) less than `progress_every` seconds after the last write
+        waits: the seconds until it may go, else None."""
+        previous = obj.get("status") or {}
+        patch = status_patch(previous, status)
+        if patch is None:
+            return None
+        name = name_of(obj)
+        stored = {k: v for k, v in patch["status"].items() if v is not None}
+        if progress_every and milestones(previous) == milestones(stored):
+            last = self._written.get(name)
+            wait = last + progress_every - time.monotonic() if last is not None else 0.0
+            if wait > 0:
+                return wait
+        await self.client.patch(self.gvk, name, patch, subresource="status")
+        self._written[name] = time.monotonic()
+        ready = status.condition(ConditionType.READY)
+        if ready is None or not self._readiness_changed(previous, status.state, ready):
+            return None
+        kind = NORMAL if status.state == "ready" else WARNING
+        await self.recorder.event(obj, kind, ready.reason, ready.message)
+        return None
+
+    def _readiness_changed(self, previous: Mapping[str, Any], state: str, ready: Any) -> bool:
+        if previous.get("state") != state:
+            return True
+        return self.report_ready_changes and not _same_ready(previous, ready)
+
+
+def _same_ready(previous: Mapping[str, Any], ready: Any) -> bool:
+    for cond in previous.get("conditions") or ():
+        if cond.get("type") == ConditionType.READY:
+            return bool(
+                cond.get("status") == ready.status
+                and cond.get("reason") == ready.reason
+                and cond.get("message") == ready.message
+            )
+    return False
