@@ -22,6 +22,8 @@ can be paced: `min_interval` and `busy_fraction` keep a request from being recon
 too soon after its last reconcile; the events that arrive meanwhile are collapsed into one
 reconcile when its time comes. Under a burst of events such a reconcile then costs a
 bounded share of the time, whatever the size of the cluster, instead of once per event.
+A reconcile that waits for one particular event (the last of a burst) is queued by whoever
+sees it with `enqueue(request, unpaced=True)`, and skips its turn once.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ class Controller:
         self._max_interval = max(max_interval, min_interval)
         self._paced = min_interval > 0 or busy_fraction < 1
         self._not_before: dict[Request, float] = {}
+        self._unpaced: set[Request] = set()
         self._runner: asyncio.Task[None] | None = None
         self._cancel = anyio.CancelScope()
         self._finished = anyio.Event()
@@ -171,7 +174,11 @@ class Controller:
         self._watches.append((informer, handler))
         informer.add_handler(handler)
 
-    def enqueue(self, request: Request) -> None:
+    def enqueue(self, request: Request, *, unpaced: bool = False) -> None:
+        """`unpaced`: its next reconcile does not wait for its pacing turn (what it waited
+        for has happened), also when one is in flight now."""
+        if unpaced and self._paced:
+            self._unpaced.add(request)
         self.queue.add(request)
 
     def start(self) -> None:
@@ -247,6 +254,10 @@ class Controller:
 
     def _wait_turn(self, request: Request) -> bool:
         """Paced: put `request` back until its turn if it is not yet; whether it was."""
+        if request in self._unpaced:
+            self._unpaced.discard(request)
+            self._not_before.pop(request, None)
+            return False
         not_before = self._not_before.get(request)
         if not_before is None:
             return False

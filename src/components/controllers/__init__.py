@@ -25,6 +25,7 @@ from components.controllers._constants import (
     HASH_ANNOTATION,
     LEASE_NAME,
 )
+from components.controllers._label_wait import LabelWait, nodes_awaiting_labels
 from components.controllers._labels import (
     LabelPolicy,
     annotation_patch,
@@ -46,6 +47,7 @@ __all__ = [
     "ClusterPolicyController",
     "Findings",
     "LabelPolicy",
+    "LabelWait",
     "NVIDIADriverController",
     "NodeLabelController",
     "OperandReadiness",
@@ -59,6 +61,7 @@ __all__ = [
     "has_gpu",
     "host_driver",
     "node_label_patch",
+    "nodes_awaiting_labels",
     "policy_status",
     "setup_operator",
 ]

@@ -44,6 +44,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._filters import POD_CHANGED
+from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
 from components.controllers._policies import parse_spec, spec_key
 from components.controllers._status import (
@@ -174,6 +175,7 @@ class ClusterPolicyController:
         self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None
         self._gpu_node_views = GpuNodeViews()
+        self._label_wait = LabelWait()
         self.status = StatusWriter(
             self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
         )
@@ -192,7 +194,7 @@ class ClusterPolicyController:
             max_interval=PACE_MAX_SECONDS,
         )
         c.watch(_informers.cluster_policies(m), self._all_policies, GenerationChanged())
-        c.watch(_informers.nodes(m), self._active_policy, NODE_CHANGED)
+        c.watch(_informers.nodes(m), self._node_changed, NODE_CHANGED)
         c.watch(_informers.service_monitor_crd(m), self._all_policies)
         c.watch(_informers.config_maps(m, self.namespace), self._active_policy)
         c.watch(_informers.pods(m), self._via_daemonset, self._in_namespace, POD_CHANGED)
@@ -220,6 +222,16 @@ class ClusterPolicyController:
     def _active_policy(self, _: Object) -> list[Request]:
         active = active_cluster_policy(self.client.list(CLUSTER_POLICY))
         return [Request("", name_of(active))] if active is not None else []
+
+    def _node_changed(self, node: Object) -> list[Request]:
+        """The active policy; at once, not at its paced turn, when the node brought the
+        last labels its new DaemonSets waited for (`_label_wait`)."""
+        gone = self.client.get(NODE, name_of(node)) is None
+        last = self._label_wait.forget(name_of(node)) if gone else self._label_wait.landed(node)
+        if last and self.controller is not None:
+            for request in self._active_policy(node):
+                self.controller.enqueue(request, unpaced=True)
+        return self._active_policy(node)
 
     def _owner_policy(self, obj: Object) -> list[Request]:
         ref = controller_owner(obj)
@@ -271,7 +283,12 @@ class ClusterPolicyController:
         policy = parsed
         nodes = self.client.list(NODE)
         view = self._view(obj, nodes)
-        sync = await self.operands.sync(policy, view)
+        # Asked after the prerequisites were written: the labels may have landed meanwhile.
+        sync = await self.operands.sync(
+            policy,
+            view,
+            label_wait=lambda: self._label_wait.remaining(self.client.list(NODE), policy),
+        )
         readiness = self.operands.readiness(policy, sync)
         findings = Findings(
             namespace=self.namespace,
@@ -288,7 +305,10 @@ class ClusterPolicyController:
         await self._report(obj, sync.changes)
         wait = await self.status.write(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
         self._set_metrics(policy, findings, status.state)
-        return Result(requeue_after=wait) if wait else None
+        # Held DaemonSets come with the node events that label their nodes, or at the end of
+        # the wait.
+        waits = [w for w in (wait, sync.hold_seconds) if w]
+        return Result(requeue_after=min(waits)) if waits else None
 
     def _parse(self, obj: Object) -> ClusterPolicy | pydantic.ValidationError:
         """The policy as a model, parsed once per spec (not once per event)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from components.api import DRIVER_DEPLOY_LABEL, ClusterPolicy
@@ -59,6 +59,10 @@ class Sync:
     """The driver DaemonSets that should serve the nodes (None: the driver is disabled)."""
     reference_driver_nodes: set[str] = field(default_factory=set)
     """Nodes whose driver is still the reference operator's (a takeover in progress)."""
+    held: list[str] = field(default_factory=list)
+    """DaemonSets not created yet: they wait for the node labels (`_label_wait`)."""
+    hold_seconds: float = 0.0
+    """How much longer they wait at most."""
 
 
 class OperandSync:
@@ -82,8 +86,17 @@ class OperandSync:
         )
         self.takeover = ReferenceTakeover(client, namespace)
 
-    async def sync(self, policy: ClusterPolicy, view: ClusterView) -> Sync:
-        """Render every enabled operand, apply what it wants, prune what nobody wants."""
+    async def sync(
+        self,
+        policy: ClusterPolicy,
+        view: ClusterView,
+        *,
+        label_wait: Callable[[], float] | None = None,
+    ) -> Sync:
+        """Render every enabled operand, apply what it wants, prune what nobody wants.
+
+        `label_wait`, asked only when a DaemonSet is new: the seconds new DaemonSets should
+        still wait for node labels (0: create them now)."""
         sync = Sync()
         for operand in self.operands:
             if not self.enabled(operand, policy):
@@ -114,9 +127,18 @@ class OperandSync:
         await asyncio.gather(
             *(prerequisite(n, o) for n, o in objects if o.get("kind") != DAEMONSET.kind)
         )
+        # A new DaemonSet waits while nodes still lack their labels (`_label_wait`).
+        hold: float | None = None
         for name, obj in objects:
-            if obj.get("kind") == DAEMONSET.kind:
-                await self._apply(obj, name, sync)
+            if obj.get("kind") != DAEMONSET.kind:
+                continue
+            if label_wait is not None and self._is_new(obj):
+                hold = label_wait() if hold is None else hold
+                if hold > 0:
+                    sync.held.append(name_of(obj))
+                    continue
+            await self._apply(obj, name, sync)
+        sync.hold_seconds = hold or 0.0
         sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
         handed = await self._hand_over_drivers(sync)
         sync.changes += await self.applier.prune(
@@ -132,6 +154,10 @@ class OperandSync:
         )
         sync.reference_driver_nodes = self.takeover.waiting(policy_uid)
         return sync
+
+    def _is_new(self, obj: Object) -> bool:
+        meta = obj.get("metadata") or {}
+        return self.client.get(DAEMONSET, str(meta.get("name")), str(meta.get("namespace"))) is None
 
     async def _hand_over_drivers(self, sync: Sync) -> set[ObjectRef]:
         """Replace each undesired driver DaemonSet that still has pods by the desired one
@@ -222,7 +248,12 @@ class OperandSync:
         rendered = sync.rendered.get(self.driver or "")
         if rendered is None:
             return None
-        return [o for o in rendered.objects if o.get("kind") == DAEMONSET.kind]
+        # One still held does not exist: no pod is handed to it, no node counted as served.
+        return [
+            o
+            for o in rendered.objects
+            if o.get("kind") == DAEMONSET.kind and name_of(o) not in sync.held
+        ]
 
     def _nvidia_driver_daemonsets(self) -> list[Object]:
         """The driver DaemonSets NVIDIADriver resources made (cached)."""

@@ -296,6 +296,40 @@ async def test_paced_requests_collapse_until_their_turn() -> None:
     await c.stop(5)
 
 
+async def test_an_unpaced_request_skips_its_turn_once() -> None:
+    """The event a paced reconcile waited for (the last node labelled) runs it at once,
+    also when it arrives while that reconcile is in flight; the pacing resumes after."""
+    clock = FakeClock()
+    calls: list[Request] = []
+    release = asyncio.Event()
+
+    async def reconcile(req: Request) -> Result | None:
+        calls.append(req)
+        if len(calls) == 2:
+            await release.wait()
+        return None
+
+    c = Controller("t", reconcile, clock=clock, min_interval=10)
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    c.enqueue(A)
+    await settle(c)
+    assert calls == [A], "paced: waits for its turn"
+    c.enqueue(A, unpaced=True)
+    await wait_until(lambda: len(calls) == 2)
+    c.enqueue(A, unpaced=True)  # while the second reconcile is in flight
+    release.set()
+    await wait_until(lambda: len(calls) == 3)
+    c.enqueue(A)
+    await settle(c)
+    assert calls == [A, A, A], "an ordinary event waits for the turn again"
+    clock.advance(10)
+    await settle(c)
+    assert calls == [A, A, A, A]
+    await c.stop(5)
+
+
 async def test_busy_fraction_scales_the_wait_with_the_reconcile_cost() -> None:
     clock = FakeClock()
     calls = 0
