@@ -70,8 +70,11 @@ class SimulatedCluster:
     `config` says which nodes to create. `workdir` keeps the cluster's files (required with
     `die_with_parent=False`); without it a temporary folder is used and removed at `stop()`.
     `apiserver_port` fixes the apiserver's port (0 = any free one). `extra_apiserver_args`
-    adds or overrides kube-apiserver flags (an audit log, say). `progress` receives one
-    line per start-up step.
+    adds or overrides kube-apiserver flags (an audit log, say). `crds` are installed before
+    kube-controller-manager starts: a cluster where the operator's CRDs were there before
+    (its garbage collector learns custom kinds by discovery every 30 s; an object owned by
+    a kind created after it started is retried, with a GET each time, until then).
+    `progress` receives one line per start-up step.
     """
 
     def __init__(
@@ -84,10 +87,12 @@ class SimulatedCluster:
         apiserver_port: int = 0,
         extra_apiserver_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
+        crds: Sequence[dict[str, Any]] = (),
         progress: Callable[[str], None] | None = None,
         on_process: Callable[[str, int], None] | None = None,
     ) -> None:
         self.config = config or ClusterConfig()
+        self._crds = tuple(crds)
         self.binaries = binaries or SimBinaries.from_cache()
         self._workdir = workdir
         self._die_with_parent = die_with_parent
@@ -156,6 +161,9 @@ class SimulatedCluster:
             for name, process in (("etcd", plane.etcd), ("kube-apiserver", plane.apiserver)):
                 if process is not None and process.pid is not None:
                     self._on_process(name, process.pid)
+            if self._crds:
+                self._progress(f"installing {len(self._crds)} CRDs")
+                _run(self._install_crds())
             self._progress(
                 "starting kube-controller-manager, kube-scheduler, kwok and the GPU node behaviour"
             )
@@ -219,6 +227,12 @@ class SimulatedCluster:
         return self.control_plane.log_tails(lines) if self.control_plane else {}
 
     # -- components --------------------------------------------------------------------
+
+    async def _install_crds(self) -> None:
+        from gpusim._crds import apply_crds
+
+        async with self.api_client() as api:
+            await apply_crds(api, self._crds)
 
     # -- nodes -------------------------------------------------------------------------
 

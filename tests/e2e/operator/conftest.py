@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpusim import SimulatedCluster, apply_crds, load_documents
+from gpusim import SimulatedCluster, load_documents
 from tests.e2e.operator._harness import (
     NAMESPACE,
     OPERATOR_CLUSTER,
@@ -24,7 +24,10 @@ from tests.e2e.operator._harness import (
 
 @pytest.fixture(scope="module")
 def operator_cluster() -> Iterator[SimulatedCluster]:
-    with SimulatedCluster(OPERATOR_CLUSTER) as sim:
+    # Our CRDs come with the cluster (before its controller manager), as on a cluster the
+    # chart was installed on.
+    crds = load_documents(sorted((REPO / "config" / "crd").glob("*.yaml")))
+    with SimulatedCluster(OPERATOR_CLUSTER, crds=crds) as sim:
         yield sim
 
 
@@ -43,7 +46,6 @@ def operator(operator_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
 
 async def _install(sim: SimulatedCluster) -> None:
     async with sim.api_client() as api:
-        await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
         from kubernetes_asyncio import client
 
         await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
