@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from components.upgrade._kernels import LoadedKernels
 from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
 from components.upgrade._node import NodeReconciler
 from components.upgrade._pool import PoolReconciler
@@ -82,11 +83,13 @@ class UpgradeController:
             expectation_timeout=expectation_timeout,
         )
         self.waits = Waits()
+        self.kernels = LoadedKernels(manager.cache, namespace)
         self.nodes = NodeReconciler(
             manager.client,
             self.reader,
             self.writer,
             self.waits,
+            self.kernels,
             operator_pod=operator_pod if operator_pod is not None else _operator_pod_from_env(),
             validation_timeout=validation_timeout,
             expectation_timeout=expectation_timeout,
@@ -101,6 +104,7 @@ class UpgradeController:
         )
 
         informers = UpgradeInformers.register(manager, namespace)
+        informers.nodes.add_handler(self.kernels)
         self.node_controller = manager.controller(
             NODE_CONTROLLER, self.nodes.reconcile, max_concurrent_reconciles=workers
         )

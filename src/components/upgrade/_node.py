@@ -26,6 +26,7 @@ from components.api import (
 )
 from components.upgrade._clearing import gpu_pods
 from components.upgrade._fold import Fold, fold
+from components.upgrade._kernels import LoadedKernels
 from components.upgrade._model import NodeView, node_view, pdb_view
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
@@ -89,6 +90,7 @@ class NodeReconciler:
         reader: ClusterReader,
         writer: NodeWriter,
         waits: Waits,
+        kernels: LoadedKernels,
         *,
         operator_pod: tuple[str, str] | None,
         validation_timeout: float,
@@ -101,6 +103,7 @@ class NodeReconciler:
         self.reader = reader
         self.writer = writer
         self.waits = waits
+        self.kernels = kernels
         self.operator_pod = operator_pod
         self.validation_timeout = validation_timeout
         self.clock = clock
@@ -173,6 +176,8 @@ class NodeReconciler:
         driver = pick_driver_pod(
             p for p in pods if p.namespace == self.namespace and is_driver_pod(p.labels)
         )
+        if driver is not None:
+            driver = self._with_learnt_kernel(driver)
         ds = self.reader.owner_daemonset(driver) if driver is not None else None
         if ds is None:
             ds = self.reader.targeting_daemonset(obj)
@@ -193,6 +198,17 @@ class NodeReconciler:
             walk_moves_it=walk_moves_it,
         )
         return _Seen(node, pods, driver, ds, pool, replacing, release, pin)
+
+    def _with_learnt_kernel(self, driver: PodView) -> PodView:
+        """The driver pod with the kernel it was loaded for when the node's kernel changed
+        under it and the pod does not say so yet (`_kernels`)."""
+        learnt = self.kernels.kernel(driver.uid)
+        if learnt is None:
+            return driver
+        if driver.kernel is not None:
+            self.kernels.forget(driver.uid)  # the cached pod carries the record now
+            return driver
+        return replace(driver, kernel=learnt, kernel_learnt=True)
 
     def _context(self, seen: _Seen) -> NodeContext:
         assert seen.pool is not None
@@ -261,11 +277,13 @@ class NodeReconciler:
                 return Result(requeue_after=REREAD_AFTER)
             acted = await self._side_effects(ctx, step)
             # The kernel record is a write to the driver pod that nothing in the node's
-            # write depends on: both go out together (a new driver pod ready is the moment
-            # of both, and one round trip less is a tenth of a node's walk).
+            # write depends on: both go out together (a kernel change under the pod is the
+            # moment of both: the record and the transition that starts the walk).
             record = self._record_kernel(ctx, step)
             if step.record_kernel and ctx.driver is not None:
-                recorded = replace(ctx.driver, kernel=step.record_kernel, kernel_recorded=True)
+                recorded = replace(
+                    ctx.driver, kernel=step.record_kernel, kernel_recorded=True, kernel_learnt=False
+                )
                 ctx = replace(ctx, driver=recorded)
             if step.transition is None or acted:
                 await record
@@ -373,3 +391,4 @@ class NodeReconciler:
             )
             if pod.uid:
                 self.pod_deletes.record(pod.uid, pod.resource_version)
+                self.kernels.forget(pod.uid)

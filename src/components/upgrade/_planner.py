@@ -78,20 +78,14 @@ def plan_node(
     """The next step for `ctx.node` under `policy` (auto upgrade is on)."""
     step = _resuming(ctx.node, _plan(ctx, policy, now, validation_timeout))
     d = ctx.driver
-    if (
-        d is not None
-        and d.ready
-        and d.kernel is None
-        and ctx.node.kernel
-        and ctx.outdated(requested=False) is None
-    ):
-        # The first time a driver pod is seen ready, note the kernel it was loaded for, so
-        # a later kernel change on the node is noticed even though the pod did not change.
+    if d is not None and d.kernel_learnt and d.kernel:
+        # The node's kernel changed under the pod (`_kernels`): the kernel it was loaded for
+        # goes on it with the step the mismatch starts, so a restart of ours resumes from it.
         return Step(
             transition=step.transition,
             delete=step.delete,
             evict=step.evict,
-            record_kernel=ctx.node.kernel,
+            record_kernel=d.kernel,
             wait=step.wait,
             requeue_after=step.requeue_after,
         )

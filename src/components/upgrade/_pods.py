@@ -60,8 +60,11 @@ class PodView:
     failing: bool = False
     revision: str = ""
     kernel: str | None = None
-    """The kernel a driver pod serves: recorded on it, or the kernel its DaemonSet selects."""
+    """The kernel a driver pod serves: recorded on it, the kernel its DaemonSet selects, or
+    the kernel its node had before its kernel label changed under it (`_kernels`)."""
     kernel_recorded: bool = False
+    kernel_learnt: bool = False
+    """`kernel` comes from the node's kernel change and is not yet recorded on the pod."""
     pinned: bool = False
     """A precompiled driver pod: its DaemonSet selects on the node's kernel pin, so only
     moving the pin (not deleting the pod) gets the node another kernel's driver."""

@@ -74,26 +74,35 @@ async def test_a_kernel_change_takes_the_node_through_the_safe_path(kit: Kit) ->
     await kit.cluster_policy({"autoUpgrade": True})
     await kit.start_operator()
     await eventually(kit.all_done, "the first pass")
+    before = await kit.pods(app="nvidia-driver-daemonset")
+    # A driver that merely runs costs no write.
+    assert not [d for d in before if DRIVER_KERNEL_ANNOTATION in annotations_of(d)]
+    await kit.client.patch(NODE, node, {"metadata": {"labels": {KERNEL: "5.15.0-2"}}})
 
     async def recorded() -> bool:
-        drivers = await kit.pods(app="nvidia-driver-daemonset")
-        return all(annotations_of(d).get(DRIVER_KERNEL_ANNOTATION) == "5.15.0-1" for d in drivers)
+        drivers = {d["metadata"]["name"]: d for d in await kit.pods(app="nvidia-driver-daemonset")}
+        old = [drivers.get(d["metadata"]["name"]) for d in before]
+        # Replaced already, or marked with the kernel it was loaded for.
+        return all(d is None or annotations_of(d).get(DRIVER_KERNEL_ANNOTATION) == "5.15.0-1"
+                   for d in old)  # fmt: skip
 
-    await eventually(recorded, "the kernel the driver serves recorded on its pod")
-    before = {p["metadata"]["name"] for p in await kit.pods(app="nvidia-driver-daemonset")}
-    await kit.client.patch(NODE, node, {"metadata": {"labels": {KERNEL: "5.15.0-2"}}})
+    names = {p["metadata"]["name"] for p in before}
 
     async def upgraded() -> bool:
         drivers = await kit.pods(app="nvidia-driver-daemonset")
         return (
             await kit.all_done()
-            and all(p["metadata"]["name"] not in before for p in drivers)
-            and all(annotations_of(d).get(DRIVER_KERNEL_ANNOTATION) == "5.15.0-2" for d in drivers)
+            and bool(drivers)
+            and all(p["metadata"]["name"] not in names for p in drivers)
         )
 
+    await eventually(recorded, "the old driver pod marked with the kernel it was loaded for")
     await eventually(upgraded, "a new driver pod for the new kernel")
     assert not [p for p in await kit.pods(app="train") if p["metadata"]["name"] == job]
     assert not (await kit.node(node))["spec"].get("unschedulable")
+    events = await kit.events(node)
+    assert any("serves kernel 5.15.0-1, the node runs 5.15.0-2" in e.get("message", "")
+               for e in events), [e.get("message") for e in events]  # fmt: skip
 
 
 async def test_an_nvidia_driver_governs_its_own_nodes(kit: Kit) -> None:

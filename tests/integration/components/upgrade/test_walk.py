@@ -9,7 +9,6 @@ from components.api import UpgradeState
 from components.upgrade import (
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
-    DRIVER_KERNEL_ANNOTATION,
     EVENT_REASON,
     INITIALLY_UNSCHEDULABLE,
     SKIP_LABEL,
@@ -206,12 +205,20 @@ async def test_a_node_labelled_upgrade_done_before_its_driver_runs_is_never_writ
     moved = await kit.client.patch(NODE, new, {"metadata": {"labels": {"upgrade-test": kit.tag}}})
     kit.nodes.append(new)  # the stand-in kubelet starts its driver, at the newest revision
 
-    async def driver_seen() -> bool:
+    async def driver_ready() -> bool:
         drivers = [p for p in await kit.pods(app="nvidia-driver-daemonset")
                    if p["spec"]["nodeName"] == new]  # fmt: skip
-        return any(DRIVER_KERNEL_ANNOTATION in annotations_of(p) for p in drivers)
+        return any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for p in drivers
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
 
-    await eventually(driver_seen, "the walk to note the kernel of the new node's driver")
+    await eventually(driver_ready, "the new node's driver pod Ready")
+    # As above: once a node added after it is done, the reconcile its driver's events asked
+    # for is over.
+    await kit.add_node("last")
+    await eventually(kit.all_done, "the last node to be upgrade-done")
     after = await kit.node(new)
     assert labels_of(after)[STATE_LABEL] == S.UPGRADE_DONE
     assert after["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]

@@ -72,12 +72,18 @@ def test_a_node_cordoned_before_its_upgrade_is_remembered() -> None:
     assert s.transition.annotations.get(INITIALLY_UNSCHEDULABLE) == "true"
 
 
-def test_the_kernel_a_ready_driver_serves_is_recorded_once() -> None:
-    ctx = NodeContext(node(kernel="6.8.0"), driver("new", kernel=None), "new")
-    assert step(ctx).record_kernel == "6.8.0"
+def test_a_kernel_learnt_from_a_change_is_recorded_with_the_walk_it_starts() -> None:
+    # No write for a driver that merely runs: its kernel matters only once it changes.
+    unknown = NodeContext(node(kernel="6.8.0"), driver("new", kernel=None), "new")
+    assert step(unknown).record_kernel is None
     assert step(NodeContext(node(kernel="6.8.0"), driver("new"), "new")).record_kernel is None
-    not_ready = NodeContext(node(kernel="6.8.0"), driver("new", kernel=None, ready=False), "new")
-    assert step(not_ready).record_kernel is None
+    # The node's kernel moved from 6.5.0 under the pod: the record and upgrade-required go
+    # out together.
+    learnt = replace(driver("new", kernel=None), kernel="6.5.0", kernel_learnt=True)
+    s = step(NodeContext(node(state=S.UPGRADE_DONE, kernel="6.8.0"), learnt, "new"))
+    assert s.record_kernel == "6.5.0"
+    assert s.transition is not None and s.transition.to is S.UPGRADE_REQUIRED
+    assert "serves kernel 6.5.0, the node runs 6.8.0" in s.transition.reason
 
 
 # -- upgrade-required and cordon ---------------------------------------------------------
