@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpusim import SimulatedCluster, load_documents
+from gpusim import SimulatedCluster, apply_crds, load_documents
 from tests.e2e.operator._harness import (
     NAMESPACE,
     OPERATOR_CLUSTER,
@@ -28,7 +28,18 @@ def operator_cluster() -> Iterator[SimulatedCluster]:
     # chart was installed on.
     crds = load_documents(sorted((REPO / "config" / "crd").glob("*.yaml")))
     with SimulatedCluster(OPERATOR_CLUSTER, crds=crds) as sim:
+        served = asyncio.run(_served_crds(sim))
+        wanted = {c["metadata"]["name"] for c in crds}
+        assert wanted <= served, f"the cluster came without CRDs {sorted(wanted - served)}"
         yield sim
+
+
+async def _served_crds(sim: SimulatedCluster) -> set[str]:
+    from kubernetes_asyncio import client
+
+    async with sim.api_client() as api:
+        found = await client.ApiextensionsV1Api(api).list_custom_resource_definition()
+    return {c.metadata.name for c in found.items}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +56,9 @@ def operator(operator_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
 
 
 async def _install(sim: SimulatedCluster) -> None:
+    """Our CRDs (nothing to do where the cluster came with them) and the namespace."""
     async with sim.api_client() as api:
+        await apply_crds(api, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
         from kubernetes_asyncio import client
 
         await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
