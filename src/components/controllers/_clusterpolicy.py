@@ -226,12 +226,13 @@ class ClusterPolicyController:
     def _node_changed(self, node: Object) -> list[Request]:
         """The active policy; at once, not at its paced turn, when the node brought the
         last labels its new DaemonSets waited for (`_label_wait`)."""
+        requests = self._active_policy(node)
         gone = self.client.get(NODE, name_of(node)) is None
         last = self._label_wait.forget(name_of(node)) if gone else self._label_wait.landed(node)
         if last and self.controller is not None:
-            for request in self._active_policy(node):
+            for request in requests:
                 self.controller.enqueue(request, unpaced=True)
-        return self._active_policy(node)
+        return requests
 
     def _owner_policy(self, obj: Object) -> list[Request]:
         ref = controller_owner(obj)

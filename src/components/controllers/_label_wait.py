@@ -64,8 +64,8 @@ class LabelWait:
 
     def remaining(self, nodes: Iterable[Object], policy: ClusterPolicy) -> float:
         """Seconds new DaemonSets should still wait (0: create them now)."""
-        self._wanted = LabelPolicy.of(policy)
-        waiting = nodes_awaiting_labels(nodes, policy)
+        self._wanted = wanted = LabelPolicy.of(policy)
+        waiting = [name_of(node) for node in nodes if lacks_labels(node, wanted)]
         self._awaiting = set()
         if not waiting:
             self._since = None

@@ -43,9 +43,6 @@ class LoadedKernels:
         """Its record is on the pod now, or the pod is gone."""
         self._by_pod.pop(pod_uid, None)
 
-    def __len__(self) -> int:
-        return len(self._by_pod)
-
     # -- node events ---------------------------------------------------------------------
 
     def on_add(self, obj: Object) -> None:
