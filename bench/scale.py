@@ -198,10 +198,19 @@ def _writes(by_verb: dict[str, int]) -> int:
 
 
 async def _apiserver_requests(transport: Transport) -> Counter[str]:
-    """Requests the API server served, "VERB resource[/subresource]" -> count (all clients)."""
+    """Requests the API server served, "VERB resource[/subresource]" -> count (all clients);
+    also "TERMINATED watch resource": watchers it closed for falling behind (its watch cache
+    holds every watcher's events while one is full, for about 50 ms a second at most, then
+    closes that one; the client watches again from where it was)."""
     raw = await transport.request_bytes("GET", "/metrics")
     counts: Counter[str] = Counter()
     for family in text_string_to_metric_families(raw.decode()):
+        if family.name == "apiserver_terminated_watchers":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    resource = sample.labels.get("resource", "")
+                    counts[f"TERMINATED watch {resource}"] += int(sample.value)
+            continue
         if family.name != "apiserver_request":
             continue
         for sample in family.samples:
