@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -327,6 +328,47 @@ async def test_an_unpaced_request_skips_its_turn_once() -> None:
     clock.advance(10)
     await settle(c)
     assert calls == [A, A, A, A]
+    await c.stop(5)
+
+
+class _Informer:
+    """What `Controller.watch` needs of an informer: somewhere to keep its handler."""
+
+    def __init__(self) -> None:
+        self.handlers: list[Any] = []
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def remove_handler(self, handler: Any) -> None:
+        self.handlers.remove(handler)
+
+
+async def test_an_unpaced_watch_skips_the_turn_for_its_events_only() -> None:
+    """A watch marked unpaced carries the news a paced reconcile waits for (a DaemonSet
+    finished rolling out): its events run the reconcile at once; other watches' wait."""
+    clock = FakeClock()
+    calls: list[Request] = []
+
+    async def reconcile(req: Request) -> Result | None:
+        calls.append(req)
+        return None
+
+    c = Controller("t", reconcile, clock=clock, min_interval=10)
+    plain, news = _Informer(), _Informer()
+    c.watch(plain, lambda obj: [A])  # type: ignore[arg-type]
+    c.watch(news, lambda obj: [A], unpaced=True)  # type: ignore[arg-type]
+    c.start()
+    plain.handlers[0].on_add({})
+    await settle(c)
+    plain.handlers[0].on_add({})
+    await settle(c)
+    assert calls == [A], "paced: waits for its turn"
+    news.handlers[0].on_update({}, {})
+    await wait_until(lambda: len(calls) == 2)
+    plain.handlers[0].on_add({})
+    await settle(c)
+    assert calls == [A, A], "the plain watch waits for the turn again"
     await c.stop(5)
 
 
