@@ -122,6 +122,10 @@ class UpgradeController:
         self.waits.on_change = lambda: self.pool_controller.enqueue(POOL_REQUEST)
         Watches(self.reader).connect(informers, self.node_controller, self.pool_controller)
 
+    def status_writes_pending(self) -> bool:
+        """Whether a pool's `status.upgrade` write is queued or in flight."""
+        return self.pools.status_writes_pending()
+
     @property
     def admissions(self) -> WriteTracker:
         """Admission's writes, which the next admission waits for the cache to show."""

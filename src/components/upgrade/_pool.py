@@ -90,6 +90,11 @@ class PoolReconciler:
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
         return None
 
+    def status_writes_pending(self) -> bool:
+        """Whether a policy's `status.upgrade` is still to be written or being written (the
+        writes run off the reconcile's path, so an empty queue does not say it)."""
+        return any(w.pending() for w in self._status_writers.values())
+
     def _waiting_for_a_slot(self) -> bool:
         """Whether any node is `upgrade-required` (from the state label's index: no view of
         every node is built to answer it)."""
@@ -169,6 +174,10 @@ class _StatusWriter:
         self._name = f"{pool.kind} {pool.name}"
         self._pending: Callable[[], Object | None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._writing = False
+
+    def pending(self) -> bool:
+        return self._pending is not None or self._writing
 
     def submit(self, body: Callable[[], Object | None]) -> None:
         self._pending = body
@@ -178,16 +187,19 @@ class _StatusWriter:
     async def _drain(self) -> None:
         while self._pending is not None:
             build, self._pending = self._pending, None
+            self._writing = True
             began = time.thread_time()
             body = build()
             cost = time.thread_time() - began
-            if body is not None:
-                try:
+            try:
+                if body is not None:
                     await self._client.apply_status(body, field_manager=STATUS_FIELD_MANAGER)
-                except (NotFound, Invalid, ApiConflict) as exc:
-                    log.debug("%s: status not written: %s", self._name, exc)
-                except Exception as exc:  # a status write must never take anything down
-                    log.warning("%s: status not written: %s", self._name, exc)
+            except (NotFound, Invalid, ApiConflict) as exc:
+                log.debug("%s: status not written: %s", self._name, exc)
+            except Exception as exc:  # a status write must never take anything down
+                log.warning("%s: status not written: %s", self._name, exc)
+            finally:
+                self._writing = False
             await asyncio.sleep(
                 paced_interval(
                     cost,

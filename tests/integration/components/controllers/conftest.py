@@ -223,9 +223,12 @@ class Cluster:
     # -- waiting -------------------------------------------------------------------------
 
     async def settle(self, quiet_polls: int = 5) -> None:
-        """Wait until no controller has work queued, waiting or in progress, several polls
-        in a row (watch events of the last writes arrive in between)."""
+        """Wait until no controller has work queued, waiting or in progress, and no pool's
+        `status.upgrade` write is either (those run off the queues), several polls in a row
+        (watch events of the last writes arrive in between)."""
         quiet = 0
+
+        upgrade = self.operator.upgrade
 
         def idle() -> bool:
             nonlocal quiet
@@ -234,7 +237,7 @@ class Cluster:
                 or c.queue.waiting
                 or self.metric("controller_runtime_active_workers", controller=c.name)
                 for c in self.operator.controllers
-            )
+            ) or (upgrade is not None and upgrade.status_writes_pending())
             quiet = 0 if busy else quiet + 1
             return quiet >= quiet_polls
 
