@@ -267,17 +267,22 @@ async def reconcile_then_request_again(c: Controller) -> None:
     await settle(c)
 
 
-async def test_paced_requests_collapse_until_their_turn() -> None:
-    """A burst of events during `min_interval` becomes one reconcile when the time is up;
-    other requests are not held back by it."""
-    clock = FakeClock()
+def paced_recorder(clock: FakeClock, min_interval: float) -> tuple[Controller, list[Request]]:
+    """A controller paced `min_interval` apart whose reconciles only record their request."""
     calls: list[Request] = []
 
     async def reconcile(req: Request) -> Result | None:
         calls.append(req)
         return None
 
-    c = Controller("t", reconcile, clock=clock, min_interval=0.5)
+    return Controller("t", reconcile, clock=clock, min_interval=min_interval), calls
+
+
+async def test_paced_requests_collapse_until_their_turn() -> None:
+    """A burst of events during `min_interval` becomes one reconcile when the time is up;
+    other requests are not held back by it."""
+    clock = FakeClock()
+    c, calls = paced_recorder(clock, 0.5)
     c.start()
     c.enqueue(A)
     await settle(c)
@@ -347,14 +352,7 @@ class _Informer:
 async def test_an_unpaced_watch_skips_the_turn_for_its_events_only() -> None:
     """A watch marked unpaced carries the news a paced reconcile waits for (a DaemonSet
     finished rolling out): its events run the reconcile at once; other watches' wait."""
-    clock = FakeClock()
-    calls: list[Request] = []
-
-    async def reconcile(req: Request) -> Result | None:
-        calls.append(req)
-        return None
-
-    c = Controller("t", reconcile, clock=clock, min_interval=10)
+    c, calls = paced_recorder(FakeClock(), 10)
     plain, news = _Informer(), _Informer()
     c.watch(plain, lambda obj: [A])  # type: ignore[arg-type]
     c.watch(news, lambda obj: [A], unpaced=True)  # type: ignore[arg-type]
