@@ -134,12 +134,15 @@ def _finished_rolling_out(old: Object, new: Object) -> bool:
     return _rolled_out(new) and not _rolled_out(old)
 
 
-ROLLOUT_FINISHED = Funcs(
-    create=lambda _: False, update=_finished_rolling_out, delete=lambda _: False
-)
+def _never(_: Object) -> bool:
+    return False
+
+
+ROLLOUT_FINISHED = Funcs(create=_never, update=_finished_rolling_out, delete=_never)
 """A DaemonSet of ours that has just finished rolling out: the news a paced policy reconcile
 is waiting for (its operand turns ready), so it comes at once instead of at the policy's
-turn. At 100 nodes the policy said `ready` 3-5 s after its last DaemonSet had rolled out."""
+turn. At 100 nodes the policy said `ready` up to 4.7 s after its last DaemonSet had rolled
+out."""
 
 
 def _runtime_changed(old: Object, new: Object) -> bool:
