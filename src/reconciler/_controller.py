@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -169,13 +168,9 @@ class Controller:
         informer: Informer,
         mapping: MapFunc = enqueue_object,
         *predicates: Predicate,
-        unpaced: bool = False,
     ) -> None:
-        """Reconcile `mapping(obj)` when an object of `informer`'s kind changes.
-        `unpaced`: what these events say is what a paced reconcile waits for, so each one
-        skips the pacing turn (`enqueue(..., unpaced=True)`); narrow them with predicates."""
-        add = functools.partial(self.enqueue, unpaced=True) if unpaced else None
-        handler = WatchHandler(self.queue, mapping, predicates, add=add)
+        """Reconcile `mapping(obj)` when an object of `informer`'s kind changes."""
+        handler = WatchHandler(self.queue, mapping, predicates)
         self._watches.append((informer, handler))
         informer.add_handler(handler)
 

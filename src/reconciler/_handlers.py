@@ -54,32 +54,25 @@ class WatchHandler:
     """Informer event handler that feeds one controller's queue."""
 
     def __init__(
-        self,
-        queue: Queue[Request],
-        mapping: MapFunc,
-        predicates: Sequence[Predicate] = (),
-        *,
-        add: Callable[[Request], None] | None = None,
+        self, queue: Queue[Request], mapping: MapFunc, predicates: Sequence[Predicate] = ()
     ) -> None:
-        """`add`: how a request joins the queue, when not plainly (`Controller.watch`'s
-        unpaced watches)."""
-        self._add = add if add is not None else queue.add
+        self._queue = queue
         self._mapping = mapping
         self._predicates = tuple(predicates)
 
     def on_add(self, obj: Object) -> None:
         if all(p.create(obj) for p in self._predicates):
             for request in self._mapping(obj):
-                self._add(request)
+                self._queue.add(request)
 
     def on_update(self, old: Object, new: Object) -> None:
         if all(p.update(old, new) for p in self._predicates):
             # An owner reference or label that went away still concerns the old target.
             requests = dict.fromkeys([*self._mapping(new), *self._mapping(old)])
             for request in requests:
-                self._add(request)
+                self._queue.add(request)
 
     def on_delete(self, obj: Object) -> None:
         if all(p.delete(obj) for p in self._predicates):
             for request in self._mapping(obj):
-                self._add(request)
+                self._queue.add(request)

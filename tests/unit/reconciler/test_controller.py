@@ -6,7 +6,6 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -267,22 +266,17 @@ async def reconcile_then_request_again(c: Controller) -> None:
     await settle(c)
 
 
-def paced_recorder(clock: FakeClock, min_interval: float) -> tuple[Controller, list[Request]]:
-    """A controller paced `min_interval` apart whose reconciles only record their request."""
+async def test_paced_requests_collapse_until_their_turn() -> None:
+    """A burst of events during `min_interval` becomes one reconcile when the time is up;
+    other requests are not held back by it."""
+    clock = FakeClock()
     calls: list[Request] = []
 
     async def reconcile(req: Request) -> Result | None:
         calls.append(req)
         return None
 
-    return Controller("t", reconcile, clock=clock, min_interval=min_interval), calls
-
-
-async def test_paced_requests_collapse_until_their_turn() -> None:
-    """A burst of events during `min_interval` becomes one reconcile when the time is up;
-    other requests are not held back by it."""
-    clock = FakeClock()
-    c, calls = paced_recorder(clock, 0.5)
+    c = Controller("t", reconcile, clock=clock, min_interval=0.5)
     c.start()
     c.enqueue(A)
     await settle(c)
@@ -333,40 +327,6 @@ async def test_an_unpaced_request_skips_its_turn_once() -> None:
     clock.advance(10)
     await settle(c)
     assert calls == [A, A, A, A]
-    await c.stop(5)
-
-
-class _Informer:
-    """What `Controller.watch` needs of an informer: somewhere to keep its handler."""
-
-    def __init__(self) -> None:
-        self.handlers: list[Any] = []
-
-    def add_handler(self, handler: Any) -> None:
-        self.handlers.append(handler)
-
-    def remove_handler(self, handler: Any) -> None:
-        self.handlers.remove(handler)
-
-
-async def test_an_unpaced_watch_skips_the_turn_for_its_events_only() -> None:
-    """A watch marked unpaced carries the news a paced reconcile waits for (a DaemonSet
-    finished rolling out): its events run the reconcile at once; other watches' wait."""
-    c, calls = paced_recorder(FakeClock(), 10)
-    plain, news = _Informer(), _Informer()
-    c.watch(plain, lambda obj: [A])  # type: ignore[arg-type]
-    c.watch(news, lambda obj: [A], unpaced=True)  # type: ignore[arg-type]
-    c.start()
-    plain.handlers[0].on_add({})
-    await settle(c)
-    plain.handlers[0].on_add({})
-    await settle(c)
-    assert calls == [A], "paced: waits for its turn"
-    news.handlers[0].on_update({}, {})
-    await wait_until(lambda: len(calls) == 2)
-    plain.handlers[0].on_add({})
-    await settle(c)
-    assert calls == [A, A], "the plain watch waits for the turn again"
     await c.stop(5)
 
 
