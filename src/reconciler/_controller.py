@@ -163,6 +163,13 @@ class Controller:
     def started(self) -> bool:
         return self._runner is not None
 
+    @property
+    def busy(self) -> bool:
+        """Whether any request is queued or being reconciled: another controller that must
+        not report a half-done picture of this one's work asks this (and `queue.waiting`
+        for the requests that wait for their time: a requeue, a pacing turn, a retry)."""
+        return bool(len(self.queue) or self._in_flight)
+
     def watch(
         self,
         informer: Informer,

@@ -10,7 +10,8 @@ One reconcile, level-based, all from the cache:
    copy already carries the desired hash; what we own but no longer want is deleted (a driver
    DaemonSet only once no node depends on it alone);
 4. readiness is judged from the cached DaemonSets, their pods and ControllerRevisions;
-5. the status is written only when it changed; each change becomes an Event; the
+5. the status is written only when it changed (the turn to `ready` once the driver
+   upgrade's own writes have landed, `_ready_hold`); each change becomes an Event; the
    `gpu_operator_*` metrics are set.
 
 A second reconcile that finds nothing to do writes nothing.
@@ -47,6 +48,7 @@ from components.controllers._filters import POD_CHANGED
 from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
 from components.controllers._policies import parse_spec, spec_key
+from components.controllers._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.controllers._status import (
     Findings,
     agent_conditions,
@@ -114,6 +116,32 @@ a write of the whole policy through its schema (about 20 ms of the API server's 
 event to every watcher of policies."""
 
 INVALID_SPEC = "InvalidSpec"
+READY = "ready"
+
+
+def _rolled_out(ds: Object) -> bool:
+    """The DaemonSet controller's word that a DaemonSet's rollout is complete: its spec
+    seen, every pod it wants updated and available."""
+    meta = ds.get("metadata") or {}
+    status = ds.get("status") or {}
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    return (
+        int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+        and int(status.get("numberUnavailable") or 0) == 0
+        and int(status.get("updatedNumberScheduled") or 0) >= desired
+        and int(status.get("numberAvailable") or 0) >= desired
+    )
+
+
+def _finished_rolling_out(old: Object, new: Object) -> bool:
+    return _rolled_out(new) and not _rolled_out(old)
+
+
+ROLLOUT_FINISHED = Funcs(
+    create=lambda _: False, update=_finished_rolling_out, delete=lambda _: False
+)
+"""A DaemonSet of ours that has just finished rolling out (about eight events a rollout):
+the news a paced reconcile of its policy waits for."""
 
 
 def _runtime_changed(old: Object, new: Object) -> bool:
@@ -151,11 +179,14 @@ class ClusterPolicyController:
         recorder: EventRecorder | None = None,
         set_auto_upgrade: bool = True,
         mig_blocked: Callable[[], Mapping[str, str]] | None = None,
+        settling: Callable[[], bool] | None = None,
     ) -> None:
         """`set_auto_upgrade=False` leaves `gpu_operator_driver_auto_upgrade_enabled` to
         the upgrade controller (which also knows the NVIDIADrivers' policies).
         `mig_blocked` says which nodes' MIG changes wait for pods, and why (the MIG-change
-        clearing controller's answer; call `requeue_active` when it changes)."""
+        clearing controller's answer; call `requeue_active` when it changes).
+        `settling` says whether other work that reports into the policy (the driver
+        upgrade's) is under way: the policy's turn to `ready` waits for it (`ReadyHold`)."""
         self.manager = manager
         self.client = manager.client
         self.applier = applier
@@ -179,6 +210,7 @@ class ClusterPolicyController:
         self.status = StatusWriter(
             self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
         )
+        self.ready_hold = ReadyHold(settling, lambda: self.requeue_active(unpaced=True))
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -202,14 +234,25 @@ class ClusterPolicyController:
         for informer in self.applier.owned_informers:
             c.watch(informer, self._owner_policy)
         self.applier.on_new_informer(lambda informer: c.watch(informer, self._owner_policy))
+        daemonsets = _informers.owned(m, DAEMONSET, self.namespace)
+        c.watch(daemonsets, self._rollout_finished, ROLLOUT_FINISHED)
         self.controller = c
         return c
 
-    def requeue_active(self) -> None:
-        """Reconcile the active policy soon (something its status reports changed)."""
+    def requeue_active(self, *, unpaced: bool = False) -> None:
+        """Reconcile the active policy soon (something its status reports changed); at once
+        with `unpaced`, not at its paced turn."""
         if self.controller is not None:
             for request in self._active_policy({}):
-                self.controller.enqueue(request)
+                self.controller.enqueue(request, unpaced=unpaced)
+
+    def _rollout_finished(self, ds: Object) -> list[Request]:
+        """Its policy, at once: the operand may have just turned ready, the news a paced
+        reconcile would otherwise give 1-5 s late."""
+        if self.controller is not None:
+            for request in self._owner_policy(ds):
+                self.controller.enqueue(request, unpaced=True)
+        return []
 
     def _all_policies(self, obj: Object) -> list[Request]:
         """Every ClusterPolicy (one coming or going may change which is active), and the
@@ -304,6 +347,10 @@ class ClusterPolicyController:
         )
         status = policy_status(obj.get("status"), findings)
         await self._report(obj, sync.changes)
+        was_ready = (obj.get("status") or {}).get("state") == READY
+        if self.ready_hold.holds(was_ready=was_ready, is_ready=status.state == READY):
+            log.debug("ClusterPolicy %s: ready once the upgrade's own writes land", request)
+            return Result(requeue_after=self.ready_hold.seconds_left() + RECHECK_SECONDS)
         wait = await self.status.write(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
         self._set_metrics(policy, findings, status.state)
         # Held DaemonSets come with the node events that label their nodes, or at the end of
@@ -381,7 +428,7 @@ class ClusterPolicyController:
             m.driver_auto_upgrade_enabled.set(
                 1 if driver.enabled and driver.upgrade_policy.auto_upgrade else 0
             )
-        if state == "ready":
+        if state == READY:
             m.set_status(ReconciliationStatus.READY)
             m.reconciliation_last_success_ts_seconds.set(time.time())
         else:

@@ -74,6 +74,7 @@ def setup_operator(
         recorder=recorder,
         set_auto_upgrade=not upgrade,
         mig_blocked=mig_clearing.blocked_nodes,
+        settling=lambda: upgrades is not None and upgrades.busy(),
     )
     driver = NVIDIADriverController(
         manager, applier, namespace=namespace, operands=operands, recorder=recorder

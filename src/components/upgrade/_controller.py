@@ -24,6 +24,7 @@ from typing import Any
 
 from components.upgrade._kernels import LoadedKernels
 from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
+from components.upgrade._names import NODE
 from components.upgrade._node import NodeReconciler
 from components.upgrade._pool import PoolReconciler
 from components.upgrade._reader import ClusterReader
@@ -121,6 +122,22 @@ class UpgradeController:
         )
         self.waits.on_change = lambda: self.pool_controller.enqueue(POOL_REQUEST)
         Watches(self.reader).connect(informers, self.node_controller, self.pool_controller)
+
+    def busy(self) -> bool:
+        """Whether the upgrade still has work under way: a node request queued or being
+        reconciled (not one waiting for a timeout), a pool request queued, reconciled or
+        waiting for its turn (its counts are due), a node write whose event has not come
+        back (the pool counts it once it has), or a pool's `status.upgrade` write queued or
+        in flight. The ClusterPolicy says `ready` only once this is false, so that what it
+        reports then is final (`components.controllers`)."""
+        pool = self.pool_controller
+        return (
+            self.node_controller.busy
+            or pool.busy
+            or bool(pool.queue.waiting)
+            or bool(self.writer.tracker.pending(lambda name: self.reader.cache.get(NODE, name)))
+            or self.pools.status_writes_pending()
+        )
 
     def status_writes_pending(self) -> bool:
         """Whether a pool's `status.upgrade` write is queued or in flight."""

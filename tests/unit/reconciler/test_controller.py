@@ -330,6 +330,35 @@ async def test_an_unpaced_request_skips_its_turn_once() -> None:
     await c.stop(5)
 
 
+async def test_busy_while_a_request_is_queued_or_in_flight() -> None:
+    """`busy` is what another controller asks before it reports a finished picture: true
+    while a request is queued or reconciled; a requeue waiting for its time shows in
+    `queue.waiting` instead."""
+    clock = FakeClock()
+    release = asyncio.Event()
+    results: list[Result | None] = [Result(requeue_after=5), None]
+
+    async def reconcile(req: Request) -> Result | None:
+        await release.wait()
+        return results.pop(0)
+
+    c = Controller("t", reconcile, clock=clock)
+    assert not c.busy
+    c.enqueue(A)
+    assert c.busy, "queued"
+    c.start()
+    await asyncio.sleep(0.05)
+    assert c.busy, "in flight"
+    release.set()
+    await wait_until(lambda: len(results) == 1)
+    await asyncio.sleep(0.05)
+    assert (c.busy, c.queue.waiting) == (False, 1), "its requeue waits for its time"
+    clock.advance(5)
+    await wait_until(lambda: not results)
+    await wait_until(lambda: not c.busy and not c.queue.waiting)
+    await c.stop(5)
+
+
 async def test_busy_fraction_scales_the_wait_with_the_reconcile_cost() -> None:
     clock = FakeClock()
     calls = 0

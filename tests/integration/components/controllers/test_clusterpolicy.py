@@ -591,3 +591,24 @@ async def test_progress_alone_is_written_at_most_every_few_seconds(
     plugin = await eventually(lambda: names([nodes["r1"]]), "the status to name r1 alone")
     assert (plugin["state"], plugin["nodesDesired"]) == ("notReady", 3)
     assert (await cluster.status(policy))["state"] == "notReady"
+
+
+@pytest.fixture
+def reconciles_an_hour_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy's reconciles paced an hour apart (set before the operator is built), so
+    that only the events allowed to skip the pacing can move its status."""
+    monkeypatch.setattr(clusterpolicy_module, "PACE_SECONDS", 3600.0)
+    monkeypatch.setattr(clusterpolicy_module, "PACE_MAX_SECONDS", 3600.0)
+
+
+async def test_the_policy_turns_ready_when_its_last_daemonset_rolls_out(
+    reconciles_an_hour_apart: None, cluster: Cluster
+) -> None:
+    """A DaemonSet finishing its rollout is what a paced reconcile waits for: the policy
+    says `ready` then, not at its next turn (at 100 nodes that turn came 3-5 s later). Here
+    the turn is an hour away; each DaemonSet's rollout finishes when the DaemonSet
+    controller's stand-in marks its spec seen (no pod is wanted on these nodes)."""
+    await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    status = await ready(cluster, policy)
+    assert all(c["state"] in ("ready", "disabled") for c in status["components"])
