@@ -442,8 +442,11 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
-        for obj in objects:  # in order: prerequisites before the DaemonSets that use them
-            await c.create(obj)
+        # Prerequisites before the DaemonSets that use them, each group at once: created one
+        # by one, the 37 objects took the floor's DaemonSets to 1.1-1.8 s at 100 nodes,
+        # where the operator's came at 0.6-0.8 s (a head start the floor must not give).
+        await _gather(c.create(o) for o in objects if o.get("kind") != "DaemonSet")
+        await _gather(c.create(o) for o in objects if o.get("kind") == "DaemonSet")
         reached = await watch.until(
             {"rolled_out": watch.all_rolled_out, "allocatable": watch.all_allocatable},
             began,
