@@ -64,7 +64,7 @@ class Informer:
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
-            decoder=ObjectDecoder(self.trimmer.decoder_paths),
+            decoder=ObjectDecoder(self.trimmer.decoder_paths, self.trimmer.schema),
             inactivity_timeout=inactivity_timeout,
             connectivity=connectivity,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from reconciler._decode import Plan, build_plan
 from reconciler._objects import Object
@@ -118,6 +118,30 @@ def _intern_list(items: list[Any]) -> list[Any]:
     return out
 
 
+def may_keep(schema: Any, path: Path) -> bool:
+    """Whether an object decoded into `schema` (nested TypedDicts, `list[X] | None` for
+    lists) can still hold `path`: every step is a key the TypedDict names, or runs into a
+    field typed as anything else (`Any`, a plain dict), which keeps whatever comes."""
+    node = schema
+    for key in path:
+        if key == "*":
+            args = [a for a in get_args(node) if a is not type(None)]
+            lists = [a for a in args if get_origin(a) is list] or (
+                [node] if get_origin(node) is list else []
+            )
+            if not lists:
+                return True
+            node = get_args(lists[0])[0]
+            continue
+        if not is_typeddict(node):
+            return True
+        hints = get_type_hints(node)
+        if key not in hints:
+            return False
+        node = hints[key]
+    return True
+
+
 class Trimmer:
     """What an informer does to each object before caching it."""
 
@@ -127,11 +151,17 @@ class Trimmer:
         transform: Transform | None = None,
         *,
         intern: bool = True,
+        schema: Any = None,
     ) -> None:
+        """`schema`: decode into this TypedDict, keeping only what it names
+        (`ObjectDecoder`); `drop` still applies to what it keeps."""
         self.paths: tuple[Path, ...] = DEFAULT_DROP + tuple(tuple(p) for p in drop)
-        self._plan = build_plan(self.paths)
         self.transform = transform
         self.intern = intern
+        self.schema = schema
+        self._plan = build_plan(p for p in self.paths if schema is None or may_keep(schema, p))
+        """Only the paths the schema may let through: walking the others on every object
+        would cost a third of what the schema saves (seventy paths on a pod)."""
 
     @property
     def decoder_paths(self) -> tuple[Path, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import pytest
 
 from reconciler import GVK, Cache, Object
@@ -55,3 +57,20 @@ def test_a_second_call_with_another_scope_is_an_error() -> None:
     cache.informer(CM, namespace="a")
     with pytest.raises(ValueError, match="scope"):
         cache.informer(CM, namespace="b")
+
+
+class _Kept(TypedDict, total=False):
+    data: Any
+
+
+class _Other(TypedDict, total=False):
+    binaryData: Any
+
+
+def test_a_second_call_with_another_schema_is_an_error() -> None:
+    cache = make_cache()
+    first = cache.informer(CM, schema=_Kept)
+    assert cache.informer(CM, schema=_Kept) is first
+    assert cache.informer(CM) is first, "no schema asked: any will do"
+    with pytest.raises(ValueError, match="cached as"):
+        cache.informer(CM, schema=_Other)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler._decode import ObjectDecoder, build_plan
-from reconciler._trim import Trimmer, drop_paths
+from reconciler._trim import Trimmer, drop_paths, may_keep
 
 pytestmark = pytest.mark.unit
 
@@ -102,3 +102,66 @@ def test_an_informer_caches_the_same_whatever_the_decoder_left_to_the_trimmer(
     raw = json.dumps(obj).encode()
     split = trimmer(ObjectDecoder(trimmer.decoder_paths).object(raw))
     assert split == trimmer(ObjectDecoder(trimmer.paths).object(raw))
+
+
+class _Condition(TypedDict, total=False):
+    type: Any
+    status: Any
+
+
+class _Status(TypedDict, total=False):
+    phase: Any
+    conditions: list[_Condition] | None
+
+
+class _Meta(TypedDict, total=False):
+    name: Any
+    labels: Any
+
+
+class _Pod(TypedDict, total=False):
+    metadata: _Meta
+    status: _Status
+
+
+POD = {
+    "metadata": {"name": "p", "labels": {"a": "1"}, "managedFields": [{"manager": "x"}]},
+    "spec": {"containers": [{"name": "c"}]},
+    "status": {
+        "phase": "Running",
+        "hostIP": "10.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": None}],
+    },
+}
+
+
+def test_a_schema_keeps_only_what_it_names_at_every_level() -> None:
+    decoder = ObjectDecoder(schema=_Pod)
+    assert decoder.object(json.dumps(POD).encode()) == {
+        "metadata": {"name": "p", "labels": {"a": "1"}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    no_list = {"metadata": {"name": "q"}, "status": {"conditions": None}}
+    assert decoder.object(json.dumps(no_list).encode()) == no_list
+    listed = {"metadata": {"resourceVersion": "7"}, "items": [POD]}
+    items, meta = decoder.list(json.dumps(listed).encode())
+    assert items[0]["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert meta == {"resourceVersion": "7"}
+
+
+def test_a_schema_leaves_an_error_event_whole() -> None:
+    """An ERROR event carries a Status, not the kind: its code and message must survive."""
+    status = {"kind": "Status", "code": 410, "message": "too old resource version"}
+    line = json.dumps({"type": "ERROR", "object": status}).encode()
+    assert ObjectDecoder(schema=_Pod).event(line) == ("ERROR", status)
+
+
+def test_the_trimmer_walks_only_the_paths_a_schema_lets_through() -> None:
+    assert may_keep(_Pod, ("metadata", "labels", "x")), "labels are kept whole"
+    assert not may_keep(_Pod, ("metadata", "managedFields"))
+    assert not may_keep(_Pod, ("status", "conditions", "*", "lastProbeTime"))
+    assert may_keep(_Pod, ("status", "conditions", "*", "status"))
+    assert not may_keep(_Pod, ("spec", "volumes"))
+    trimmer = Trimmer([("status", "conditions", "*", "status"), ("spec",)], schema=_Pod)
+    pod = ObjectDecoder(schema=_Pod).object(json.dumps(POD).encode())
+    assert trimmer(pod)["status"]["conditions"] == [{"type": "Ready"}]
