@@ -25,3 +25,28 @@ def _pod_readiness_changed(old: Object, new: Object) -> bool:
 
 
 POD_CHANGED = Funcs(update=_pod_readiness_changed)
+
+
+def _rolled_out(ds: Object) -> bool:
+    """The DaemonSet controller's word that a DaemonSet's rollout is complete: its spec
+    seen, every pod it wants updated and available."""
+    meta = ds.get("metadata") or {}
+    status = ds.get("status") or {}
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    return (
+        int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+        and int(status.get("numberUnavailable") or 0) == 0
+        and int(status.get("updatedNumberScheduled") or 0) >= desired
+        and int(status.get("numberAvailable") or 0) >= desired
+    )
+
+
+def _finished_rolling_out(old: Object, new: Object) -> bool:
+    return _rolled_out(new) and not _rolled_out(old)
+
+
+ROLLOUT_FINISHED = Funcs(
+    create=lambda _: False, update=_finished_rolling_out, delete=lambda _: False
+)
+"""A DaemonSet of ours that has just finished rolling out (about eight events a rollout):
+the news a paced reconcile of its policy waits for."""

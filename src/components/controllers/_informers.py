@@ -278,21 +278,17 @@ def pods(manager: Manager) -> Informer:
     return manager.informer(POD, drop=POD_DROP, transform=pod_as_read, schema=PodAsRead)
 
 
+def pods_by_node(manager: Manager) -> Informer:
+    """Pods, indexed by node with the upgrade's own index (one index, two readers)."""
+    informer = pods(manager)
+    informer.add_indexers({POD_NODE_INDEX: pod_node})
+    return informer
+
+
 def mig_nodes(manager: Manager) -> Informer:
     """Nodes, indexed by their MIG manager's state (the MIG-change clearing asks which
     nodes wait)."""
     return manager.informer(NODE, drop=NODE_DROP, index_labels=(MIG_CONFIG_STATE_LABEL,))
-
-
-def pods_by_node(manager: Manager) -> Informer:
-    """Pods, indexed by node with the upgrade's own index (one index, two readers)."""
-    return manager.informer(
-        POD,
-        drop=POD_DROP,
-        transform=pod_as_read,
-        schema=PodAsRead,
-        indexers={POD_NODE_INDEX: pod_node},
-    )
 
 
 def pdbs(manager: Manager) -> Informer:
