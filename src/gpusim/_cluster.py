@@ -37,6 +37,8 @@ _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreach
 _CREATE_CONCURRENCY = 32
 OWN_STAGES = Path(__file__).resolve().parent / "stages"
 """kwok stages of ours, beside kwok's standard ones (what a kubelet does that kwok's don't)."""
+KWOK_CONFIGURATION = Path(__file__).resolve().parent / "kwok-configuration.yaml"
+"""kwok's options that have no flag (read like the stages, from a `--config` file)."""
 
 
 def _run(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -145,6 +147,7 @@ class SimulatedCluster:
                 "run `bash hack/build-binaries.sh` to install them"
             )
         stages += sorted(OWN_STAGES.glob("*.yaml"))
+        stages.append(KWOK_CONFIGURATION)
         if self._workdir is None and not self._die_with_parent:
             raise SimError("a cluster that outlives this process needs a workdir")
         try:
