@@ -104,7 +104,7 @@ class CpuTally:
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = {name: pid for name, pid in pids.items() if Path(f"/proc/{pid}").exists()}
         self._before: dict[str, float] = {}
-        self._machine: tuple[int, int] = (0, 0)
+        self._machine: tuple[int, int, int] = (0, 0, 0)
 
     def start(self) -> None:
         self._before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
@@ -116,19 +116,23 @@ class CpuTally:
             for name, pid in self.pids.items()
             if Path(f"/proc/{pid}").exists()
         }
-        (busy, total), (busy_then, total_then) = _machine_ticks(), self._machine
-        busy, total = busy - busy_then, total - total_then
+        now, then = _machine_ticks(), self._machine
+        busy, total, steal = (a - b for a, b in zip(now, then, strict=True))
         return {
             "process_cpu_seconds": dict(sorted(spent.items(), key=lambda kv: -kv[1])),
             "machine_busy_share": round(busy / total, 3) if total else None,
+            # Time the hypervisor gave to others: a run with more of it was on a slower
+            # machine, and its ratio says less.
+            "machine_steal_share": round(steal / total, 3) if total else None,
         }
 
 
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) jiffies of every CPU, from /proc/stat."""
+def _machine_ticks() -> tuple[int, int, int]:
+    """(busy, total, stolen) jiffies of every CPU, from /proc/stat."""
     fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
+    steal = fields[7] if len(fields) > 7 else 0
+    return sum(fields) - idle, sum(fields), steal
 
 
 def _cpu_line(nodes: int, run: str, figures: dict[str, Any]) -> str:
@@ -136,7 +140,10 @@ def _cpu_line(nodes: int, run: str, figures: dict[str, Any]) -> str:
     each = ", ".join(f"{name} {seconds}" for name, seconds in spent.items())
     share = figures.get("machine_busy_share")
     busy = f"{share:.0%}" if share is not None else "-"
-    return f"[{nodes}] {run} CPU s: {each}; total {sum(spent.values()):.1f}, machine busy {busy}"
+    stolen = figures.get("machine_steal_share")
+    steal = f"{stolen:.1%}" if stolen is not None else "-"
+    total = sum(spent.values())
+    return f"[{nodes}] {run} CPU s: {each}; total {total:.1f}, machine busy {busy}, stolen {steal}"
 
 
 def _child_pid(pid: int, timeout: float = 30) -> int:
@@ -150,16 +157,24 @@ def _child_pid(pid: int, timeout: float = 30) -> int:
     raise TimeoutError("the profiled operator did not start")
 
 
-def _operator_requests(metrics_url: str) -> dict[str, dict[str, int]]:
+def _operator_requests(metrics_url: str) -> dict[str, dict[str, Any]]:
     """The operator's own counts: {"by_verb": ..., "by_resource": {"PATCH nodes": n},
-    "by_code": {"PATCH 409": n}} (a retried or refused request counts once per attempt)."""
+    "by_code": {"PATCH 409": n}} (a retried or refused request counts once per attempt),
+    and per controller its reconciles and their seconds (wall time, awaits included)."""
     with urllib.request.urlopen(metrics_url, timeout=10) as response:
         text = response.read().decode()
     by_verb: Counter[str] = Counter()
     by_resource: Counter[str] = Counter()
     by_code: Counter[str] = Counter()
+    reconciles: Counter[str] = Counter()
+    reconcile_seconds: Counter[str] = Counter()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            controller = sample.labels.get("controller", "?")
+            if sample.name == "controller_runtime_reconcile_time_seconds_sum":
+                reconcile_seconds[controller] += sample.value
+            elif sample.name == "controller_runtime_reconcile_total":
+                reconciles[controller] += int(sample.value)
             if not sample.name.endswith("_total"):
                 continue
             if family.name == "rest_client_requests":
@@ -173,6 +188,8 @@ def _operator_requests(metrics_url: str) -> dict[str, dict[str, int]]:
         "by_verb": dict(by_verb),
         "by_resource": dict(sorted(by_resource.items())),
         "by_code": dict(sorted(by_code.items())),
+        "reconciles": dict(reconciles),
+        "reconcile_seconds": dict(reconcile_seconds),
     }
 
 
@@ -337,15 +354,22 @@ class Watch:
         return policy is not None and (policy.get("status") or {}).get("state") == "ready"
 
     async def until(
-        self, checks: dict[str, Callable[[], bool]], began: float, deadline_s: float
+        self,
+        checks: dict[str, Callable[[], bool]],
+        began: float,
+        deadline_s: float,
+        on_reach: dict[str, Callable[[], None]] | None = None,
     ) -> dict[str, float]:
-        """Seconds from `began` until each check first held; returns when all have."""
+        """Seconds from `began` until each check first held; returns when all have.
+        `on_reach[name]` is called the moment `name` first holds."""
         reached: dict[str, float] = {}
         while len(reached) < len(checks):
             self._track(began)
             for name, check in checks.items():
                 if name not in reached and check():
                     reached[name] = round(time.monotonic() - began, 1)
+                    if on_reach and name in on_reach:
+                        on_reach[name]()
             if time.monotonic() - began > deadline_s:
                 missing = sorted(set(checks) - set(reached))
                 raise TimeoutError(f"not reached within {deadline_s:.0f}s: {missing}")
@@ -432,7 +456,13 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
             if patch:
                 await c.patch(NODE, name_of(node), {"metadata": {"labels": patch}})
 
+        # Untimed, but its cost is reported: the operator's run pays for these writes (and
+        # every watcher's handling of them) inside its window.
+        prelabel = CpuTally({**sim.pids(), "bench": os.getpid()})
+        prelabel.start()
+        labelling = time.monotonic()
         await _gather(label(n) for n in nodes)
+        prelabelled = {"seconds": round(time.monotonic() - labelling, 1), **prelabel.stop()}
         objects = rendered_objects(await c.list_live(NODE))
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
@@ -465,6 +495,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "apiserver_requests": requests,
         **cpu,
+        "prelabel": prelabelled,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
 
@@ -531,8 +562,11 @@ async def _operator(
         cpu_before = _cpu_seconds(pid)
         ours_before = _operator_requests(metrics_url)
         before = await _apiserver_requests(c.transport)
-        tally = CpuTally({**sim.pids(), "operator": pid, "bench": os.getpid()})
+        pids = {**sim.pids(), "operator": pid, "bench": os.getpid()}
+        tally, label_phase = CpuTally(pids), CpuTally(pids)
+        labelled: dict[str, Any] = {}
         tally.start()
+        label_phase.start()
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
@@ -546,6 +580,9 @@ async def _operator(
             },
             began,
             deadline_s,
+            # How busy the machine was while the DaemonSets waited for the labels: whether
+            # that phase could have overlapped the rollout for free.
+            on_reach={"labelled": lambda: labelled.update(label_phase.stop())},
         )
         cpu = _cpu_seconds(pid)
         processes = tally.stop()
@@ -564,6 +601,7 @@ async def _operator(
         "to_allocatable_seconds": reached["allocatable"],
         "to_policy_ready_seconds": reached["policy_ready"],
         "to_labelled_seconds": reached["labelled"],
+        "label_phase": labelled,
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "operator_cpu_seconds_to_ready": round(cpu - cpu_before, 2),
         "operator_cpu_seconds_before_policy": round(cpu_before, 2),
@@ -571,6 +609,16 @@ async def _operator(
         "operator_requests_by_verb": by_verb,
         "operator_requests_by_resource": by_resource,
         "operator_requests_by_code": _sub(ours["by_code"], ours_before["by_code"]),
+        "operator_reconciles": dict(
+            sorted(
+                _sub(ours["reconciles"], ours_before["reconciles"]).items(), key=lambda kv: -kv[1]
+            )
+        ),
+        "operator_reconcile_seconds": {
+            c: round(s - ours_before["reconcile_seconds"].get(c, 0.0), 2)
+            for c, s in sorted(ours["reconcile_seconds"].items(), key=lambda kv: -kv[1])
+            if s - ours_before["reconcile_seconds"].get(c, 0.0) >= 0.01
+        },
         # Issue 14's "one label write per node" and "Events aggregated" targets.
         "operator_node_writes_per_gpu_node": round(by_resource.get("PATCH nodes", 0) / gpu, 2),
         "operator_events_created": by_resource.get("POST events", 0),
@@ -581,6 +629,20 @@ async def _operator(
         "steady_state_requests_by_verb": steady,
         **processes,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
+    }
+
+
+def cpu_accounting(floor: dict[str, Any], operator: dict[str, Any]) -> dict[str, Any]:
+    """Where the operator's run spent more CPU than the floor's, by process. On a machine
+    the floor already keeps busy, time is CPU over cores: the run/floor ratio of total CPU
+    is what the time ratio follows."""
+    ours, theirs = operator["process_cpu_seconds"], floor["process_cpu_seconds"]
+    extra = {p: round(ours.get(p, 0.0) - theirs.get(p, 0.0), 1) for p in {*ours, *theirs}}
+    total_ours, total_theirs = sum(ours.values()), sum(theirs.values())
+    return {
+        "extra_by_process": dict(sorted(extra.items(), key=lambda kv: -kv[1])),
+        "extra_total": round(total_ours - total_theirs, 1),
+        "total_ratio": round(total_ours / total_theirs, 3) if total_theirs else None,
     }
 
 
@@ -637,6 +699,7 @@ def measure(
     o = figures["operator"]
     if floor:
         figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
+        figures["cpu"] = cpu_accounting(figures["floor"], o)
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
         f"allocatable {o['to_allocatable_seconds']}s, policy ready "
@@ -647,6 +710,8 @@ def measure(
     )
     print(f"[{nodes}] operator requests: {o['operator_requests_by_verb']}", flush=True)
     print(f"[{nodes}]   by answer: {o['operator_requests_by_code']}", flush=True)
+    print(f"[{nodes}] operator reconciles: {_top(o['operator_reconciles'], 20)}", flush=True)
+    print(f"[{nodes}]   their seconds: {o['operator_reconcile_seconds']}", flush=True)
     print(f"[{nodes}]   by resource: {_top(o['operator_requests_by_resource'], 20)}", flush=True)
     print(
         f"[{nodes}]   node writes per GPU node {o['operator_node_writes_per_gpu_node']}, "
@@ -661,6 +726,16 @@ def measure(
     if floor:
         print(_cpu_line(nodes, "floor", figures["floor"]), flush=True)
     print(_cpu_line(nodes, "operator", o), flush=True)
+    print(_cpu_line(nodes, "operator's label phase", o["label_phase"]), flush=True)
+    if floor:
+        print(_cpu_line(nodes, "floor's pre-labelling", figures["floor"]["prelabel"]))
+        extra = figures["cpu"]
+        print(
+            f"[{nodes}] CPU s the operator's run spent beyond the floor's: "
+            f"{extra['extra_by_process']}; total {extra['extra_total']} "
+            f"(run/floor total CPU {extra['total_ratio']}, time ratio {figures['ratio']})",
+            flush=True,
+        )
     for run in ("floor", "operator"):
         for ds, milestones in (figures.get(run) or {}).get("pod_milestones", {}).items():
             line = ", ".join(f"{k} {v[0]}/{v[1]}/{v[2]}" for k, v in milestones.items())
@@ -746,6 +821,7 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "operator_cpu_seconds": round(
             statistics.median(r["operator"]["operator_cpu_seconds_to_ready"] for r in runs), 2
         ),
+        "cpu_total_ratios": [r["cpu"]["total_ratio"] for r in runs],
     }
 
 
