@@ -135,6 +135,37 @@ def _machine_ticks() -> tuple[int, int, int]:
     return sum(fields) - idle, sum(fields), steal
 
 
+QUIET_SHARE = 0.3
+QUIET_SECONDS = 3.0
+QUIET_TIMEOUT = 300.0
+
+
+async def quiet(
+    share: float = QUIET_SHARE, seconds: float = QUIET_SECONDS, at_most: float = QUIET_TIMEOUT
+) -> float:
+    """Until the machine has been less than `share` busy for `seconds` in a row; returns how
+    long that took. Each clock starts on a quiet machine: the floor's pre-labelling leaves
+    every watcher of nodes with 1,000 updates to work through after its last write returns,
+    and the operator's start its own lists and labels. An idle 1,000-node cluster measured
+    15-40% busy in 2 s windows (its leases renewed every 10 s). Past `at_most` it goes on
+    anyway: a machine never quiet shows in its busy share."""
+    began = time.monotonic()
+    calm_since: float | None = None
+    then = _machine_ticks()
+    while time.monotonic() - began < at_most:
+        await asyncio.sleep(0.5)
+        now = _machine_ticks()
+        busy, total = now[0] - then[0], now[1] - then[1]
+        then = now
+        if total and busy / total < share:
+            calm_since = calm_since if calm_since is not None else time.monotonic() - 0.5
+            if time.monotonic() - calm_since >= seconds:
+                break
+        else:
+            calm_since = None
+    return round(time.monotonic() - began, 1)
+
+
 def _cpu_line(nodes: int, run: str, figures: dict[str, Any]) -> str:
     spent = figures.get("process_cpu_seconds") or {}
     each = ", ".join(f"{name} {seconds}" for name, seconds in spent.items())
@@ -466,6 +497,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         objects = rendered_objects(await c.list_live(NODE))
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
+        settled = await quiet()
         before = await _apiserver_requests(c.transport)
         tally = CpuTally({**sim.pids(), "bench": os.getpid()})
         tally.start()
@@ -496,6 +528,7 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         "apiserver_requests": requests,
         **cpu,
         "prelabel": prelabelled,
+        "quiet_after_seconds": settled,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
 
@@ -559,6 +592,7 @@ async def _operator(
         # counted as the rollout's (1.2 node writes per node instead of 1).
         await watch.until({"present": watch.all_present}, time.monotonic(), deadline_s)
         await asyncio.sleep(5)  # the operator's caches sync before the policy exists
+        settled = await quiet()
         cpu_before = _cpu_seconds(pid)
         ours_before = _operator_requests(metrics_url)
         before = await _apiserver_requests(c.transport)
@@ -602,6 +636,7 @@ async def _operator(
         "to_policy_ready_seconds": reached["policy_ready"],
         "to_labelled_seconds": reached["labelled"],
         "label_phase": labelled,
+        "quiet_after_seconds": settled,
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "operator_cpu_seconds_to_ready": round(cpu - cpu_before, 2),
         "operator_cpu_seconds_before_policy": round(cpu_before, 2),
