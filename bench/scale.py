@@ -116,14 +116,13 @@ class CpuTally:
             for name, pid in self.pids.items()
             if Path(f"/proc/{pid}").exists()
         }
-        now, then = _machine_ticks(), self._machine
-        busy, total, steal = (a - b for a, b in zip(now, then, strict=True))
+        busy, steal = _shares(_machine_ticks(), self._machine)
         return {
-            "process_cpu_seconds": dict(sorted(spent.items(), key=lambda kv: -kv[1])),
-            "machine_busy_share": round(busy / total, 3) if total else None,
+            "process_cpu_seconds": _descending(spent),
+            "machine_busy_share": busy,
             # Time the hypervisor gave to others: a run with more of it was on a slower
             # machine, and its ratio says less.
-            "machine_steal_share": round(steal / total, 3) if total else None,
+            "machine_steal_share": steal,
         }
 
 
@@ -135,9 +134,22 @@ def _machine_ticks() -> tuple[int, int, int]:
     return sum(fields) - idle, sum(fields), steal
 
 
+def _shares(
+    now: tuple[int, int, int], then: tuple[int, int, int]
+) -> tuple[float | None, float | None]:
+    """The busy and stolen shares of the machine between two `_machine_ticks`."""
+    busy, total, steal = (a - b for a, b in zip(now, then, strict=True))
+    return (round(busy / total, 3), round(steal / total, 3)) if total else (None, None)
+
+
+def _descending(values: dict[str, Any]) -> dict[str, Any]:
+    return dict(sorted(values.items(), key=lambda kv: -kv[1]))
+
+
 QUIET_SHARE = 0.3
 QUIET_SECONDS = 3.0
 QUIET_TIMEOUT = 300.0
+QUIET_STEP = 0.5
 
 
 async def quiet(
@@ -150,19 +162,14 @@ async def quiet(
     15-40% busy in 2 s windows (its leases renewed every 10 s). Past `at_most` it goes on
     anyway: a machine never quiet shows in its busy share."""
     began = time.monotonic()
-    calm_since: float | None = None
+    calm = 0.0
     then = _machine_ticks()
-    while time.monotonic() - began < at_most:
-        await asyncio.sleep(0.5)
+    while calm < seconds and time.monotonic() - began < at_most:
+        await asyncio.sleep(QUIET_STEP)
         now = _machine_ticks()
-        busy, total = now[0] - then[0], now[1] - then[1]
+        busy, _ = _shares(now, then)
         then = now
-        if total and busy / total < share:
-            calm_since = calm_since if calm_since is not None else time.monotonic() - 0.5
-            if time.monotonic() - calm_since >= seconds:
-                break
-        else:
-            calm_since = None
+        calm = calm + QUIET_STEP if busy is not None and busy < share else 0.0
     return round(time.monotonic() - began, 1)
 
 
@@ -201,11 +208,10 @@ def _operator_requests(metrics_url: str) -> dict[str, dict[str, Any]]:
     reconcile_seconds: Counter[str] = Counter()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            controller = sample.labels.get("controller", "?")
             if sample.name == "controller_runtime_reconcile_time_seconds_sum":
-                reconcile_seconds[controller] += sample.value
+                reconcile_seconds[sample.labels.get("controller", "?")] += sample.value
             elif sample.name == "controller_runtime_reconcile_total":
-                reconciles[controller] += int(sample.value)
+                reconciles[sample.labels.get("controller", "?")] += int(sample.value)
             if not sample.name.endswith("_total"):
                 continue
             if family.name == "rest_client_requests":
@@ -644,16 +650,10 @@ async def _operator(
         "operator_requests_by_verb": by_verb,
         "operator_requests_by_resource": by_resource,
         "operator_requests_by_code": _sub(ours["by_code"], ours_before["by_code"]),
-        "operator_reconciles": dict(
-            sorted(
-                _sub(ours["reconciles"], ours_before["reconciles"]).items(), key=lambda kv: -kv[1]
-            )
+        "operator_reconciles": _descending(_sub(ours["reconciles"], ours_before["reconciles"])),
+        "operator_reconcile_seconds": _descending(
+            _sub(ours["reconcile_seconds"], ours_before["reconcile_seconds"], digits=2)
         ),
-        "operator_reconcile_seconds": {
-            c: round(s - ours_before["reconcile_seconds"].get(c, 0.0), 2)
-            for c, s in sorted(ours["reconcile_seconds"].items(), key=lambda kv: -kv[1])
-            if s - ours_before["reconcile_seconds"].get(c, 0.0) >= 0.01
-        },
         # Issue 14's "one label write per node" and "Events aggregated" targets.
         "operator_node_writes_per_gpu_node": round(by_resource.get("PATCH nodes", 0) / gpu, 2),
         "operator_events_created": by_resource.get("POST events", 0),
@@ -675,14 +675,19 @@ def cpu_accounting(floor: dict[str, Any], operator: dict[str, Any]) -> dict[str,
     extra = {p: round(ours.get(p, 0.0) - theirs.get(p, 0.0), 1) for p in {*ours, *theirs}}
     total_ours, total_theirs = sum(ours.values()), sum(theirs.values())
     return {
-        "extra_by_process": dict(sorted(extra.items(), key=lambda kv: -kv[1])),
+        "extra_by_process": _descending(extra),
         "extra_total": round(total_ours - total_theirs, 1),
         "total_ratio": round(total_ours / total_theirs, 3) if total_theirs else None,
     }
 
 
-def _sub(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+def _sub(
+    after: dict[str, Any], before: dict[str, Any], digits: int | None = None
+) -> dict[str, Any]:
+    """What each count (or sum, rounded to `digits`) grew by, where it grew."""
     out = {k: v - before.get(k, 0) for k, v in after.items()}
+    if digits is not None:
+        out = {k: round(v, digits) for k, v in out.items()}
     return {k: v for k, v in out.items() if v}
 
 
@@ -763,7 +768,7 @@ def measure(
     print(_cpu_line(nodes, "operator", o), flush=True)
     print(_cpu_line(nodes, "operator's label phase", o["label_phase"]), flush=True)
     if floor:
-        print(_cpu_line(nodes, "floor's pre-labelling", figures["floor"]["prelabel"]))
+        print(_cpu_line(nodes, "floor's pre-labelling", figures["floor"]["prelabel"]), flush=True)
         extra = figures["cpu"]
         print(
             f"[{nodes}] CPU s the operator's run spent beyond the floor's: "
