@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from _common import RESULTS, finish
 from components.api import DRIVER_DEPLOY_LABEL, GPU_PRESENT_LABEL, ClusterPolicy
 from components.controllers import LabelPolicy, node_label_patch
+from components.controllers._labels import LabelPatch
+from components.controllers._node_labels import LABEL_WORKERS
 from components.controllers._view import gpu_nodes
 from components.operands import OPERANDS, ClusterView
 from gpusim import ClusterConfig, SimulatedCluster, load_documents, parse_os_list
@@ -205,7 +207,7 @@ def _operator_requests(metrics_url: str) -> dict[str, dict[str, Any]]:
     by_resource: Counter[str] = Counter()
     by_code: Counter[str] = Counter()
     reconciles: Counter[str] = Counter()
-    reconcile_seconds: Counter[str] = Counter()
+    reconcile_seconds: dict[str, float] = defaultdict(float)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "controller_runtime_reconcile_time_seconds_sum":
@@ -480,36 +482,62 @@ async def install(sim: SimulatedCluster) -> None:
         await transport.close()
 
 
-async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dict[str, Any]:
+async def _floor(
+    sim: SimulatedCluster,
+    deadline_s: float,
+    *,
+    pods: bool,
+    labels_on_clock: bool = False,
+    burn_share: float = 0.0,
+) -> dict[str, Any]:
+    """The floor. `labels_on_clock`: the nodes are labelled inside the clock, as an operator
+    must, by as many writers as the operator has (the floor of any operator that labels
+    nodes). `burn_share`: a process that only spends CPU, this share of one core, runs
+    while the clock does (an operator's own CPU, with none of its requests)."""
     milestones = PodMilestones() if pods else None
     async with sim.api_client() as api:
         c, cache = await _open(sim, api, policy=False, pods=milestones)
         await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         wanted = LabelPolicy.of(ClusterPolicy.from_dict(POLICY))
         nodes = await c.list_live(NODE)
+        patches = {name_of(n): node_label_patch(labels_of(n), wanted) for n in nodes}
 
-        async def label(node: Object) -> None:
-            patch = node_label_patch(labels_of(node), wanted)
-            if patch:
-                await c.patch(NODE, name_of(node), {"metadata": {"labels": patch}})
+        async def label_all(writers: int) -> None:
+            await _gather(
+                (
+                    c.patch(NODE, name, {"metadata": {"labels": patch}})
+                    for name, patch in patches.items()
+                    if patch
+                ),
+                limit=writers,
+            )
 
-        # Untimed, but its cost is reported: the operator's run pays for these writes (and
-        # every watcher's handling of them) inside its window.
-        prelabel = CpuTally({**sim.pids(), "bench": os.getpid()})
-        prelabel.start()
-        labelling = time.monotonic()
-        await _gather(label(n) for n in nodes)
-        prelabelled = {"seconds": round(time.monotonic() - labelling, 1), **prelabel.stop()}
-        objects = rendered_objects(await c.list_live(NODE))
+        prelabelled: dict[str, Any] | None = None
+        if not labels_on_clock:
+            # Untimed, but its cost is reported: the operator's run pays for these writes
+            # (and every watcher's handling of them) inside its window.
+            prelabel = CpuTally({**sim.pids(), "bench": os.getpid()})
+            prelabel.start()
+            labelling = time.monotonic()
+            await label_all(20)
+            prelabelled = {"seconds": round(time.monotonic() - labelling, 1), **prelabel.stop()}
+        # Rendered from the labels the nodes have once labelled: no LIST inside the clock.
+        objects = rendered_objects(_labelled(nodes, patches))
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
         settled = await quiet()
         before = await _apiserver_requests(c.transport)
-        tally = CpuTally({**sim.pids(), "bench": os.getpid()})
+        burner = _start_burner(burn_share) if burn_share > 0 else None
+        pids = {**sim.pids(), "bench": os.getpid()}
+        tally = CpuTally({**pids, "burner": burner.pid} if burner is not None else pids)
         tally.start()
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
+        labelled_after = None
+        if labels_on_clock:
+            await label_all(LABEL_WORKERS)
+            labelled_after = round(time.monotonic() - began, 1)
         # Prerequisites before the DaemonSets that use them, each group at once: created one
         # by one, the 37 objects took the floor's DaemonSets to 1.1-1.8 s at 100 nodes,
         # where the operator's came at 0.6-0.8 s (a head start the floor must not give).
@@ -521,6 +549,9 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
             deadline_s,
         )
         cpu = tally.stop()
+        if burner is not None:
+            burner.kill()
+            burner.wait()
         requests = _diff(await _apiserver_requests(c.transport), before)
         await cache.stop()
     seconds = max(reached.values())
@@ -533,10 +564,42 @@ async def _floor(sim: SimulatedCluster, deadline_s: float, *, pods: bool) -> dic
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "apiserver_requests": requests,
         **cpu,
-        "prelabel": prelabelled,
+        **({"prelabel": prelabelled} if prelabelled is not None else {}),
+        **({"to_labelled_seconds": labelled_after} if labelled_after is not None else {}),
+        **({"burn_share": burn_share} if burner is not None else {}),
         "quiet_after_seconds": settled,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
+
+
+def _labelled(nodes: Iterable[Object], patches: dict[str, LabelPatch]) -> list[Object]:
+    """`nodes` as they are once their label patches have landed."""
+    out = []
+    for node in nodes:
+        labels = {**labels_of(node), **patches.get(name_of(node), {})}
+        meta = {**node["metadata"], "labels": {k: v for k, v in labels.items() if v is not None}}
+        out.append({**node, "metadata": meta})
+    return out
+
+
+BURNER = """
+import sys, time
+share = float(sys.argv[1])
+began = time.monotonic()
+while True:
+    if time.process_time() < share * (time.monotonic() - began):
+        end = time.process_time() + 0.001
+        while time.process_time() < end:
+            pass
+    else:
+        time.sleep(0.005)
+"""
+"""Spends `share` of one core's time in CPU, evenly, and nothing else: no request, no
+memory to speak of. When the machine cannot give it that much at once it catches up."""
+
+
+def _start_burner(share: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", BURNER, str(share)])
 
 
 async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
@@ -699,6 +762,8 @@ def measure(
     floor: bool,
     profile: bool,
     pods: bool = False,
+    labelled_floor: bool = False,
+    burn_share: float = 0.0,
 ) -> dict[str, Any]:
     config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list("ubuntu22.04,rhel9.4"))
     figures: dict[str, Any] = {"nodes": nodes}
@@ -709,6 +774,21 @@ def measure(
         print(
             f"[{nodes}] floor: {f['seconds']}s (rolled out {f['to_rolled_out_seconds']}s, "
             f"allocatable {f['to_allocatable_seconds']}s)",
+            flush=True,
+        )
+    if floor and labelled_floor:
+        with SimulatedCluster(config, startup_timeout=900, crds=crds()) as sim:
+            labelled = _floor(
+                sim, deadline_s, pods=pods, labels_on_clock=True, burn_share=burn_share
+            )
+            figures["labelled_floor"] = asyncio.run(labelled)
+        lf = figures["labelled_floor"]
+        figures["labelled_floor_ratio"] = round(lf["seconds"] / figures["floor"]["seconds"], 2)
+        burning = f", a process burning {burn_share:.0%} of a core alongside" if burn_share else ""
+        print(
+            f"[{nodes}] labelled floor (nodes labelled on the clock{burning}): "
+            f"{lf['seconds']}s (labelled {lf['to_labelled_seconds']}s), "
+            f"{figures['labelled_floor_ratio']}x the floor",
             flush=True,
         )
     began = time.monotonic()
@@ -740,6 +820,10 @@ def measure(
     if floor:
         figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
         figures["cpu"] = cpu_accounting(figures["floor"], o)
+    if "labelled_floor" in figures:
+        lf = figures["labelled_floor"]
+        figures["ratio_to_labelled_floor"] = round(o["seconds"] / lf["seconds"], 2)
+        figures["cpu_beyond_labelled_floor"] = cpu_accounting(lf, o)
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
         f"allocatable {o['to_allocatable_seconds']}s, policy ready "
@@ -774,6 +858,15 @@ def measure(
             f"[{nodes}] CPU s the operator's run spent beyond the floor's: "
             f"{extra['extra_by_process']}; total {extra['extra_total']} "
             f"(run/floor total CPU {extra['total_ratio']}, time ratio {figures['ratio']})",
+            flush=True,
+        )
+    if "labelled_floor" in figures:
+        print(_cpu_line(nodes, "labelled floor", figures["labelled_floor"]), flush=True)
+        beyond = figures["cpu_beyond_labelled_floor"]
+        print(
+            f"[{nodes}] CPU s the operator's run spent beyond the labelled floor's: "
+            f"{beyond['extra_by_process']}; total {beyond['extra_total']} (run/labelled floor "
+            f"total CPU {beyond['total_ratio']}, time ratio {figures['ratio_to_labelled_floor']})",
             flush=True,
         )
     for run in ("floor", "operator"):
@@ -818,6 +911,17 @@ def main() -> None:
     parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
     parser.add_argument("--repeats", type=int, default=1, help="runs per size (median ratio)")
     parser.add_argument(
+        "--labelled-floor",
+        action="store_true",
+        help="a third run: the floor with the nodes labelled inside its clock",
+    )
+    parser.add_argument(
+        "--burn-share",
+        type=float,
+        default=0.0,
+        help="with --labelled-floor: a process spends this share of a core during that run",
+    )
+    parser.add_argument(
         "--pods",
         action="store_true",
         help="also time each operand pod (created, bound, Ready) and print them per DaemonSet",
@@ -833,6 +937,8 @@ def main() -> None:
             floor=not args.no_floor,
             profile=args.profile,
             pods=args.pods,
+            labelled_floor=args.labelled_floor,
+            burn_share=args.burn_share,
         )
         for n in sizes
         for _ in range(args.repeats)
@@ -847,6 +953,13 @@ def main() -> None:
                 f"CPU median {m['operator_cpu_seconds']}s",
                 flush=True,
             )
+            if "labelled_floor_ratio" in m:
+                print(
+                    f"[{n}] labelled floor / floor median {m['labelled_floor_ratio']} "
+                    f"(each {m['labelled_floor_ratios']}); operator / labelled floor median "
+                    f"{m['ratio_to_labelled_floor']} (each {m['ratios_to_labelled_floor']})",
+                    flush=True,
+                )
     finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", figures)
 
 
@@ -862,6 +975,23 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
             statistics.median(r["operator"]["operator_cpu_seconds_to_ready"] for r in runs), 2
         ),
         "cpu_total_ratios": [r["cpu"]["total_ratio"] for r in runs],
+        **_labelled_medians(runs),
+    }
+
+
+def _labelled_medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    labelled = [r for r in runs if "labelled_floor" in r]
+    if not labelled:
+        return {}
+    return {
+        "labelled_floor_ratios": [r["labelled_floor_ratio"] for r in labelled],
+        "labelled_floor_ratio": round(
+            statistics.median(r["labelled_floor_ratio"] for r in labelled), 2
+        ),
+        "ratios_to_labelled_floor": [r["ratio_to_labelled_floor"] for r in labelled],
+        "ratio_to_labelled_floor": round(
+            statistics.median(r["ratio_to_labelled_floor"] for r in labelled), 2
+        ),
     }
 
 
