@@ -9,6 +9,7 @@ from typing import Final
 
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
+from components.kinds import SCHEDULED_PODS as SCHEDULED_PODS
 from reconciler.kinds import CONTROLLER_REVISION as CONTROLLER_REVISION
 from reconciler.kinds import CRD as CRD
 from reconciler.kinds import DAEMONSET as DAEMONSET

@@ -3,8 +3,9 @@
 The cache holds one informer per kind, so the scope of each kind is decided here, once:
 
 * cluster-wide: ClusterPolicy, NVIDIADriver, Node (trimmed to what the controllers read);
-* cluster-wide Pods (trimmed likewise): the operand pods readiness is judged from, and
-  the GPU pods a driver upgrade must move off a node (the upgrade controller shares it);
+* cluster-wide Pods bound to a node (`SCHEDULED_PODS`; trimmed likewise): the operand
+  pods readiness is judged from, and the GPU pods a driver upgrade must move off a node
+  (the upgrade controller shares it);
 * the operator's namespace: ControllerRevisions (the DaemonSets' revisions that readiness
   is judged from; trimmed of their data);
 * everything we render, scoped to the operator's namespace when namespaced, and selected
@@ -40,6 +41,7 @@ from components.controllers._constants import (
     NVIDIA_DRIVER,
     PDB,
     POD,
+    SCHEDULED_PODS,
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._pod_tally import DaemonSetPodTally, tally_on
@@ -188,8 +190,8 @@ POD_DROP = (
     ),
     ("status", "ephemeralContainerStatuses"),
 )
-"""What no controller reads of a Pod (every pod of the cluster is cached, DaemonSet pods
-with a per-node affinity each). Kept: metadata whole, `nodeName`, `nodeSelector`, the
+"""What no controller reads of a Pod (every pod of the cluster bound to a node is cached,
+DaemonSet pods with a per-node affinity each). Kept: metadata whole, `nodeName`, `nodeSelector`, the
 containers that ask for a GPU with their name and resources, the phase, the Ready
 condition's type and status (those two by `components.upgrade.pod_as_read`), each
 container status's name, ready and restartCount. A controller that starts
@@ -275,7 +277,13 @@ def nodes(manager: Manager) -> Informer:
 
 
 def pods(manager: Manager) -> Informer:
-    return manager.informer(POD, drop=POD_DROP, transform=pod_as_read, schema=PodAsRead)
+    return manager.informer(
+        POD,
+        field_selector=SCHEDULED_PODS,
+        drop=POD_DROP,
+        transform=pod_as_read,
+        schema=PodAsRead,
+    )
 
 
 def pods_by_node(manager: Manager) -> Informer:

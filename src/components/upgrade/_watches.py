@@ -24,6 +24,7 @@ from components.upgrade._names import (
     NVIDIA_DRIVER,
     PDB,
     POD,
+    SCHEDULED_PODS,
     STATE_LABEL,
 )
 from components.upgrade._pods import is_driver_pod, is_validator_pod, pod_as_read
@@ -77,6 +78,7 @@ class UpgradeInformers:
             nodes=manager.informer(NODE, index_labels=[STATE_LABEL, KERNEL_LABEL]),
             pods=manager.informer(
                 POD,
+                field_selector=SCHEDULED_PODS,
                 transform=pod_as_read,
                 indexers={
                     POD_NODE_INDEX: pod_node,

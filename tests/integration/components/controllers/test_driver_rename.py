@@ -5,6 +5,8 @@ selected by the new DaemonSet, and the old one goes without taking them along.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from components.controllers._driver_crd import short_hash
@@ -89,6 +91,37 @@ async def test_renamed_nvidia_driver_daemonset_keeps_the_driver_pods(cluster: Cl
     await _hand_over(cluster, node, owner_reference(live), old, new)
 
 
+async def test_a_driver_pod_not_yet_bound_to_a_node_stops_the_hand_over(cluster: Cluster) -> None:
+    """The operator caches only pods bound to a node. A pod of the old DaemonSet still
+    waiting for its node has no new DaemonSet to go to: orphaned with its old labels it
+    would start beside the new one's pod once bound. The old DaemonSet is deleted the usual
+    way, and its bound pod is not relabelled."""
+    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
+    policy = await cluster.create_policy("policy")
+    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
+    live = await cluster.get(CLUSTER_POLICY, policy["metadata"]["name"])
+    assert live is not None
+    owner = owner_reference(live)
+    old = await cluster.client.create(
+        _old_daemonset(cluster.namespace, {**owner, "controller": False})
+    )
+    await cluster.client.create(_pod(cluster.namespace, node, old))
+    waiting = _pod(cluster.namespace, node, old, name="driver-waiting")
+    del waiting["spec"]["nodeName"]
+    await cluster.client.create(waiting)
+    await cluster.client.patch(
+        DAEMONSET, OLD, {"metadata": {"ownerReferences": [owner]}}, namespace=cluster.namespace
+    )
+
+    async def deleted() -> bool:
+        return await cluster.get(DAEMONSET, OLD, cluster.namespace) is None
+
+    await eventually(deleted, "the old DaemonSet deleted the usual way (no orphan finalizer)")
+    bound = await cluster.get(POD, "driver-on-u1", cluster.namespace)
+    assert bound is not None
+    assert labels_of(bound).get("app") == OLD
+
+
 async def _hand_over(
     cluster: Cluster, node: str, owner: dict[str, object], old_name: str, new_name: str
 ) -> None:
@@ -125,12 +158,12 @@ async def _hand_over(
     assert selector.items() <= labels_of(live_pod).items()  # the new one adopts it
 
 
-def _pod(namespace: str, node: str, owner: Object) -> dict[str, object]:
+def _pod(namespace: str, node: str, owner: Object, name: str = "driver-on-u1") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": "driver-on-u1",
+            "name": name,
             "namespace": namespace,
             "labels": dict(owner["spec"]["template"]["metadata"]["labels"]),
             "ownerReferences": [

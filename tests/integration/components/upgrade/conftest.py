@@ -26,6 +26,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import DriverUpgradePolicySpec, UpgradeState
+from components.kinds import SCHEDULED_PODS
 from components.upgrade import (
     IN_PROGRESS,
     STATE_LABEL,
@@ -436,8 +437,14 @@ class Kit:
     async def start_operator(self, *, trim_pods: bool = False, **options: Any) -> UpgradeController:
         self.manager = Manager(self.api, field_manager="gpu-operator", bind_address=None)
         if trim_pods:
-            # As the operator's shared pod informer does: volumes never enter the cache.
-            self.manager.informer(POD, drop=(("spec", "volumes"),), transform=pod_as_read)
+            # As the operator's shared pod informer does: volumes never enter the cache, nor
+            # pods not bound to a node.
+            self.manager.informer(
+                POD,
+                field_selector=SCHEDULED_PODS,
+                drop=(("spec", "volumes"),),
+                transform=pod_as_read,
+            )
         options.setdefault("workers", 2)
         self.controller = UpgradeController(self.manager, namespace=self.namespace, **options)
         self._operator = asyncio.create_task(self.manager.run())
