@@ -25,6 +25,8 @@ control plane; and the writes it sent during a steady-state window (target 0).
         [--no-floor]      the operator only (profiling runs)
         [--repeats N]     measure each size N times, floor and operator in turn, and print
                           the median ratio (at 100 nodes one run's floor alone varies by 20%)
+        [--labelled-floor] a third run: the floor with the nodes labelled inside its clock
+        [--burn-share F]  with it, a process spending F of a core during that run
         [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
 
 The operator's log of the last run is kept as bench/results/scale-operator.log. Prints
@@ -42,6 +44,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
@@ -98,19 +101,70 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+PROBE = """
+import sys, time
+def unit():
+    total = 0
+    for i in range(30000):
+        total += i * i
+    return total
+with open(sys.argv[1], "a", buffering=1) as out:
+    while True:
+        began = time.thread_time()
+        unit()
+        out.write(f"{time.time():.3f} {time.thread_time() - began:.6f}\\n")
+        time.sleep(0.25)
+"""
+
+
+class SpeedProbe:
+    """How fast this machine's CPU is, run by run: a process times the same small piece of
+    work (about 1 ms of CPU, in cache) four times a second, in its own CPU time, so that
+    waiting for a core does not count. On this VM the answer jumps between two levels even
+    when the machine is idle: ~1.1 ms and ~1.9 ms, the slow one close to half the time,
+    the host's doing (steal time stays under 2%). A run on a slow spell takes longer and
+    its processes count more CPU seconds for the same work; `probe_unit_ms`, the mean cost
+    over a run, says how slow its machine was."""
+
+    def __init__(self) -> None:
+        fd, name = tempfile.mkstemp(prefix="scale-probe-", suffix=".txt")
+        os.close(fd)
+        self.path = Path(name)
+        self.process = subprocess.Popen([sys.executable, "-c", PROBE, str(self.path)])
+
+    def mean_ms(self, since: float, until: float) -> float | None:
+        costs = []
+        for line in self.path.read_text().splitlines():
+            at, cost = (float(v) for v in line.split())
+            if since <= at <= until:
+                costs.append(cost)
+        return round(1000 * statistics.fmean(costs), 3) if costs else None
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.path.unlink(missing_ok=True)
+
+
+PROBES: list[SpeedProbe] = []
+"""The running probe, if any (`main` starts one for the whole benchmark)."""
+
+
 class CpuTally:
     """The CPU seconds each process of a run spent from `start` to `stop`, and how busy the
     whole machine was meanwhile: whether what the operator adds came out of idle time or out
-    of the control plane's."""
+    of the control plane's; and how fast the machine was (`SpeedProbe`)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = {name: pid for name, pid in pids.items() if Path(f"/proc/{pid}").exists()}
         self._before: dict[str, float] = {}
         self._machine: tuple[int, int, int] = (0, 0, 0)
+        self._wall = 0.0
 
     def start(self) -> None:
         self._before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
         self._machine = _machine_ticks()
+        self._wall = time.time()
 
     def stop(self) -> dict[str, Any]:
         spent = {
@@ -125,6 +179,7 @@ class CpuTally:
             # Time the hypervisor gave to others: a run with more of it was on a slower
             # machine, and its ratio says less.
             "machine_steal_share": steal,
+            **({"probe_unit_ms": PROBES[0].mean_ms(self._wall, time.time())} if PROBES else {}),
         }
 
 
@@ -183,7 +238,12 @@ def _cpu_line(nodes: int, run: str, figures: dict[str, Any]) -> str:
     stolen = figures.get("machine_steal_share")
     steal = f"{stolen:.1%}" if stolen is not None else "-"
     total = sum(spent.values())
-    return f"[{nodes}] {run} CPU s: {each}; total {total:.1f}, machine busy {busy}, stolen {steal}"
+    probe = figures.get("probe_unit_ms")
+    speed = f", probe {probe} ms" if probe is not None else ""
+    return (
+        f"[{nodes}] {run} CPU s: {each}; total {total:.1f}, machine busy {busy}, "
+        f"stolen {steal}{speed}"
+    )
 
 
 def _child_pid(pid: int, timeout: float = 30) -> int:
@@ -730,6 +790,15 @@ async def _operator(
     }
 
 
+def at_equal_speed(run: dict[str, Any], floor: dict[str, Any]) -> float | None:
+    """`run`'s time over `floor`'s, each divided by how slow the machine was meanwhile
+    (`SpeedProbe`): the ratio had both run on the same machine."""
+    run_ms, floor_ms = run.get("probe_unit_ms"), floor.get("probe_unit_ms")
+    if not run_ms or not floor_ms:
+        return None
+    return round(float(run["seconds"] / run_ms) / float(floor["seconds"] / floor_ms), 2)
+
+
 def cpu_accounting(floor: dict[str, Any], operator: dict[str, Any]) -> dict[str, Any]:
     """Where the operator's run spent more CPU than the floor's, by process. On a machine
     the floor already keeps busy, time is CPU over cores: the run/floor ratio of total CPU
@@ -784,11 +853,15 @@ def measure(
             figures["labelled_floor"] = asyncio.run(labelled)
         lf = figures["labelled_floor"]
         figures["labelled_floor_ratio"] = round(lf["seconds"] / figures["floor"]["seconds"], 2)
+        equal = at_equal_speed(lf, figures["floor"])
+        if equal is not None:
+            figures["labelled_floor_ratio_at_equal_speed"] = equal
         burning = f", a process burning {burn_share:.0%} of a core alongside" if burn_share else ""
         print(
             f"[{nodes}] labelled floor (nodes labelled on the clock{burning}): "
             f"{lf['seconds']}s (labelled {lf['to_labelled_seconds']}s), "
-            f"{figures['labelled_floor_ratio']}x the floor",
+            f"{figures['labelled_floor_ratio']}x the floor (at equal machine speed "
+            f"{figures.get('labelled_floor_ratio_at_equal_speed', '-')})",
             flush=True,
         )
     began = time.monotonic()
@@ -820,15 +893,22 @@ def measure(
     if floor:
         figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
         figures["cpu"] = cpu_accounting(figures["floor"], o)
+        equal = at_equal_speed(o, figures["floor"])
+        if equal is not None:
+            figures["ratio_at_equal_speed"] = equal
     if "labelled_floor" in figures:
         lf = figures["labelled_floor"]
         figures["ratio_to_labelled_floor"] = round(o["seconds"] / lf["seconds"], 2)
+        equal = at_equal_speed(o, lf)
+        if equal is not None:
+            figures["ratio_to_labelled_floor_at_equal_speed"] = equal
         figures["cpu_beyond_labelled_floor"] = cpu_accounting(lf, o)
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
         f"allocatable {o['to_allocatable_seconds']}s, policy ready "
         f"{o['to_policy_ready_seconds']}s, labelled {o['to_labelled_seconds']}s), "
-        f"ratio {figures.get('ratio', '-')}, "
+        f"ratio {figures.get('ratio', '-')} "
+        f"(at equal machine speed {figures.get('ratio_at_equal_speed', '-')}), "
         f"CPU {o['operator_cpu_seconds_to_ready']}s, peak RSS {o['operator_peak_rss_mib']} MiB",
         flush=True,
     )
@@ -929,7 +1009,39 @@ def main() -> None:
     args = parser.parse_args()
     POLICY.update(yaml.safe_load(args.policy.read_text()))
     sizes = [int(n) for n in args.nodes.split(",")]
-    runs = [
+    PROBES.append(SpeedProbe())
+    try:
+        runs = _measure_all(args, sizes)
+    finally:
+        PROBES.pop().close()
+    figures: dict[str, Any] = {"runs": runs}
+    if args.repeats > 1 and not args.no_floor:
+        figures["medians"] = {str(n): _medians([r for r in runs if r["nodes"] == n]) for n in sizes}
+        for n, m in figures["medians"].items():
+            print(
+                f"[{n}] {args.repeats} runs: ratio median {m['ratio']} (each {m['ratios']}), "
+                f"floor median {m['floor_seconds']}s, operator median {m['operator_seconds']}s, "
+                f"CPU median {m['operator_cpu_seconds']}s",
+                flush=True,
+            )
+            if "ratio_at_equal_speed" in m:
+                print(
+                    f"[{n}] at equal machine speed: ratio median {m['ratio_at_equal_speed']} "
+                    f"(each {m['ratio_at_equal_speed_each']})",
+                    flush=True,
+                )
+            if "labelled_floor_ratio" in m:
+                print(
+                    f"[{n}] labelled floor / floor median {m['labelled_floor_ratio']} "
+                    f"(each {m['labelled_floor_ratio_each']}); operator / labelled floor median "
+                    f"{m['ratio_to_labelled_floor']} (each {m['ratio_to_labelled_floor_each']})",
+                    flush=True,
+                )
+    finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", figures)
+
+
+def _measure_all(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, Any]]:
+    return [
         measure(
             n,
             args.steady_seconds,
@@ -943,24 +1055,14 @@ def main() -> None:
         for n in sizes
         for _ in range(args.repeats)
     ]
-    figures: dict[str, Any] = {"runs": runs}
-    if args.repeats > 1 and not args.no_floor:
-        figures["medians"] = {str(n): _medians([r for r in runs if r["nodes"] == n]) for n in sizes}
-        for n, m in figures["medians"].items():
-            print(
-                f"[{n}] {args.repeats} runs: ratio median {m['ratio']} (each {m['ratios']}), "
-                f"floor median {m['floor_seconds']}s, operator median {m['operator_seconds']}s, "
-                f"CPU median {m['operator_cpu_seconds']}s",
-                flush=True,
-            )
-            if "labelled_floor_ratio" in m:
-                print(
-                    f"[{n}] labelled floor / floor median {m['labelled_floor_ratio']} "
-                    f"(each {m['labelled_floor_ratios']}); operator / labelled floor median "
-                    f"{m['ratio_to_labelled_floor']} (each {m['ratios_to_labelled_floor']})",
-                    flush=True,
-                )
-    finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", figures)
+
+
+def _median_of(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """`key`'s median over the runs that have it, and each value (`<key>_each`)."""
+    values = [r[key] for r in runs if key in r]
+    if not values:
+        return {}
+    return {key: round(statistics.median(values), 2), f"{key}_each": values}
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -975,23 +1077,11 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
             statistics.median(r["operator"]["operator_cpu_seconds_to_ready"] for r in runs), 2
         ),
         "cpu_total_ratios": [r["cpu"]["total_ratio"] for r in runs],
-        **_labelled_medians(runs),
-    }
-
-
-def _labelled_medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    labelled = [r for r in runs if "labelled_floor" in r]
-    if not labelled:
-        return {}
-    return {
-        "labelled_floor_ratios": [r["labelled_floor_ratio"] for r in labelled],
-        "labelled_floor_ratio": round(
-            statistics.median(r["labelled_floor_ratio"] for r in labelled), 2
-        ),
-        "ratios_to_labelled_floor": [r["ratio_to_labelled_floor"] for r in labelled],
-        "ratio_to_labelled_floor": round(
-            statistics.median(r["ratio_to_labelled_floor"] for r in labelled), 2
-        ),
+        **_median_of(runs, "ratio_at_equal_speed"),
+        **_median_of(runs, "labelled_floor_ratio"),
+        **_median_of(runs, "labelled_floor_ratio_at_equal_speed"),
+        **_median_of(runs, "ratio_to_labelled_floor"),
+        **_median_of(runs, "ratio_to_labelled_floor_at_equal_speed"),
     }
 
 
