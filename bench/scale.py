@@ -799,6 +799,15 @@ def at_equal_speed(run: dict[str, Any], floor: dict[str, Any]) -> float | None:
     return round(float(run["seconds"] / run_ms) / float(floor["seconds"] / floor_ms), 2)
 
 
+def _compare(figures: dict[str, Any], key: str, run: dict[str, Any], base: dict[str, Any]) -> None:
+    """`run`'s time over `base`'s as `key`, and as `<key>_at_equal_speed` where both runs
+    carry the machine's speed."""
+    figures[key] = round(run["seconds"] / base["seconds"], 2)
+    equal = at_equal_speed(run, base)
+    if equal is not None:
+        figures[f"{key}_at_equal_speed"] = equal
+
+
 def cpu_accounting(floor: dict[str, Any], operator: dict[str, Any]) -> dict[str, Any]:
     """Where the operator's run spent more CPU than the floor's, by process. On a machine
     the floor already keeps busy, time is CPU over cores: the run/floor ratio of total CPU
@@ -852,10 +861,7 @@ def measure(
             )
             figures["labelled_floor"] = asyncio.run(labelled)
         lf = figures["labelled_floor"]
-        figures["labelled_floor_ratio"] = round(lf["seconds"] / figures["floor"]["seconds"], 2)
-        equal = at_equal_speed(lf, figures["floor"])
-        if equal is not None:
-            figures["labelled_floor_ratio_at_equal_speed"] = equal
+        _compare(figures, "labelled_floor_ratio", lf, figures["floor"])
         burning = f", a process burning {burn_share:.0%} of a core alongside" if burn_share else ""
         print(
             f"[{nodes}] labelled floor (nodes labelled on the clock{burning}): "
@@ -891,17 +897,11 @@ def measure(
             shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / OPERATOR_LOG)
     o = figures["operator"]
     if floor:
-        figures["ratio"] = round(o["seconds"] / figures["floor"]["seconds"], 2)
+        _compare(figures, "ratio", o, figures["floor"])
         figures["cpu"] = cpu_accounting(figures["floor"], o)
-        equal = at_equal_speed(o, figures["floor"])
-        if equal is not None:
-            figures["ratio_at_equal_speed"] = equal
     if "labelled_floor" in figures:
         lf = figures["labelled_floor"]
-        figures["ratio_to_labelled_floor"] = round(o["seconds"] / lf["seconds"], 2)
-        equal = at_equal_speed(o, lf)
-        if equal is not None:
-            figures["ratio_to_labelled_floor_at_equal_speed"] = equal
+        _compare(figures, "ratio_to_labelled_floor", o, lf)
         figures["cpu_beyond_labelled_floor"] = cpu_accounting(lf, o)
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "

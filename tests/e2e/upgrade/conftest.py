@@ -38,15 +38,26 @@ S = UpgradeState
 IN_PROGRESS_VALUES = frozenset(s.value for s in IN_PROGRESS)
 
 
+def gpu_resources(pod: Object) -> set[str]:
+    """The GPU resources (`nvidia.com/gpu`, `nvidia.com/mig-*`) the pod asks for."""
+    return {
+        str(k)
+        for c in (pod.get("spec") or {}).get("containers") or []
+        for part in ("limits", "requests")
+        for k in ((c.get("resources") or {}).get(part) or {})
+        if str(k).startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+    }
+
+
 def is_gpu_pod(pod: Object) -> bool:
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        for part in ("limits", "requests"):
-            if any(
-                str(k).startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
-                for k in ((c.get("resources") or {}).get(part) or {})
-            ):
-                return True
-    return False
+    return bool(gpu_resources(pod))
+
+
+def offers(node: Object, resources: set[str]) -> bool:
+    """The node's allocatable has some of each resource: a kubelet could admit a pod
+    asking for them."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return all(str(allocatable.get(r, "0")) not in ("0", "") for r in resources)
 
 
 def is_driver(pod: Object) -> bool:
@@ -78,6 +89,17 @@ class Invariants:
     cordons_seen: set[str] = field(default_factory=set)
     device_plugin_paused: set[str] = field(default_factory=set)
     """Nodes seen with the device plugin paused for their driver restart."""
+    refused: set[str] = field(default_factory=set)
+    """GPU pods (by uid) first seen bound to a node that offered none of their GPUs then.
+
+    A real kubelet's device manager refuses to admit such a pod (UnexpectedAdmissionError),
+    so it never runs; kwok has no device manager and reports it Running all the same. The
+    walk relies on exactly that: once the paused device plugin's GPUs are gone from the
+    node, a pod the scheduler binds from an older view cannot run under the restarting
+    driver (`components.upgrade._restart`). The cordon does not stop a pod that tolerates
+    every taint, and the walk's last live look at the node's pods cannot see a binding
+    that lands after it."""
+    _seen_bound: set[str] = field(default_factory=set)
     armed: bool = True
     _last: dict[str, str] = field(default_factory=dict)
 
@@ -121,12 +143,22 @@ class Invariants:
             for p in pods
             if is_driver(p) and pod_ready(p) and not p["metadata"].get("deletionTimestamp")
         }
+        by_name = {name_of(n): n for n in nodes}
+        for p in pods:
+            node = (p.get("spec") or {}).get("nodeName")
+            uid = p["metadata"].get("uid", "")
+            wanted = gpu_resources(p)
+            if node in by_name and wanted and uid not in self._seen_bound:
+                self._seen_bound.add(uid)
+                if not offers(by_name[node], wanted):
+                    self.refused.add(uid)
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
             phase = (p.get("status") or {}).get("phase")
             if (
                 node in states
                 and is_gpu_pod(p)
+                and p["metadata"].get("uid", "") not in self.refused
                 and phase in ("Pending", "Running")
                 and node not in drivers_ready
             ):
