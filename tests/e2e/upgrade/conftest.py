@@ -146,19 +146,17 @@ class Invariants:
         by_name = {name_of(n): n for n in nodes}
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
-            uid = p["metadata"].get("uid", "")
             wanted = gpu_resources(p)
-            if node in by_name and wanted and uid not in self._seen_bound:
+            if node not in by_name or not wanted:
+                continue
+            uid = p["metadata"].get("uid", "")
+            if uid not in self._seen_bound:
                 self._seen_bound.add(uid)
                 if not offers(by_name[node], wanted):
                     self.refused.add(uid)
-        for p in pods:
-            node = (p.get("spec") or {}).get("nodeName")
             phase = (p.get("status") or {}).get("phase")
             if (
-                node in states
-                and is_gpu_pod(p)
-                and p["metadata"].get("uid", "") not in self.refused
+                uid not in self.refused
                 and phase in ("Pending", "Running")
                 and node not in drivers_ready
             ):

@@ -32,9 +32,9 @@ class Nodes:
         return self.nodes.get(name) if gvk.kind == "Node" else None
 
 
-def pod(app: str, node: str | None, namespace: str = NAMESPACE) -> dict[str, Any]:
+def pod(app: str, node: str | None) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"{app}-x", "namespace": namespace, "labels": {"app": app}},
+        "metadata": {"name": f"{app}-x", "namespace": NAMESPACE, "labels": {"app": app}},
         "spec": {"nodeName": node} if node else {},
     }
 
