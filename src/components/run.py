@@ -33,6 +33,7 @@ from reconciler import (
     MetricsServing,
     configure_logging,
     connect,
+    tune_collector,
 )
 from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
 from reconciler.lowlevel import RequestObserver, RESTMapper, Transport
@@ -124,6 +125,7 @@ async def run(args: argparse.Namespace) -> None:
             registry=operator_registry(),
             handle_signals=True,
             metrics_serving=serving,
+            freeze_heap_after_sync=True,
         )
         log.info(
             "gpu-operator starting in namespace %s (leader election %s)",
@@ -143,6 +145,7 @@ def run_operator(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot read the kubeconfig {args.kubeconfig}: no such file")
     leader_election(args)  # a bad combination fails here, before anything starts
     configure_logging(args.log_level, args.log_format)
+    tune_collector()
     try:
         asyncio.run(run(args))
     except LeaderElectionLost as exc:

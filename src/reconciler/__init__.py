@@ -24,6 +24,7 @@ from reconciler._controller import (
 )
 from reconciler._events import NORMAL, WARNING, EventRecorder
 from reconciler._handlers import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
+from reconciler._heap import tune_collector
 from reconciler._http_server import MetricsServing
 from reconciler._indexers import OWNER_INDEX, IndexFunc, by_label, by_owner_uid, label_index_name
 from reconciler._informer import Informer
@@ -116,4 +117,5 @@ __all__ = [
     "paced_interval",
     "resource_version_of",
     "split_address",
+    "tune_collector",
 ]

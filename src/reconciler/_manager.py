@@ -30,6 +30,7 @@ from reconciler._connection import as_connection
 from reconciler._controller import Controller, ReconcileFunc, Reconciler
 from reconciler._events import EventRecorder
 from reconciler._exceptions import LeaderElectionLost
+from reconciler._heap import freeze_long_lived
 from reconciler._http_server import MetricsServer, MetricsServing, ProbeServer
 from reconciler._informer import Informer
 from reconciler._leader_election import LeaderElectionConfig, LeaderElector
@@ -58,6 +59,7 @@ class Manager:
         handle_signals: bool = False,
         unready_after_outage: float = 10.0,
         metrics: MetricsServing | None = None,
+        freeze_heap_after_sync: bool = False,
     ) -> None:
         """`api_client` is an `ApiConnection` (`reconciler.connect`) or a kubernetes_asyncio
         ApiClient.
@@ -69,7 +71,9 @@ class Manager:
         when they are back; `/healthz` stays ok: restarting the pod would not bring the
         API server back. `metrics` gives /metrics an address of its own (see
         `MetricsServing`: HTTPS for scrapers the API server allows, by default); the probes
-        then serve no /metrics.
+        then serve no /metrics. `freeze_heap_after_sync` hides what is alive once the
+        caches have synced from the garbage collector (`reconciler._heap`); it is
+        process-wide, for an operator's own process and not for a test's.
         """
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = metrics_for(self.registry)
@@ -107,6 +111,7 @@ class Manager:
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals
         self.unready_after_outage = unready_after_outage
+        self.freeze_heap_after_sync = freeze_heap_after_sync
         self.controllers: list[Controller] = []
         self._server = (
             ProbeServer(
@@ -304,6 +309,8 @@ class Manager:
         await self.cache.wait_for_sync(self.cache_sync_timeout)
         self._synced = True
         log.debug("caches synced: %d informers", len(self.cache.informers))
+        if self.freeze_heap_after_sync:
+            freeze_long_lived()
 
     async def _until_stopped(self, work: Awaitable[None]) -> bool:
         """Run `work` unless `stop()` comes first; True if it finished.

@@ -104,6 +104,7 @@ def build_operator(
     operands: Sequence[Operand] | None = None,
     upgrade: bool = True,
     metrics_serving: MetricsServing | None = None,
+    freeze_heap_after_sync: bool = False,
 ) -> Operator:
     """A Manager (field manager `gpu-operator`, the hash annotation on) with every
     controller, for a kubernetes_asyncio `ApiClient`; run it with `operator.manager.run()`."""
@@ -116,5 +117,6 @@ def build_operator(
         hash_annotation=HASH_ANNOTATION,
         handle_signals=handle_signals,
         metrics=metrics_serving,
+        freeze_heap_after_sync=freeze_heap_after_sync,
     )
     return setup_operator(manager, namespace=namespace, operands=operands, upgrade=upgrade)

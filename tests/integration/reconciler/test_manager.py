@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -234,3 +236,47 @@ async def test_sigterm_deadline_cancels_a_stuck_reconcile(
     await asyncio.wait_for(started.wait(), 60)
     await stop(mgr, task)
     assert cancelled == ["stuck"]
+
+
+def in_collector_walks(obj: object) -> bool:
+    return any(o is obj for o in gc.get_objects())
+
+
+@pytest.fixture
+def unfrozen_heap() -> Iterator[None]:
+    """The freeze is process-wide: give the objects back to the collector after the test."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+async def test_a_manager_freezes_what_its_synced_caches_hold_only_when_asked(
+    api_client: Any, kit: Kit, namespace: str, unfrozen_heap: None, freeze: bool
+) -> None:
+    """The operator's process asks (`gpu-operator run`): the collector then no longer walks
+    the first listing on each collection. A manager built without asking leaves the heap to
+    the process that embeds it."""
+    await kit.client.apply(configmap("listed", namespace, key="value"))
+    mgr = Manager(
+        api_client, field_manager="tests", bind_address=None, freeze_heap_after_sync=freeze
+    )
+
+    async def reconcile(request: Request) -> None:
+        return None
+
+    mgr.controller("cms", reconcile).watch(mgr.informer(CONFIGMAP, namespace=namespace))
+    task = await run_in_background(mgr)
+    try:
+        listed = mgr.cache.get(CONFIGMAP, "listed", namespace)
+        assert listed is not None and gc.is_tracked(listed)
+        assert in_collector_walks(listed) is not freeze
+        assert (gc.get_freeze_count() > 0) is freeze
+        # What arrives after the sync is the collector's as usual.
+        await kit.client.apply(configmap("watched", namespace, key="value"))
+        await eventually(
+            lambda: mgr.cache.get(CONFIGMAP, "watched", namespace) is not None, "watched"
+        )
+        assert in_collector_walks(mgr.cache.get(CONFIGMAP, "watched", namespace))
+    finally:
+        await stop(mgr, task)
