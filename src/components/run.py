@@ -19,6 +19,7 @@ import os
 import ssl
 from typing import Any
 
+import uvloop
 from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics
 
 from components import reachability
@@ -147,7 +148,10 @@ def run_operator(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     tune_collector()
     try:
-        asyncio.run(run(args))
+        # uvloop: the watch stream's TLS reads and dispatch cost less CPU on it (see
+        # pyproject.toml); the operator's code is the same on either loop.
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(run(args))
     except LeaderElectionLost as exc:
         raise CommandError(f"stopped leading ({exc}); a standby takes over") from exc
     except FileNotFoundError as exc:
