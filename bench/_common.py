@@ -33,3 +33,13 @@ def finish(name: str, figures: dict[str, Any]) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
     sys.stdout.write(json.dumps(figures) + "\n")
     sys.stdout.flush()
+
+
+def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
+    """A ConfigMap to create, for the benches that watch ConfigMaps."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kubernetes_asyncio import client, config
 
-from _common import finish, percentile
+from _common import configmap, finish, percentile
 from reconciler import GVK, Manager, Object, Request, Result
 from reconciler.envtest import ControlPlane
 
@@ -87,14 +87,7 @@ async def main(plane: ControlPlane) -> None:
 
         async def create(i: int) -> None:
             async with limit:
-                await c.create(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ConfigMap",
-                        "metadata": {"name": f"cm-{i:04d}", "namespace": NS},
-                        "data": {"v": "0"},
-                    }
-                )
+                await c.create(configmap(f"cm-{i:04d}", NS, v="0"))
 
         await asyncio.gather(*(create(i) for i in range(OBJECTS)))
 

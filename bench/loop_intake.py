@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kubernetes_asyncio import client, config
 
-from _common import finish
+from _common import configmap, finish
 from reconciler import GVK, Cache, Manager, Object
 from reconciler.envtest import ControlPlane
 from reconciler.lowlevel import RESTMapper, Transport
@@ -97,14 +97,7 @@ async def drive(plane: ControlPlane, objects: int, rounds: int, repeats: int) ->
 
         async def create(i: int) -> None:
             async with limit:
-                await c.create(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ConfigMap",
-                        "metadata": {"name": f"cm-{i:04d}", "namespace": NS},
-                        "data": {"v": "0", "blob": blob},
-                    }
-                )
+                await c.create(configmap(f"cm-{i:04d}", NS, v="0", blob=blob))
 
         async def update(i: int, value: str) -> None:
             async with limit:
