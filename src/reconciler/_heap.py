@@ -35,15 +35,12 @@ def tune_collector() -> None:
     gc.set_threshold(*THRESHOLDS)
 
 
-def freeze_long_lived() -> int:
-    """Collect once, then move every surviving object out of the collector's sight; returns
-    how many objects are frozen now.
+def freeze_long_lived() -> None:
+    """Collect once, then move every surviving object out of the collector's sight.
 
     Reference counting still frees them when they are dropped (a decoded object holds no
     cycle). A frozen cycle that dies later (a watch's first connection, say) is kept: at
     worst part of the heap as it was at the freeze, once, never a growing leak."""
     gc.collect()
     gc.freeze()
-    frozen = gc.get_freeze_count()
-    log.debug("froze %d long-lived objects out of the garbage collector's walks", frozen)
-    return frozen
+    log.debug("froze %d long-lived objects out of the collector's walks", gc.get_freeze_count())
