@@ -20,8 +20,9 @@ on a saturated machine every CPU second the operator or its requests cost is tak
 control plane; and the writes it sent during a steady-state window (target 0).
 
     .venv/bin/python bench/scale.py [--nodes 100,1000] [--steady-seconds 300]
-        [--profile]       run the operator under py-spy (sampling, `pip install py-spy`) and
-                          print the top of the profile (written to bench/results/)
+        [--profile]       run the operator under a sampler of its own CPU time
+                          (`_cpu_profile.py`) and print the top of the profile (written to
+                          bench/results/)
         [--no-floor]      the operator only (profiling runs)
         [--repeats N]     measure each size N times, floor and operator in turn, and print
                           the median ratio (at 100 nodes one run's floor alone varies by 20%)
@@ -70,6 +71,9 @@ from reconciler.envtest import free_port
 from reconciler.lowlevel import RESTMapper, Transport
 
 REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+PROFILE_INTERVAL = 0.004
+"""CPU seconds between two samples of the operator's stack (`--profile`)."""
 NAMESPACE = "gpu-operator"
 OPERATOR_LOG = "scale-operator.log"
 NODE = GVK("", "v1", "Node")
@@ -244,17 +248,6 @@ def _cpu_line(nodes: int, run: str, figures: dict[str, Any]) -> str:
         f"[{nodes}] {run} CPU s: {each}; total {total:.1f}, machine busy {busy}, "
         f"stolen {steal}{speed}"
     )
-
-
-def _child_pid(pid: int, timeout: float = 30) -> int:
-    """The one child of `pid` (py-spy runs the operator as its child)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if children:
-            return int(children[0])
-        time.sleep(0.1)
-    raise TimeoutError("the profiled operator did not start")
 
 
 def _operator_requests(metrics_url: str) -> dict[str, dict[str, Any]]:
@@ -678,9 +671,15 @@ async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
 def _start_operator(
     sim: SimulatedCluster, metrics_port: int, profile: Path | None
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """The operator as its own process (under py-spy when profiling), and its pid."""
+    """The operator as its own process (under the CPU sampler when profiling), and its pid."""
+    sampler = (
+        []
+        if profile is None
+        else [str(BENCH / "_cpu_profile.py"), str(profile), f"--interval={PROFILE_INTERVAL}"]
+    )
     command = [
         sys.executable,
+        *sampler,
         "-m",
         "components.cli",
         "run",
@@ -692,14 +691,9 @@ def _start_operator(
         "--metrics-secure=false",
         f"--health-probe-bind-address=127.0.0.1:{free_port()}",
     ]
-    if profile is not None:
-        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        record = [spy, "record", "--nonblocking", "-r", "50", "-f", "raw", "-o", str(profile)]
-        command = [*record, "--", *command]
     with (sim.workdir / "logs" / "gpu-operator.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    pid = _child_pid(process.pid) if profile is not None else process.pid
-    return process, pid
+    return process, process.pid
 
 
 async def _operator(
@@ -890,7 +884,7 @@ def measure(
                 )
             )
         finally:
-            # The operator first: py-spy writes its profile once its child has exited.
+            # The operator first: the sampler writes its last counts as the operator exits.
             os.kill(pid, signal.SIGTERM)
             process.wait(120)
             # Its log (one INFO line per change it made) outlives the cluster's folder.
@@ -955,12 +949,13 @@ def measure(
             print(f"[{nodes}] {run} pods of {ds} (first/median/last s): {line}", flush=True)
     if profile_path is not None:
         figures["profile"] = str(profile_path.relative_to(REPO))
-        print(profile_top(profile_path), flush=True)
+        print(profile_top(profile_path, seconds_per_sample=PROFILE_INTERVAL), flush=True)
     return figures
 
 
-def profile_top(path: Path, n: int = 25) -> str:
-    """The top of a py-spy raw (collapsed stacks) profile: self and inclusive shares."""
+def profile_top(path: Path, n: int = 25, seconds_per_sample: float | None = None) -> str:
+    """The top of a collapsed-stacks profile (`_cpu_profile.py`'s, or py-spy's raw
+    format): self and inclusive shares of the samples, and the CPU seconds they stand for."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
@@ -974,7 +969,8 @@ def profile_top(path: Path, n: int = 25) -> str:
         own[frames[-1]] += count
         for frame in set(frames):
             inclusive[frame] += count
-    lines = [f"profile: {total} samples ({path.name})", "  self%  frame"]
+    cpu = "" if seconds_per_sample is None else f", {total * seconds_per_sample:.1f} CPU s"
+    lines = [f"profile: {total} samples{cpu} ({path.name})", "  self%  frame"]
     lines += [f"  {100 * c / total:5.1f}  {f}" for f, c in own.most_common(n)]
     lines += ["  incl%  frame"]
     lines += [f"  {100 * c / total:5.1f}  {f}" for f, c in inclusive.most_common(n)]
@@ -986,7 +982,7 @@ def main() -> None:
     parser.add_argument("--nodes", default="100,1000", help="comma-separated cluster sizes")
     parser.add_argument("--steady-seconds", type=float, default=300.0)
     parser.add_argument("--deadline-seconds", type=float, default=1800.0)
-    parser.add_argument("--profile", action="store_true", help="run the operator under py-spy")
+    parser.add_argument("--profile", action="store_true", help="sample the operator's CPU time")
     parser.add_argument("--no-floor", action="store_true", help="the operator only")
     parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
     parser.add_argument("--repeats", type=int, default=1, help="runs per size (median ratio)")
