@@ -22,6 +22,7 @@ OUT gets one line per distinct stack, `frame;frame;... count`, outermost frame f
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import os
 import runpy
@@ -91,18 +92,17 @@ class CpuSampler:
 
 
 def main(argv: list[str]) -> None:
-    usage = "usage: _cpu_profile.py OUT [--interval SECONDS] -m MODULE [ARGS...]"
-    if "-m" not in argv or argv.index("-m") < 1 or argv.index("-m") + 1 >= len(argv):
-        raise SystemExit(usage)
+    usage = "_cpu_profile.py OUT [--interval SECONDS] -m MODULE [ARGS...]"
+    if "-m" not in argv or argv.index("-m") + 1 >= len(argv):
+        raise SystemExit(f"usage: {usage}")
     split = argv.index("-m")
-    options, module, args = argv[:split], argv[split + 1], argv[split + 2 :]
-    interval = 0.004
-    if len(options) == 3 and options[1] == "--interval":
-        interval = float(options[2])
-    elif len(options) != 1:
-        raise SystemExit(usage)
+    module, args = argv[split + 1], argv[split + 2 :]
+    parser = argparse.ArgumentParser(usage=usage)
+    parser.add_argument("out", type=Path, help="where the collapsed stacks go")
+    parser.add_argument("--interval", type=float, default=0.004, help="CPU s per sample")
+    options = parser.parse_args(argv[:split])
     sys.path[0] = os.getcwd()  # as `python -m` has it, not this script's folder
-    CpuSampler(Path(options[0]), interval).start()
+    CpuSampler(options.out, options.interval).start()
     sys.argv = [module, *args]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

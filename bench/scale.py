@@ -675,7 +675,7 @@ def _start_operator(
     sampler = (
         []
         if profile is None
-        else [str(BENCH / "_cpu_profile.py"), str(profile), f"--interval={PROFILE_INTERVAL}"]
+        else [str(BENCH / "_cpu_profile.py"), str(profile), "--interval", str(PROFILE_INTERVAL)]
     )
     command = [
         sys.executable,

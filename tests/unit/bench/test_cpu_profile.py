@@ -44,7 +44,7 @@ def test_the_samples_fall_where_the_cpu_went_not_where_the_process_waited(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "profile.txt"
-    result = _run(tmp_path, str(out), "--interval", "0.002")
+    result = _run(tmp_path, str(out), "--interval=0.002")
     assert result.returncode == 0, result.stderr
     # The module ran as `python -m` runs it, with its own arguments.
     assert "args ['one', '--two']" in result.stdout
