@@ -46,6 +46,7 @@ class CpuSampler:
         self.counts: Counter[str] = Counter()
         self._names: dict[CodeType, str] = {}
         self._roots = sorted({p for p in sys.path if p}, key=len, reverse=True)
+        self._dumping = threading.Lock()  # the periodic dump and the one at exit
 
     def start(self) -> None:
         signal.signal(signal.SIGPROF, self._sample)
@@ -59,10 +60,11 @@ class CpuSampler:
 
     def dump(self) -> None:
         # dict.copy runs in C: no handler can run and resize the counter while it copies.
-        snapshot = dict.copy(self.counts)
         partial = self.out.with_suffix(".partial")
-        partial.write_text("".join(f"{stack} {n}\n" for stack, n in snapshot.items()))
-        os.replace(partial, self.out)
+        with self._dumping:
+            snapshot = dict.copy(self.counts)
+            partial.write_text("".join(f"{stack} {n}\n" for stack, n in snapshot.items()))
+            os.replace(partial, self.out)
 
     def _dump_now_and_then(self) -> None:
         while True:

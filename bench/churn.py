@@ -170,7 +170,8 @@ def run(nodes: int, minutes: int, fraction: float, sample_seconds: float) -> dic
         asyncio.run(scale.install(sim))
         port = free_port()
         metrics_url = f"http://127.0.0.1:{port}/metrics"
-        process, pid = scale._start_operator(sim, port, None)
+        process = scale._start_operator(sim, port, None)
+        pid = process.pid
         try:
             ready = asyncio.run(scale._operator(sim, metrics_url, pid, 0, 3600))
             figures["to_ready"] = {

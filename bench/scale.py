@@ -670,8 +670,8 @@ async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
 
 def _start_operator(
     sim: SimulatedCluster, metrics_port: int, profile: Path | None
-) -> tuple[subprocess.Popen[bytes], int]:
-    """The operator as its own process (under the CPU sampler when profiling), and its pid."""
+) -> subprocess.Popen[bytes]:
+    """The operator as its own process (under the CPU sampler when profiling)."""
     sampler = (
         []
         if profile is None
@@ -693,7 +693,7 @@ def _start_operator(
     ]
     with (sim.workdir / "logs" / "gpu-operator.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    return process, process.pid
+    return process
 
 
 async def _operator(
@@ -871,7 +871,8 @@ def measure(
         asyncio.run(install(sim))
         metrics_port = free_port()
         profile_path = RESULTS / f"scale-profile-{nodes}.txt" if profile else None
-        process, pid = _start_operator(sim, metrics_port, profile_path)
+        process = _start_operator(sim, metrics_port, profile_path)
+        pid = process.pid
         try:
             figures["operator"] = asyncio.run(
                 _operator(
