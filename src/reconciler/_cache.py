@@ -17,6 +17,7 @@ from reconciler._exceptions import CacheSyncTimeout, NotCached
 from reconciler._indexers import NAMESPACE_INDEX, IndexFunc, by_label, label_index_name
 from reconciler._informer import Informer
 from reconciler._objects import GVK, Object, ObjectKey, labels_of
+from reconciler._reflector import INACTIVITY_TIMEOUT
 from reconciler._restmapper import RESTMapper
 from reconciler._transport import Transport
 from reconciler._trim import Path, Transform, Trimmer
@@ -51,7 +52,7 @@ class Cache:
         drop: Iterable[Path] = (),
         transform: Transform | None = None,
         schema: Any = None,
-        inactivity_timeout: float = 120.0,
+        inactivity_timeout: float = INACTIVITY_TIMEOUT,
     ) -> Informer:
         """The informer for `gvk`, created on first call; later calls may add indexers.
 

@@ -17,7 +17,7 @@ from reconciler._connectivity import Connectivity
 from reconciler._decode import ObjectDecoder
 from reconciler._indexers import DEFAULT_INDEXERS, IndexFunc
 from reconciler._objects import GVK, Object, resource_version_of
-from reconciler._reflector import Reflector
+from reconciler._reflector import INACTIVITY_TIMEOUT, Reflector
 from reconciler._restmapper import RESTMapper
 from reconciler._store import Store, key_of
 from reconciler._transport import Transport
@@ -46,7 +46,7 @@ class Informer:
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
         trimmer: Trimmer | None = None,
-        inactivity_timeout: float = 120.0,
+        inactivity_timeout: float = INACTIVITY_TIMEOUT,
         connectivity: Connectivity | None = None,
     ) -> None:
         """`connectivity` is shared by a cache's informers, so an outage is told once."""

@@ -235,8 +235,9 @@ class Transport:
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """Open a watch stream; iterate it for its events, one JSON `WatchEvent` per item.
 
-        `inactivity_timeout` bounds the silence between two reads: bookmarks arrive about
-        once a minute, so a longer silence means a half-open connection, not a quiet cluster.
+        `inactivity_timeout` bounds the silence between two reads: even a quiet watch gets
+        bookmarks (the first about two minutes in, then one a minute), so a longer silence
+        means a half-open connection, not a quiet cluster.
         """
         headers = await self._headers(None)
         timeout = aiohttp.ClientTimeout(

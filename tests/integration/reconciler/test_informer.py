@@ -10,7 +10,7 @@ from reconciler import GVK, Object, ObjectKey
 from reconciler.envtest import ControlPlane
 from tests.polling import eventually
 
-from .conftest import CONFIGMAP, Kit, configmap, ensure_widget_crd
+from .conftest import CONFIGMAP, WIDGET, Kit, configmap, ensure_widget_crd
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +139,21 @@ async def test_custom_resource_informer_with_indices(kit: Kit, namespace: str) -
     assert cached["kind"] == "Widget" and cached["spec"] == {"value": 2}
     assert crd["metadata"]["name"] == "widgets.test.reconciler.dev"
     assert informer.store.get(ObjectKey(namespace, "w0")) is not None
+
+
+async def test_a_quiet_watch_is_not_taken_for_an_outage(kit: Kit) -> None:
+    """Nobody writes widgets here: their watch hears nothing but the server's bookmarks,
+    and for a custom resource the first comes about two minutes after the watch opens.
+    The informer must wait for it, not call the server unreachable (a WARNING, and a
+    re-watch) every two minutes for each quiet kind, as an inactivity limit of 120 s
+    did for NVIDIADrivers on every cluster without one."""
+    await ensure_widget_crd(kit)
+    informer = kit.cache.informer(WIDGET)
+    await kit.cache.start()
+    await kit.cache.wait_for_sync(60)
+    await eventually(lambda: informer.reflector.watches == 1, "the watch open")
+
+    await asyncio.sleep(135)  # past the first bookmark (~121 s after the watch opened)
+
+    assert kit.cache.connectivity.outages == 0
+    assert informer.reflector.watches == 1, "the quiet watch was dropped and reopened"
