@@ -295,6 +295,8 @@ class ClusterPolicyController:
         if name_of(active) != name_of(obj):
             await self._ignore(obj, active)
             return None
+        # The status (and `was_ready` below) as we last wrote it, should the cache lag.
+        obj = self.status.latest(obj)
         parsed = self._parse(obj)
         if isinstance(parsed, pydantic.ValidationError):
             await self._invalid(obj, parsed)

@@ -146,6 +146,7 @@ class NVIDIADriverController:
         obj = self.client.get(NVIDIA_DRIVER, request.name)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None  # garbage collection removes its DaemonSets
+        obj = self.status.latest(obj)  # its status as we last wrote it, should the cache lag
         uid = str(obj["metadata"].get("uid"))
         policy = self._active_policy()
         if policy is None or not uses_driver_crd(policy) or self.driver is None:

@@ -1,5 +1,15 @@
 """Writing a policy's status (ClusterPolicy, NVIDIADriver): only when it changed, with an
-Event when its readiness changes, and changes of progress alone paced."""
+Event when its readiness changes, and changes of progress alone paced.
+
+"Changed" is judged against the status as we last left it. The cache learns of our own
+write only when its watch event arrives, a few milliseconds to a second later; a
+reconcile in between reads the status from before the write. If what it computes equals
+that older status, comparing with the cache would write nothing and leave the server
+with our previous, different status, and no later event would correct it: our own status
+writes do not trigger reconciles. So the object each write returns is kept until the
+cache holds that version or a newer one (`latest`), and both the comparison and the
+reconcile read it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +19,16 @@ from typing import Any
 
 from components.api import ClusterPolicyStatus, ConditionType, NVIDIADriverStatus
 from components.controllers._status import milestones, status_patch
-from reconciler import GVK, NORMAL, WARNING, Client, EventRecorder, Object, name_of
+from reconciler import (
+    GVK,
+    NORMAL,
+    WARNING,
+    Client,
+    EventRecorder,
+    Object,
+    name_of,
+    resource_version_of,
+)
 
 
 class StatusWriter:
@@ -31,6 +50,21 @@ class StatusWriter:
         self.report_ready_changes = report_ready_changes
         self._written: dict[str, float] = {}
         """Per object, when its status was last written (monotonic)."""
+        self._returned: dict[str, Object] = {}
+        """Per object, what our last status write returned, while the cache is behind it."""
+
+    def latest(self, obj: Object) -> Object:
+        """`obj` (the cache's copy), or the object our last status write returned if the
+        cache has not seen that version yet."""
+        name = name_of(obj)
+        returned = self._returned.get(name)
+        if returned is None:
+            return obj
+        cached, ours = _version(obj), _version(returned)
+        if cached is None or ours is None or cached >= ours:
+            del self._returned[name]  # the cache has caught up (or versions do not compare)
+            return obj
+        return returned
 
     async def write(
         self,
@@ -42,6 +76,7 @@ class StatusWriter:
         """Writes `status` when it differs from the stored one. A change of progress alone
         (`milestones` unchanged) less than `progress_every` seconds after the last write
         waits: the seconds until it may go, else None."""
+        obj = self.latest(obj)
         previous = obj.get("status") or {}
         patch = status_patch(previous, status)
         if patch is None:
@@ -53,8 +88,10 @@ class StatusWriter:
             wait = last + progress_every - time.monotonic() if last is not None else 0.0
             if wait > 0:
                 return wait
-        await self.client.patch(self.gvk, name, patch, subresource="status")
+        returned = await self.client.patch(self.gvk, name, patch, subresource="status")
         self._written[name] = time.monotonic()
+        if _version(returned) is not None:
+            self._returned[name] = returned
         ready = status.condition(ConditionType.READY)
         if ready is None or not self._readiness_changed(previous, status.state, ready):
             return None
@@ -66,6 +103,15 @@ class StatusWriter:
         if previous.get("state") != state:
             return True
         return self.report_ready_changes and not _same_ready(previous, ready)
+
+
+def _version(obj: Mapping[str, Any]) -> int | None:
+    """The resourceVersion as a number: the API server hands out etcd revisions, and
+    Kubernetes documents them as comparable (newer is larger) since 1.35."""
+    try:
+        return int(resource_version_of(obj))
+    except ValueError:
+        return None
 
 
 def _same_ready(previous: Mapping[str, Any], ready: Any) -> bool:

@@ -65,16 +65,39 @@ async def patch_policy(kube: Any, spec: dict[str, Any]) -> None:
 
 
 async def wait_ready(kube: Any, seconds: float = 240.0) -> dict[str, Any]:
+    """The policy's status once it is `ready` for its current generation. A policy that
+    never gets there fails the test with what its status said last (state, generation,
+    the operands not ready and on which nodes), not just that it was not ready."""
+    last: dict[str, Any] = {}
+
     async def ready() -> dict[str, Any] | None:
         obj = await policy(kube)
         status = obj.get("status") or {}
+        last.update(status=status, generation=obj["metadata"]["generation"])
         fresh = (
             status.get("observedGeneration", obj["metadata"]["generation"])
             >= obj["metadata"]["generation"]
         )
         return status if status.get("state") == "ready" and fresh else None
 
-    return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
+    try:
+        return await eventually(ready, "ClusterPolicy ready", seconds=seconds)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its status said last: {describe_status(last)}") from None
+
+
+def describe_status(seen: dict[str, Any]) -> str:
+    status = seen.get("status") or {}
+    not_ready = [
+        f"{c.get('name')} {c.get('state')} on {c.get('notReadyNodes') or []}"
+        f" ({c.get('nodesReady')}/{c.get('nodesDesired')} nodes) {c.get('message') or ''}"
+        for c in status.get("components") or ()
+        if c.get("state") not in ("ready", "disabled")
+    ]
+    return (
+        f"state {status.get('state')!r} for generation {status.get('observedGeneration')}"
+        f" of {seen.get('generation')}; not ready: {'; '.join(not_ready) or 'none'}"
+    )
 
 
 async def wait_counted(kube: Any, counts: dict[str, int], seconds: float = 240.0) -> dict[str, Any]:
