@@ -46,6 +46,7 @@ from reconciler._objects import (
     owner_reference,
     owner_references_of,
     resource_version_of,
+    revision_of,
 )
 from reconciler._predicates import (
     And,
@@ -116,6 +117,7 @@ __all__ = [
     "owner_references_of",
     "paced_interval",
     "resource_version_of",
+    "revision_of",
     "split_address",
     "tune_collector",
 ]

@@ -36,7 +36,9 @@ from reconciler._objects import (
     annotations_of,
     name_of,
     namespace_of,
+    parse_revision,
     resource_version_of,
+    revision_of,
 )
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._retry import TRANSIENT, with_retries
@@ -114,6 +116,9 @@ class Client:
         self.hash_annotation = hash_annotation
         self.attempts = attempts
         self.may_write = may_write
+        self._applied: dict[tuple[GVK, str, str], Object] = {}
+        """Per object, what our last apply returned, until the cache has seen that version:
+        the cache's copy (and the hash on it) is older than the server's until then."""
 
     # -- reads from the cache ------------------------------------------------------------
 
@@ -169,8 +174,11 @@ class Client:
         gvk = GVK.of(obj)
         res = await self.mapper.resource_for(gvk)
         name, namespace = name_of(obj), namespace_of(obj)
-        before = await self._current(gvk, res, name, namespace)
-        if self.hash_annotation and subresource is None:
+        before = self._as_we_left_it(
+            gvk, name, namespace, await self._current(gvk, res, name, namespace)
+        )
+        hashed = bool(self.hash_annotation) and subresource is None
+        if self.hash_annotation and hashed:
             digest = desired_hash(obj)
             if before is not None and annotations_of(before).get(self.hash_annotation) == digest:
                 log.debug("apply %s %s skipped: unchanged", gvk.kind, _ref(obj))
@@ -190,6 +198,8 @@ class Client:
             ),
             attempts=self.attempts,
         )
+        if hashed and revision_of(out) is not None:
+            self._applied[(gvk, namespace, name)] = out
         what = f"{gvk.kind}{'/' + subresource if subresource else ''} {_ref(obj)}"
         if status == 201:
             operation = Operation.CREATED
@@ -202,6 +212,29 @@ class Client:
         else:
             log.info("applied %s", what)
         return Applied(out, operation)
+
+    def _as_we_left_it(
+        self, gvk: GVK, name: str, namespace: str, current: Object | None
+    ) -> Object | None:
+        """`current`, or what our last apply of the object returned while the kind's cache
+        has not reached that version. A desired state that went A, B and back to A within
+        the watch's lag would otherwise find A's hash on the stale cached copy and skip
+        the apply, leaving B on the server (nothing would correct it: B is ours)."""
+        key = (gvk, namespace, name)
+        ours = self._applied.get(key)
+        if ours is None:
+            return current
+        if not self.cache.has_synced(gvk):
+            seen = None  # `current` came from a GET: as fresh as it gets
+        elif current is not None:
+            seen = revision_of(current)
+        else:  # not cached: not seen yet, or seen deleted since (then the kind's watch is past it)
+            seen = parse_revision(self.cache.informer_for(gvk).reflector.last_sync_resource_version)
+        written = revision_of(ours)
+        if seen is not None and written is not None and seen < written:
+            return ours
+        del self._applied[key]
+        return current
 
     async def _current(self, gvk: GVK, res: Resource, name: str, namespace: str) -> Object | None:
         """The object as it is now: the cache's copy once it can be trusted, else the server's."""
@@ -302,6 +335,7 @@ class Client:
         preconditions = {"uid": uid, "resourceVersion": resource_version}
         if any(preconditions.values()):
             body["preconditions"] = {k: v for k, v in preconditions.items() if v}
+        self._applied.pop((gvk, namespace, name), None)
         try:
             await self.request("DELETE", res.path(namespace, name), body=body)
         except NotFound:

@@ -94,6 +94,17 @@ def resource_version_of(obj: Mapping[str, Any]) -> str:
     return str(meta(obj).get("resourceVersion") or "")
 
 
+def revision_of(obj: Mapping[str, Any]) -> int | None:
+    """The resourceVersion as a number, to tell which of two copies is newer (the API
+    server hands out etcd revisions, comparable since Kubernetes 1.35, KEP-5504); None
+    when it is not one."""
+    return parse_revision(resource_version_of(obj))
+
+
+def parse_revision(resource_version: str) -> int | None:
+    return int(resource_version) if resource_version.isdigit() else None
+
+
 def generation_of(obj: Mapping[str, Any]) -> int:
     return int(meta(obj).get("generation") or 0)
 

@@ -27,7 +27,7 @@ from reconciler import (
     EventRecorder,
     Object,
     name_of,
-    resource_version_of,
+    revision_of,
 )
 
 
@@ -60,7 +60,7 @@ class StatusWriter:
         returned = self._returned.get(name)
         if returned is None:
             return obj
-        cached, ours = _version(obj), _version(returned)
+        cached, ours = revision_of(obj), revision_of(returned)
         if cached is None or ours is None or cached >= ours:
             del self._returned[name]  # the cache has caught up (or versions do not compare)
             return obj
@@ -90,7 +90,7 @@ class StatusWriter:
                 return wait
         returned = await self.client.patch(self.gvk, name, patch, subresource="status")
         self._written[name] = time.monotonic()
-        if _version(returned) is not None:
+        if revision_of(returned) is not None:
             self._returned[name] = returned
         ready = status.condition(ConditionType.READY)
         if ready is None or not self._readiness_changed(previous, status.state, ready):
@@ -103,15 +103,6 @@ class StatusWriter:
         if previous.get("state") != state:
             return True
         return self.report_ready_changes and not _same_ready(previous, ready)
-
-
-def _version(obj: Mapping[str, Any]) -> int | None:
-    """The resourceVersion as a number: the API server hands out etcd revisions, and
-    Kubernetes documents them as comparable (newer is larger) since 1.35."""
-    try:
-        return int(resource_version_of(obj))
-    except ValueError:
-        return None
 
 
 def _same_ready(previous: Mapping[str, Any], ready: Any) -> bool:

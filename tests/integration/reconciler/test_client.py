@@ -70,6 +70,47 @@ async def test_apply_is_skipped_when_the_cache_shows_the_same_desired_hash(
     assert changed.object["data"] == {"a": "2"}
 
 
+async def test_a_desired_state_back_to_what_a_lagging_cache_shows_is_applied(
+    kit: Kit, namespace: str
+) -> None:
+    """The desired ConfigMap goes from a=1 to a=2 and back to a=1 before the watch brings
+    our a=2 write: the cache still shows a=1's hash, but the server holds a=2. The apply
+    must go out (it was skipped, and a=2 stayed: nothing corrects a state we wrote)."""
+    client = Client(
+        kit.transport, kit.mapper, kit.cache, field_manager="tests", hash_annotation=HASH
+    )
+    informer = kit.cache.informer(CONFIGMAP, namespace=namespace)
+    await kit.cache.start()
+    await kit.cache.wait_for_sync(60)
+    await client.apply(configmap("cm", namespace, a="1"))
+    await eventually(
+        lambda: (kit.cache.get(CONFIGMAP, "cm", namespace) or {}).get("data") == {"a": "1"},
+        "a=1 in the cache",
+    )
+
+    held: list[tuple[str, Object]] = []
+    deliver = informer.on_watch_event
+    informer.on_watch_event = lambda kind, obj: held.append((kind, obj))  # type: ignore[method-assign]
+    try:
+        assert (await client.apply(configmap("cm", namespace, a="2"))).changed
+        back = await client.apply(configmap("cm", namespace, a="1"))
+        assert back.operation is Operation.UPDATED
+        live = await kit.client.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/cm")
+        assert live["data"] == {"a": "1"}
+    finally:
+        informer.on_watch_event = deliver  # type: ignore[method-assign]
+        for kind, obj in held:
+            deliver(kind, obj)
+    # With the cache caught up, the same desired state is skipped again.
+    await eventually(
+        lambda: (kit.cache.get(CONFIGMAP, "cm", namespace) or {}).get("data") == {"a": "1"},
+        "a=1 back in the cache",
+    )
+    assert (await client.apply(configmap("cm", namespace, a="1"))).operation is (
+        Operation.UNCHANGED
+    )
+
+
 async def test_apply_says_what_it_did_without_a_cache(kit: Kit, namespace: str) -> None:
     # No informer for the kind: the object before the apply is read from the server.
     assert not kit.cache.is_cached(CONFIGMAP)
