@@ -59,6 +59,7 @@ from reconciler._predicates import (
     Predicate,
     ResourceVersionChanged,
 )
+from reconciler._written import WrittenCopies
 
 __all__ = [
     "GVK",
@@ -97,6 +98,7 @@ __all__ = [
     "Request",
     "ResourceVersionChanged",
     "Result",
+    "WrittenCopies",
     "annotations_of",
     "by_label",
     "by_owner_uid",

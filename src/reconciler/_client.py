@@ -43,6 +43,7 @@ from reconciler._objects import (
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._retry import TRANSIENT, with_retries
 from reconciler._transport import APPLY_PATCH, JSON, JSON_PATCH, MERGE_PATCH, Params, Transport
+from reconciler._written import WrittenCopies
 
 log = logging.getLogger("reconciler.client")
 
@@ -116,9 +117,9 @@ class Client:
         self.hash_annotation = hash_annotation
         self.attempts = attempts
         self.may_write = may_write
-        self._applied: dict[tuple[GVK, str, str], Object] = {}
-        """Per object, what our last apply returned, until the cache has seen that version:
-        the cache's copy (and the hash on it) is older than the server's until then."""
+        self._applied = WrittenCopies()
+        """What our hashed applies returned: the cache's copy (and the hash on it) is older
+        than the server's until its watch brings them."""
 
     # -- reads from the cache ------------------------------------------------------------
 
@@ -177,7 +178,7 @@ class Client:
         before = self._as_we_left_it(
             gvk, name, namespace, await self._current(gvk, res, name, namespace)
         )
-        hashed = bool(self.hash_annotation) and subresource is None
+        hashed = self.hash_annotation is not None and subresource is None
         if self.hash_annotation and hashed:
             digest = desired_hash(obj)
             if before is not None and annotations_of(before).get(self.hash_annotation) == digest:
@@ -198,8 +199,8 @@ class Client:
             ),
             attempts=self.attempts,
         )
-        if hashed and revision_of(out) is not None:
-            self._applied[(gvk, namespace, name)] = out
+        if hashed:
+            self._applied.remember((gvk, namespace, name), out)
         what = f"{gvk.kind}{'/' + subresource if subresource else ''} {_ref(obj)}"
         if status == 201:
             operation = Operation.CREATED
@@ -220,21 +221,13 @@ class Client:
         has not reached that version. A desired state that went A, B and back to A within
         the watch's lag would otherwise find A's hash on the stale cached copy and skip
         the apply, leaving B on the server (nothing would correct it: B is ours)."""
-        key = (gvk, namespace, name)
-        ours = self._applied.get(key)
-        if ours is None:
-            return current
         if not self.cache.has_synced(gvk):
             seen = None  # `current` came from a GET: as fresh as it gets
         elif current is not None:
             seen = revision_of(current)
         else:  # not cached: not seen yet, or seen deleted since (then the kind's watch is past it)
             seen = parse_revision(self.cache.informer_for(gvk).reflector.last_sync_resource_version)
-        written = revision_of(ours)
-        if seen is not None and written is not None and seen < written:
-            return ours
-        del self._applied[key]
-        return current
+        return self._applied.latest((gvk, namespace, name), current, seen)
 
     async def _current(self, gvk: GVK, res: Resource, name: str, namespace: str) -> Object | None:
         """The object as it is now: the cache's copy once it can be trusted, else the server's."""
@@ -335,7 +328,7 @@ class Client:
         preconditions = {"uid": uid, "resourceVersion": resource_version}
         if any(preconditions.values()):
             body["preconditions"] = {k: v for k, v in preconditions.items() if v}
-        self._applied.pop((gvk, namespace, name), None)
+        self._applied.forget((gvk, namespace, name))
         try:
             await self.request("DELETE", res.path(namespace, name), body=body)
         except NotFound:

@@ -1,14 +1,9 @@
 """Writing a policy's status (ClusterPolicy, NVIDIADriver): only when it changed, with an
 Event when its readiness changes, and changes of progress alone paced.
 
-"Changed" is judged against the status as we last left it. The cache learns of our own
-write only when its watch event arrives, a few milliseconds to a second later; a
-reconcile in between reads the status from before the write. If what it computes equals
-that older status, comparing with the cache would write nothing and leave the server
-with our previous, different status, and no later event would correct it: our own status
-writes do not trigger reconciles. So the object each write returns is kept until the
-cache holds that version or a newer one (`latest`), and both the comparison and the
-reconcile read it.
+"Changed" is judged against the status as we last left it (`reconciler.WrittenCopies`):
+our own status writes trigger no reconcile, so a write skipped against a cache that has not
+seen our previous one would leave that one on the server for good.
 """
 
 from __future__ import annotations
@@ -26,6 +21,7 @@ from reconciler import (
     Client,
     EventRecorder,
     Object,
+    WrittenCopies,
     name_of,
     revision_of,
 )
@@ -50,21 +46,13 @@ class StatusWriter:
         self.report_ready_changes = report_ready_changes
         self._written: dict[str, float] = {}
         """Per object, when its status was last written (monotonic)."""
-        self._returned: dict[str, Object] = {}
-        """Per object, what our last status write returned, while the cache is behind it."""
+        self._returned = WrittenCopies()
 
     def latest(self, obj: Object) -> Object:
         """`obj` (the cache's copy), or the object our last status write returned if the
         cache has not seen that version yet."""
-        name = name_of(obj)
-        returned = self._returned.get(name)
-        if returned is None:
-            return obj
-        cached, ours = revision_of(obj), revision_of(returned)
-        if cached is None or ours is None or cached >= ours:
-            del self._returned[name]  # the cache has caught up (or versions do not compare)
-            return obj
-        return returned
+        latest = self._returned.latest(name_of(obj), obj, revision_of(obj))
+        return obj if latest is None else latest
 
     async def write(
         self,
@@ -90,8 +78,7 @@ class StatusWriter:
                 return wait
         returned = await self.client.patch(self.gvk, name, patch, subresource="status")
         self._written[name] = time.monotonic()
-        if revision_of(returned) is not None:
-            self._returned[name] = returned
+        self._returned.remember(name, returned)
         ready = status.condition(ConditionType.READY)
         if ready is None or not self._readiness_changed(previous, status.state, ready):
             return None
