@@ -142,7 +142,35 @@ async def test_kernel_change_moves_the_node_to_the_right_driver_daemonset(
     node = operator_cluster.gpu_nodes[0]
     new_kernel = "6.11.0-1009-nvidia"
     assert new_kernel not in KERNELS
-    await operator_cluster.change_kernel(node, new_kernel)
+    ds = await _change_kernel(operator_cluster, kube, node, new_kernel)
+    assert ds.metadata.labels.get("nvidia.com/precompiled") == "true"
+    await _wait_ready(kube)
+    await _patch_policy(kube, {"driver": {"usePrecompiled": False}})
+    await _wait_ready(kube)
+
+
+async def test_kernel_changes_in_a_row_each_end_ready(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    """Each change rolls a new precompiled driver DaemonSet out within a fraction of a
+    second, often while the reconcile that created it still runs. The policy said
+    notReady for good after about one change in thirty: the next reconcile computed
+    `ready`, found it on the cached status from before its own notReady write, and
+    wrote nothing."""
+    await _patch_policy(kube, {"driver": {"usePrecompiled": True}})
+    await _wait_ready(kube)
+    node = operator_cluster.gpu_nodes[0]
+    for i in range(30):
+        await _change_kernel(operator_cluster, kube, node, f"6.11.0-20{i:02d}-nvidia")
+        await _wait_ready(kube)
+    await _patch_policy(kube, {"driver": {"usePrecompiled": False}})
+    await _wait_ready(kube)
+
+
+async def _change_kernel(sim: SimulatedCluster, kube: Any, node: str, kernel: str) -> Any:
+    """Boots `node` into `kernel`; returns the precompiled driver DaemonSet for it once its
+    pod runs there."""
+    await sim.change_kernel(node, kernel)
 
     async def driver_for_new_kernel() -> Any:
         for ds in await _daemonsets(kube):
@@ -150,8 +178,7 @@ async def test_kernel_change_moves_the_node_to_the_right_driver_daemonset(
                 ds.spec.selector.match_labels or {}
             )
             # Precompiled DaemonSets select on the kernel pin the upgrade moves.
-            kernel = selector.get(DRIVER_KERNEL_PIN_LABEL)
-            if kernel != new_kernel:
+            if selector.get(DRIVER_KERNEL_PIN_LABEL) != kernel:
                 continue
             pods = [
                 p
@@ -163,13 +190,9 @@ async def test_kernel_change_moves_the_node_to_the_right_driver_daemonset(
                 return ds
         return None
 
-    ds = await eventually(
-        driver_for_new_kernel, f"a driver for kernel {new_kernel} on {node}", seconds=180
+    return await eventually(
+        driver_for_new_kernel, f"a driver for kernel {kernel} on {node}", seconds=180
     )
-    assert ds.metadata.labels.get("nvidia.com/precompiled") == "true"
-    await _wait_ready(kube)
-    await _patch_policy(kube, {"driver": {"usePrecompiled": False}})
-    await _wait_ready(kube)
 
 
 async def test_operator_killed_mid_rollout_converges_after_restart(
