@@ -13,7 +13,7 @@ benchmarks and unusual wiring.
 from reconciler import errors, kinds
 from reconciler._address import split_address
 from reconciler._cache import Cache
-from reconciler._client import Applied, Client, Eviction, EvictionResult, Operation
+from reconciler._client import Client
 from reconciler._connection import ApiConnection
 from reconciler._controller import (
     Controller,
@@ -48,6 +48,7 @@ from reconciler._objects import (
     resource_version_of,
     revision_of,
 )
+from reconciler._outcomes import Applied, Eviction, EvictionResult, Operation
 from reconciler._predicates import (
     And,
     AnnotationsChanged,

@@ -13,12 +13,9 @@ tenacity; everything else surfaces as a typed exception carrying the server's me
 from __future__ import annotations
 
 import builtins
-import enum
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from reconciler._cache import Cache
@@ -40,58 +37,19 @@ from reconciler._objects import (
     resource_version_of,
     revision_of,
 )
+from reconciler._outcomes import (
+    Applied,
+    Eviction,
+    EvictionResult,
+    Operation,
+    desired_hash,
+)
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._retry import TRANSIENT, with_retries
 from reconciler._transport import APPLY_PATCH, JSON, JSON_PATCH, MERGE_PATCH, Params, Transport
 from reconciler._written import WrittenCopies
 
 log = logging.getLogger("reconciler.client")
-
-
-class Eviction(enum.Enum):
-    EVICTED = "evicted"
-    BLOCKED = "blocked"
-    """Refused, typically by a PodDisruptionBudget: try again later."""
-    NOT_FOUND = "not-found"
-    """The pod is already gone, which is what we wanted."""
-
-
-@dataclass(frozen=True)
-class EvictionResult:
-    outcome: Eviction
-    message: str = ""
-    retry_after: float | None = None
-
-    @property
-    def evicted(self) -> bool:
-        return self.outcome is not Eviction.BLOCKED
-
-
-class Operation(enum.Enum):
-    """What an apply did, like controller-runtime's OperationResult."""
-
-    CREATED = "created"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    """Nothing was sent (the desired hash was already there) or the server changed nothing."""
-
-
-@dataclass(frozen=True)
-class Applied:
-    """The object after an apply, and what the apply did to it."""
-
-    object: Object
-    operation: Operation
-
-    @property
-    def changed(self) -> bool:
-        return self.operation is not Operation.UNCHANGED
-
-
-def desired_hash(obj: Mapping[str, Any]) -> str:
-    """A stable hash of what we ask for (key order does not matter)."""
-    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 class Client:

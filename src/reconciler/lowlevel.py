@@ -7,7 +7,6 @@ writes.
 """
 
 from reconciler._backoff import Backoff
-from reconciler._client import desired_hash
 from reconciler._clock import Clock, FakeClock, MonotonicClock
 from reconciler._connection import Connection, StaticToken, TokenFile, as_connection
 from reconciler._connectivity import Connectivity
@@ -22,6 +21,7 @@ from reconciler._leader_election import LeaderElector
 from reconciler._logging import JsonFormatter, TextFormatter, reconciling
 from reconciler._metrics import request_observer
 from reconciler._metrics_auth import MetricsAuthorizer
+from reconciler._outcomes import desired_hash
 from reconciler._queue import Queue
 from reconciler._queue_metrics import NoQueueMetrics, PrometheusQueueMetrics, QueueMetrics
 from reconciler._rate_limiters import (

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import pydantic
 
@@ -44,14 +43,18 @@ from components.controllers._constants import (
     NODE,
     SERVICE_MONITOR_CRD,
 )
-from components.controllers._filters import POD_CHANGED, ROLLOUT_FINISHED
+from components.controllers._filters import (
+    NODE_CHANGED,
+    POD_CHANGED,
+    ROLLOUT_FINISHED,
+    in_namespace,
+)
 from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
 from components.controllers._policies import parse_spec, spec_key
 from components.controllers._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.controllers._status import (
     Findings,
-    agent_conditions,
     ignored_status,
     node_agent_summary,
     policy_status,
@@ -71,13 +74,9 @@ from reconciler import (
     NORMAL,
     Controller,
     EventRecorder,
-    Funcs,
     GenerationChanged,
-    LabelsChanged,
     Manager,
-    Matching,
     Object,
-    Or,
     Request,
     Result,
     generation_of,
@@ -119,29 +118,6 @@ INVALID_SPEC = "InvalidSpec"
 READY = "ready"
 
 
-def _runtime_changed(old: Object, new: Object) -> bool:
-    def runtime(node: Object) -> object:
-        return ((node.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
-
-    return runtime(old) != runtime(new)
-
-
-def _namespace_is(namespace: str) -> Matching:
-    return Matching(lambda obj: namespace_of(obj) == namespace)
-
-
-def _agent_reported(old: Object, new: Object) -> bool:
-    def said(node: Object) -> dict[str, tuple[Any, Any]]:
-        return {k: (c.get("status"), c.get("reason")) for k, c in agent_conditions(node).items()}
-
-    return said(old) != said(new)
-
-
-NODE_CHANGED = Or(LabelsChanged(), Funcs(update=_runtime_changed), Funcs(update=_agent_reported))
-"""Node events that can change the desired state or the status: labels, the container
-runtime, what the node agent reports (not heartbeats or kubelet's conditions)."""
-
-
 class ClusterPolicyController:
     def __init__(
         self,
@@ -176,7 +152,7 @@ class ClusterPolicyController:
         )
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None
-        self._in_namespace = _namespace_is(namespace)
+        self._in_namespace = in_namespace(namespace)
         self.set_auto_upgrade = set_auto_upgrade
         self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None

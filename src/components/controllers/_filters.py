@@ -7,8 +7,11 @@ need not run for each.
 
 from __future__ import annotations
 
+from typing import Any
+
+from components.controllers._status import agent_conditions
 from components.operands.readiness import pod_ready
-from reconciler import Funcs, Object
+from reconciler import Funcs, LabelsChanged, Matching, Object, Or, namespace_of
 
 
 def _pod_readiness_changed(old: Object, new: Object) -> bool:
@@ -50,3 +53,26 @@ ROLLOUT_FINISHED = Funcs(
 )
 """A DaemonSet of ours that has just finished rolling out (about eight events a rollout):
 the news a paced reconcile of its policy waits for."""
+
+
+def _runtime_changed(old: Object, new: Object) -> bool:
+    def runtime(node: Object) -> object:
+        return ((node.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
+
+    return runtime(old) != runtime(new)
+
+
+def in_namespace(namespace: str) -> Matching:
+    return Matching(lambda obj: namespace_of(obj) == namespace)
+
+
+def _agent_reported(old: Object, new: Object) -> bool:
+    def said(node: Object) -> dict[str, tuple[Any, Any]]:
+        return {k: (c.get("status"), c.get("reason")) for k, c in agent_conditions(node).items()}
+
+    return said(old) != said(new)
+
+
+NODE_CHANGED = Or(LabelsChanged(), Funcs(update=_runtime_changed), Funcs(update=_agent_reported))
+"""Node events that can change the desired state or the status: labels, the container
+runtime, what the node agent reports (not heartbeats or kubelet's conditions)."""

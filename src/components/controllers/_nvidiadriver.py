@@ -40,7 +40,6 @@ from components.controllers._apply import (
     owned_by_kind,
     ref_of,
 )
-from components.controllers._clusterpolicy import NODE_CHANGED
 from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
@@ -58,6 +57,7 @@ from components.controllers._driver_crd import (
     uses_driver_crd,
 )
 from components.controllers._driver_handover import hand_over
+from components.controllers._filters import NODE_CHANGED
 from components.controllers._labels import has_gpu
 from components.controllers._policies import ActivePolicy
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms

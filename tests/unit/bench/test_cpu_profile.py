@@ -53,10 +53,10 @@ def test_the_samples_fall_where_the_cpu_went_not_where_the_process_waited(
     for line in out.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         total += int(count)
-        leaf_frames = stack.split(";")
-        if any(f.startswith("busy (workload.py:") for f in leaf_frames):
+        frames = stack.split(";")
+        if any(f.startswith("busy (workload.py:") for f in frames):
             busy += int(count)
-        if any(f.startswith("idle (workload.py:") for f in leaf_frames):
+        if any(f.startswith("idle (workload.py:") for f in frames):
             idle += int(count)
     # 0.5 CPU s in busy() at one sample per 2 ms of CPU: about 250 samples.
     assert busy >= 100
