@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from components.api._active import active_cluster_policy, by_age
 from components.api._affinity import (
+    daemon_pod_runs_on,
     node_selector_terms_match,
     pod_spec_targets,
     template_pod_spec,
@@ -231,6 +232,7 @@ __all__ += [
     "WORKLOAD_CONFIG_LABEL",
     "active_cluster_policy",
     "by_age",
+    "daemon_pod_runs_on",
     "mig_capable",
     "names_and_more",
     "node_selector_terms_match",

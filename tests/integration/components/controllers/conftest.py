@@ -19,6 +19,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.controllers import Operator, build_operator
+from components.controllers._readiness import nodes_to_serve
 from gpusim import apply_crds, load_documents
 from reconciler import GVK, Client, Object, Request
 from reconciler.errors import NotFound
@@ -130,6 +131,8 @@ class Cluster:
     tag: str
     nodes: list[str] = field(default_factory=list)
     crds: list[str] = field(default_factory=list)
+    unobserved: set[str] = field(default_factory=set)
+    """DaemonSets (by name) the DaemonSet controller's stand-in leaves alone."""
 
     @property
     def client(self) -> Client:
@@ -299,27 +302,51 @@ async def clean_slate(c: Client) -> None:
         await eventually(lambda gvk=gvk: _empty(c, gvk), f"every {gvk.kind} to be gone", 30)
 
 
-async def observe_daemonsets(c: Client, namespace: str) -> None:
-    """The one thing kube-controller-manager's DaemonSet controller does that these tests
-    need (there is none beside a bare API server): mark each new spec observed. Nothing runs
-    on the test nodes, so a DaemonSet then has nothing to run unless a test writes pod
-    counts into its status itself; readiness never trusts a spec the controller has not
-    seen."""
+async def observe_daemonsets(c: Client, namespace: str, *, paused: set[str]) -> None:
+    """What kube-controller-manager's DaemonSet controller does that these tests need (there
+    is none beside a bare API server): each DaemonSet's spec marked observed and the nodes it
+    must serve counted, every one available (no kubelet runs here, and no pod is made). It
+    counts with the operator's own rule (`nodes_to_serve`), so it stands for a controller
+    whose node cache has caught up. A DaemonSet whose status a test has written since is the
+    test's; one named in `paused` is not looked at."""
+    written: dict[str, dict[str, int]] = {}
     while True:
+        nodes = await c.list_live(NODE)
         for ds in await c.list_live(DAEMONSET, namespace=namespace):
             meta = ds["metadata"]
-            if (ds.get("status") or {}).get("observedGeneration", 0) >= meta["generation"]:
+            status = ds.get("status") or {}
+            mine = written.get(meta["uid"])
+            if meta["name"] in paused or (mine is not None and not _shows(status, mine)):
+                continue
+            count = len(nodes_to_serve(ds, nodes))
+            want = {
+                "observedGeneration": meta["generation"],
+                "desiredNumberScheduled": count,
+                "currentNumberScheduled": count,
+                "updatedNumberScheduled": count,
+                "numberReady": count,
+                "numberAvailable": count,
+                "numberMisscheduled": 0,
+            }
+            if _shows(status, want):
+                written[meta["uid"]] = want
                 continue
             with contextlib.suppress(NotFound):
                 await c.patch(
                     DAEMONSET,
                     meta["name"],
-                    {"status": {"observedGeneration": meta["generation"]}},
+                    {"status": want},
                     namespace=namespace,
                     subresource="status",
                     quiet=True,
                 )
+                written[meta["uid"]] = want
         await asyncio.sleep(0.2)
+
+
+def _shows(status: dict[str, Any], counts: dict[str, int]) -> bool:
+    """The status carries these counts (the API server leaves out some zeros)."""
+    return all(int(status.get(k) or 0) == v for k, v in counts.items())
 
 
 async def _empty(c: Client, gvk: GVK) -> bool:
@@ -336,9 +363,9 @@ async def cluster(api_client: client.ApiClient) -> AsyncIterator[Cluster]:
     await clean_slate(c)
     await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     task = asyncio.create_task(operator.manager.run())
-    observer = asyncio.create_task(observe_daemonsets(c, namespace))
-    await operator.manager.wait_leading()
     made = Cluster(operator, api_client, namespace, tag)
+    observer = asyncio.create_task(observe_daemonsets(c, namespace, paused=made.unobserved))
+    await operator.manager.wait_leading()
     try:
         yield made
     finally:

@@ -556,6 +556,63 @@ async def test_an_operand_not_ready_is_named_with_its_nodes(cluster: Cluster) ->
     assert any(e["reason"] == "OperandNotReady" and e["type"] == "Warning" for e in events)
 
 
+async def test_a_daemonset_that_counts_no_node_yet_is_not_ready(cluster: Cluster) -> None:
+    """kube-controller-manager writes a new DaemonSet's first status from its own node
+    cache; when that has not seen the labels that bring the nodes in yet, it says "spec
+    observed, 0 desired". The policy said `ready` on that, before any pod existed. Here the
+    stand-in leaves the device plugin's DaemonSet to the test, which writes that status."""
+    plugin = "nvidia-device-plugin-daemonset"
+    cluster.unobserved.add(plugin)
+    nodes = await mixed_cluster(cluster)
+    gpu_nodes = sorted(nodes[key] for key in ("u1", "u2", "r1"))
+    for name in gpu_nodes:
+        # What the node lifecycle controller does once a kubelet reports Ready (the API
+        # server taints every new node not-ready, and a DaemonSet's pods do not tolerate it).
+        await cluster.client.patch(NODE, name, {"spec": {"taints": None}})
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    ds = await eventually(lambda: _daemonset(cluster, plugin), f"DaemonSet {plugin}")
+
+    async def counts(n: int) -> None:
+        await cluster.client.patch(
+            DAEMONSET,
+            plugin,
+            {
+                "status": {
+                    "observedGeneration": ds["metadata"]["generation"],
+                    "desiredNumberScheduled": n,
+                    "currentNumberScheduled": n,
+                    "updatedNumberScheduled": n,
+                    "numberReady": n,
+                    "numberAvailable": n,
+                    "numberMisscheduled": 0,
+                }
+            },
+            namespace=cluster.namespace,
+            subresource="status",
+        )
+
+    await counts(0)
+
+    async def named() -> Any:
+        components = (await cluster.status(policy)).get("components") or []
+        plugin_state = {c["name"]: c for c in components}.get("state-device-plugin") or {}
+        return plugin_state if plugin_state.get("notReadyNodes") == gpu_nodes else None
+
+    plugin_state = await eventually(named, "the device plugin not ready on the three GPU nodes")
+    assert (plugin_state["state"], plugin_state["nodesDesired"]) == ("notReady", 3)
+    assert (await cluster.status(policy))["state"] == "notReady"
+
+    # The controller's cache catches up: it counts the three nodes, their pods available.
+    await counts(3)
+    status = await ready(cluster, policy)
+    plugin_state = {c["name"]: c for c in status["components"]}["state-device-plugin"]
+    assert (plugin_state["state"], plugin_state["nodesDesired"]) == ("ready", 3)
+
+
+async def _daemonset(cluster: Cluster, name: str) -> Object | None:
+    return (await cluster.daemonsets()).get(name)
+
+
 async def test_progress_alone_is_written_at_most_every_few_seconds(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
