@@ -49,6 +49,7 @@ from components.controllers._filters import (
     ROLLOUT_FINISHED,
     in_namespace,
 )
+from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
 from components.controllers._policies import parse_spec, spec_key
@@ -65,8 +66,7 @@ from components.controllers._view import (
     any_nfd_labels,
     config_map_data,
     config_map_keys,
-    count_gpu_nodes,
-    gpu_nodes,
+    views_of_gpu_nodes,
 )
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
@@ -279,7 +279,8 @@ class ClusterPolicyController:
             return None
         policy = parsed
         nodes = self.client.list(NODE)
-        view = self._view(obj, nodes)
+        with_gpu = self.client.list(NODE, index=(GPU_NODE_INDEX, "true"))
+        view = self._view(obj, with_gpu)
         # Asked after the prerequisites were written: the labels may have landed meanwhile.
         sync = await self.operands.sync(
             policy,
@@ -292,8 +293,9 @@ class ClusterPolicyController:
             generation=generation_of(obj),
             operands=readiness,
             problems=sync.problems,
-            has_nfd_labels=any_nfd_labels(nodes),
-            gpu_nodes=count_gpu_nodes(nodes),
+            # A GPU is known by an NFD label: with one GPU node, there are NFD labels.
+            has_nfd_labels=bool(with_gpu) or any_nfd_labels(nodes),
+            gpu_nodes=len(with_gpu),
             unsupported=unsupported_fields(policy.spec),
             node_agent=node_agent_summary(nodes) if policy.spec.node_agent.enabled else None,
             mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
@@ -323,12 +325,12 @@ class ClusterPolicyController:
         self._parsed = (key, parsed) if key is not None else None
         return parsed
 
-    def _view(self, obj: Object, nodes: Sequence[Object]) -> ClusterView:
+    def _view(self, obj: Object, with_gpu: Sequence[Object]) -> ClusterView:
         crds = self.client.list(CRD)
         config_maps = self.client.list(CONFIG_MAP, namespace=self.namespace)
         return ClusterView(
             namespace=self.namespace,
-            gpu_nodes=gpu_nodes(nodes, self._gpu_node_views),
+            gpu_nodes=views_of_gpu_nodes(with_gpu, self._gpu_node_views),
             has_service_monitor_crd=any(name_of(c) == SERVICE_MONITOR_CRD for c in crds),
             owner=owner_reference(obj),
             config_map_keys=config_map_keys(config_maps),

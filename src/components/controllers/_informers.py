@@ -28,6 +28,7 @@ from typing import Any, TypedDict
 
 from components.api import (
     COMPONENT_LABEL,
+    DRIVER_TAKEOVER_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     MIG_CONFIG_STATE_LABEL,
@@ -44,9 +45,10 @@ from components.controllers._constants import (
     SCHEDULED_PODS,
     SERVICE_MONITOR_CRD,
 )
+from components.controllers._labels import has_gpu
 from components.controllers._pod_tally import DaemonSetPodTally, tally_on
 from components.upgrade import POD_NODE_INDEX, pod_as_read, pod_node
-from reconciler import GVK, Informer, Manager
+from reconciler import GVK, Informer, Manager, Object, labels_of
 from reconciler.kinds import CONFIG_MAP
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
@@ -272,8 +274,28 @@ def nvidia_drivers(manager: Manager) -> Informer:
     return manager.informer(NVIDIA_DRIVER)
 
 
+GPU_NODE_INDEX = "gpu-node"
+"""Nodes with a GPU (`has_gpu`), under `"true"`: the policy's reconcile reads them on every
+turn, and judging every node's labels there cost 11% of the operator's CPU at 5,000 nodes.
+An index is kept up as each node event comes, once per change instead of once per turn."""
+TAKEOVER_NODE_INDEX = "driver-takeover"
+"""Nodes carrying `DRIVER_TAKEOVER_LABEL`, under `"true"` (read by every policy reconcile)."""
+
+
+def _gpu_node(node: Object) -> tuple[str, ...]:
+    return ("true",) if has_gpu(labels_of(node)) else ()
+
+
+def _taken_over(node: Object) -> tuple[str, ...]:
+    return ("true",) if DRIVER_TAKEOVER_LABEL in labels_of(node) else ()
+
+
 def nodes(manager: Manager) -> Informer:
-    return manager.informer(NODE, drop=NODE_DROP)
+    return manager.informer(
+        NODE,
+        drop=NODE_DROP,
+        indexers={GPU_NODE_INDEX: _gpu_node, TAKEOVER_NODE_INDEX: _taken_over},
+    )
 
 
 def pods(manager: Manager) -> Informer:

@@ -36,7 +36,7 @@ from components.api import (
 )
 from components.controllers._apply import Change, ObjectRef, describe, ref_of
 from components.controllers._constants import DAEMONSET, NODE, POD
-from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED
+from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED, TAKEOVER_NODE_INDEX
 from components.controllers._status import OperandReadiness
 from reconciler import GVK, OWNER_INDEX, Client, Object, labels_of, name_of, namespace_of
 from reconciler.errors import Conflict, NotFound
@@ -80,7 +80,7 @@ class ReferenceTakeover:
         }
 
     def _labelled_nodes(self) -> set[str]:
-        return {name_of(n) for n in self.client.list(NODE) if DRIVER_TAKEOVER_LABEL in labels_of(n)}
+        return {name_of(n) for n in self.client.list(NODE, index=(TAKEOVER_NODE_INDEX, "true"))}
 
     def waiting(self, policy_uid: str) -> set[str]:
         """Nodes whose driver is still the reference's (or that wait for the walk to hand

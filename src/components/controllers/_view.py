@@ -15,8 +15,15 @@ def gpu_node(node: Object) -> GPUNode:
 
 def gpu_nodes(nodes: Iterable[Object], views: GpuNodeViews | None = None) -> list[GPUNode]:
     """Every node with a GPU, sorted by name (renderers skip the opted-out ones)."""
+    return views_of_gpu_nodes((n for n in nodes if has_gpu(labels_of(n))), views)
+
+
+def views_of_gpu_nodes(
+    gpu_nodes: Iterable[Object], views: GpuNodeViews | None = None
+) -> list[GPUNode]:
+    """`gpu_nodes` (known to have a GPU: the node cache's GPU index) as views, by name."""
     view = views.view if views is not None else gpu_node
-    out = sorted((view(n) for n in nodes if has_gpu(labels_of(n))), key=lambda n: n.name)
+    out = sorted((view(n) for n in gpu_nodes), key=lambda n: n.name)
     if views is not None:
         views.keep_only(n.name for n in out)
     return out
@@ -51,11 +58,6 @@ class GpuNodeViews:
         wanted = set(names)
         if len(wanted) < len(self._views):
             self._views = {k: v for k, v in self._views.items() if k in wanted}
-
-
-def count_gpu_nodes(nodes: Iterable[Object]) -> int:
-    """Every node with a GPU, opted out or not (the reference's gpu_nodes_total)."""
-    return sum(1 for n in nodes if has_gpu(labels_of(n)))
 
 
 def any_nfd_labels(nodes: Iterable[Object]) -> bool:
