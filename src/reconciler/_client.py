@@ -136,13 +136,14 @@ class Client:
         before = self._as_we_left_it(
             gvk, name, namespace, await self._current(gvk, res, name, namespace)
         )
-        hashed = self.hash_annotation is not None and subresource is None
-        if self.hash_annotation and hashed:
+        # A subresource apply (status) carries no annotation: it is never skipped.
+        annotation = self.hash_annotation if subresource is None else None
+        if annotation:
             digest = desired_hash(obj)
-            if before is not None and annotations_of(before).get(self.hash_annotation) == digest:
+            if before is not None and annotations_of(before).get(annotation) == digest:
                 log.debug("apply %s %s skipped: unchanged", gvk.kind, _ref(obj))
                 return Applied(before, Operation.UNCHANGED)
-            obj = _with_annotation(obj, self.hash_annotation, digest)
+            obj = _with_annotation(obj, annotation, digest)
         params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
 
         path = res.path(namespace, name, subresource)
@@ -157,7 +158,7 @@ class Client:
             ),
             attempts=self.attempts,
         )
-        if hashed:
+        if annotation:
             self._applied.remember((gvk, namespace, name), out)
         what = f"{gvk.kind}{'/' + subresource if subresource else ''} {_ref(obj)}"
         if status == 201:
@@ -179,13 +180,16 @@ class Client:
         has not reached that version. A desired state that went A, B and back to A within
         the watch's lag would otherwise find A's hash on the stale cached copy and skip
         the apply, leaving B on the server (nothing would correct it: B is ours)."""
+        key = (gvk, namespace, name)
+        if not self._applied.holds(key):
+            return current
         if not self.cache.has_synced(gvk):
             seen = None  # `current` came from a GET: as fresh as it gets
         elif current is not None:
             seen = revision_of(current)
         else:  # not cached: not seen yet, or seen deleted since (then the kind's watch is past it)
             seen = parse_revision(self.cache.informer_for(gvk).reflector.last_sync_resource_version)
-        return self._applied.latest((gvk, namespace, name), current, seen)
+        return self._applied.latest(key, current, seen)
 
     async def _current(self, gvk: GVK, res: Resource, name: str, namespace: str) -> Object | None:
         """The object as it is now: the cache's copy once it can be trusted, else the server's."""

@@ -25,6 +25,10 @@ class WrittenCopies:
         if revision_of(returned) is not None:
             self._kept[key] = returned
 
+    def holds(self, key: Hashable) -> bool:
+        """Whether a write of `key` is kept: only then is the cache's version worth reading."""
+        return key in self._kept
+
     def forget(self, key: Hashable) -> None:
         self._kept.pop(key, None)
 

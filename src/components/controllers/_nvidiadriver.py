@@ -58,14 +58,13 @@ from components.controllers._driver_crd import (
 )
 from components.controllers._driver_handover import hand_over
 from components.controllers._filters import NODE_CHANGED
-from components.controllers._labels import has_gpu
 from components.controllers._policies import ActivePolicy
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import OperandReadiness, driver_status
 from components.controllers._status_writer import StatusWriter
-from components.controllers._view import config_map_keys, gpu_nodes
+from components.controllers._view import config_map_keys, views_of_gpu_nodes
 from components.operands import OPERANDS, ClusterView, Operand
 from reconciler import (
     NORMAL,
@@ -77,7 +76,6 @@ from reconciler import (
     Request,
     Result,
     generation_of,
-    labels_of,
     name_of,
     owner_reference,
 )
@@ -162,16 +160,14 @@ class NVIDIADriverController:
             message = f"the spec cannot be read: {exc.errors()[0]['msg']}"
             await self.status.write(obj, self._status(obj, problems=[("InvalidSpec", message)]))
             return None
-        nodes = self.client.list(NODE)
-        pools = assign(
-            by_age(self.client.list(NVIDIA_DRIVER)), [n for n in nodes if has_gpu(labels_of(n))]
-        )
+        with_gpu = self.client.list(NODE, index=(_informers.GPU_NODE_INDEX, "true"))
+        pools = assign(by_age(self.client.list(NVIDIA_DRIVER)), with_gpu)
         conflict = pools.conflicts.get(request.name)
         if conflict is not None:
             await self.status.write(obj, self._status(obj, problems=[conflict]))
             return None
         pool = pools.pools[request.name]
-        desired, problems = self._render(obj, nvidia_driver, policy, pool, nodes)
+        desired, problems = self._render(obj, nvidia_driver, policy, pool, with_gpu)
         changes: list[Change] = []
         for wanted in desired:
             try:
@@ -198,7 +194,7 @@ class NVIDIADriverController:
         nvidia_driver: NVIDIADriver,
         policy: ClusterPolicy,
         pool: Pool,
-        nodes: Sequence[Object],
+        gpu_nodes: Sequence[Object],
     ) -> tuple[list[Object], list[tuple[str, str]]]:
         assert self.driver is not None
         problems: list[tuple[str, str]] = []
@@ -216,7 +212,7 @@ class NVIDIADriverController:
         members = set(pool.nodes)
         view = ClusterView(
             namespace=self.namespace,
-            gpu_nodes=[n for n in gpu_nodes(nodes) if n.name in members],
+            gpu_nodes=views_of_gpu_nodes(n for n in gpu_nodes if name_of(n) in members),
             has_service_monitor_crd=any(
                 name_of(c) == SERVICE_MONITOR_CRD for c in self.client.list(CRD)
             ),
