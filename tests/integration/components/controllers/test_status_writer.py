@@ -1,0 +1,151 @@
+"""A policy's status as the API server ends up storing it, written through `StatusWriter`
+by a real client: read-your-writes over a cache that lags, paced progress, and the Events
+a `kubectl describe` shows for readiness changes.
+
+No operator runs here: the writer is driven directly, with the cached copy a reconcile
+would have read, so each step's staleness is the test's choice, not the watch's timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from components.controllers._status import Findings, OperandReadiness, policy_status
+from components.controllers._status_writer import StatusWriter
+from gpusim import apply_crds, load_documents
+from reconciler import GVK, Cache, Client, EventRecorder, Object
+from reconciler.lowlevel import RESTMapper, Transport
+from tests.integration.components.controllers.conftest import REPO
+
+CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
+EVENT = GVK("", "v1", "Event")
+
+
+class Writer:
+    """A real client, an Event recorder and the status writer, on one ClusterPolicy."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        transport = Transport(api)
+        mapper = RESTMapper(transport)
+        self.cache = Cache(transport, mapper)
+        self.client = Client(transport, mapper, self.cache, field_manager="tests")
+        self.recorder = EventRecorder(self.client, "gpu-operator")
+        self.status = StatusWriter(
+            self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
+        )
+        self.namespace = namespace
+        self.name = f"status-{uuid.uuid4().hex[:6]}"
+
+    async def stored(self) -> Object:
+        return await self.client.get_live(CLUSTER_POLICY, self.name)
+
+    async def events(self) -> list[tuple[str, str, int]]:
+        """(type, reason, count) of the Events about the policy, oldest first."""
+        out = []
+        for e in await self.client.list_live(EVENT, namespace="default"):
+            if (e.get("involvedObject") or {}).get("name") == self.name:
+                out.append((e["type"], e["reason"], int(e.get("count") or 1)))
+        return sorted(out)
+
+
+@pytest.fixture
+async def writer(api_client: client.ApiClient) -> AsyncIterator[Writer]:
+    await apply_crds(api_client, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
+    w = Writer(api_client, "gpu-operator")
+    await w.client.create(
+        {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": w.name}}
+    )
+    try:
+        yield w
+    finally:
+        await w.client.delete(CLUSTER_POLICY, w.name, missing_ok=True)
+        await w.cache.stop()
+
+
+def status(*, driver_ready: bool, plugin_nodes_ready: int = 3) -> Any:
+    operands = [
+        OperandReadiness("state-driver", enabled=True, ready=driver_ready),
+        OperandReadiness(
+            "state-device-plugin",
+            enabled=True,
+            ready=plugin_nodes_ready == 3,
+            nodes_desired=3,
+            nodes_ready=plugin_nodes_ready,
+        ),
+    ]
+    found = Findings(namespace="gpu-operator", generation=1, operands=operands, gpu_nodes=3)
+    return policy_status(None, found)
+
+
+async def test_a_status_back_to_what_a_stale_cached_copy_shows_reaches_the_server(
+    writer: Writer,
+) -> None:
+    await writer.status.write(await writer.stored(), status(driver_ready=True))
+    cached = await writer.stored()  # what the cache holds from here on: ready
+    assert cached["status"]["state"] == "ready"
+
+    # A new driver DaemonSet: notReady is written; the cache has not heard of it yet.
+    await writer.status.write(cached, status(driver_ready=False))
+    assert (await writer.stored())["status"]["state"] == "notReady"
+
+    # The driver rolls out before the watch brings our write: the reconcile computes the
+    # very status the stale copy shows. Judged against that copy, nothing would be written
+    # and the server would say notReady for good.
+    await writer.status.write(cached, status(driver_ready=True))
+    assert (await writer.stored())["status"]["state"] == "ready"
+
+    # Each change of readiness is an Event (the two alike as one, counted twice).
+    counts: dict[str, int] = {}
+    for kind, _, count in await writer.events():
+        counts[kind] = counts.get(kind, 0) + count
+    assert counts == {"Normal": 2, "Warning": 1}
+
+
+async def test_an_unchanged_status_is_not_written_again(writer: Writer) -> None:
+    await writer.status.write(await writer.stored(), status(driver_ready=False))
+    current = await writer.stored()
+    version = current["metadata"]["resourceVersion"]
+
+    await writer.status.write(current, status(driver_ready=False))
+
+    assert (await writer.stored())["metadata"]["resourceVersion"] == version
+    assert len(await writer.events()) == 1
+
+
+async def test_progress_alone_waits_its_turn_and_a_milestone_does_not(writer: Writer) -> None:
+    await writer.status.write(
+        await writer.stored(), status(driver_ready=False, plugin_nodes_ready=1)
+    )
+    first = await writer.stored()
+
+    # One more device-plugin pod ready: progress only, and too soon after the last write.
+    wait = await writer.status.write(
+        first, status(driver_ready=False, plugin_nodes_ready=2), progress_every=30.0
+    )
+    assert wait is not None and 0 < wait <= 30.0
+    stored = await writer.stored()
+    assert stored["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+    # The driver turns ready: the operand's state changed, which goes at once.
+    wait = await writer.status.write(
+        first, status(driver_ready=True, plugin_nodes_ready=2), progress_every=30.0
+    )
+    assert wait is None
+    components = {c["name"]: c for c in (await writer.stored())["status"]["components"]}
+    assert components["state-driver"]["state"] == "ready"
+    assert components["state-device-plugin"]["nodesReady"] == 2
+
+    # With a short pace, progress goes once its time has passed.
+    await asyncio.sleep(0.3)
+    wait = await writer.status.write(
+        await writer.stored(), status(driver_ready=True, plugin_nodes_ready=1), progress_every=0.2
+    )
+    assert wait is None
+    components = {c["name"]: c for c in (await writer.stored())["status"]["components"]}
+    assert components["state-device-plugin"]["nodesReady"] == 1
