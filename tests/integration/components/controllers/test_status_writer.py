@@ -19,34 +19,27 @@ from kubernetes_asyncio import client
 from components.controllers._status import Findings, OperandReadiness, policy_status
 from components.controllers._status_writer import StatusWriter
 from gpusim import apply_crds, load_documents
-from reconciler import GVK, Cache, Client, EventRecorder, Object
-from reconciler.lowlevel import RESTMapper, Transport
-from tests.integration.components.controllers.conftest import REPO
-
-CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
-EVENT = GVK("", "v1", "Event")
+from reconciler import EventRecorder, Object
+from tests.integration.components.controllers.conftest import CLUSTER_POLICY, EVENT, REPO
+from tests.integration.reconciler.conftest import Kit
 
 
-class Writer:
-    """A real client, an Event recorder and the status writer, on one ClusterPolicy."""
+class Writer(Kit):
+    """The engine's test kit, an Event recorder and the status writer, on one ClusterPolicy."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        transport = Transport(api)
-        mapper = RESTMapper(transport)
-        self.cache = Cache(transport, mapper)
-        self.client = Client(transport, mapper, self.cache, field_manager="tests")
+    def __init__(self, api: client.ApiClient) -> None:
+        super().__init__(api)
         self.recorder = EventRecorder(self.client, "gpu-operator")
         self.status = StatusWriter(
             self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
         )
-        self.namespace = namespace
         self.name = f"status-{uuid.uuid4().hex[:6]}"
 
     async def stored(self) -> Object:
         return await self.client.get_live(CLUSTER_POLICY, self.name)
 
     async def events(self) -> list[tuple[str, str, int]]:
-        """(type, reason, count) of the Events about the policy, oldest first."""
+        """(type, reason, count) of the Events about the policy."""
         out = []
         for e in await self.client.list_live(EVENT, namespace="default"):
             if (e.get("involvedObject") or {}).get("name") == self.name:
@@ -57,7 +50,7 @@ class Writer:
 @pytest.fixture
 async def writer(api_client: client.ApiClient) -> AsyncIterator[Writer]:
     await apply_crds(api_client, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
-    w = Writer(api_client, "gpu-operator")
+    w = Writer(api_client)
     await w.client.create(
         {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": w.name}}
     )
