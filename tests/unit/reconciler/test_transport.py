@@ -44,7 +44,14 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
         await resp.write(b'{"type": "MODIFIED", "object": {"metadata": {"name": "y"}}}\n')
         if request.query.get("hang") == "1":
             await asyncio.sleep(3600)  # headers and data sent, then silence: half-open
+        for _ in range(int(request.query.get("trickle", "0"))):
+            await asyncio.sleep(0.05)  # a slow stream, never silent for long
+            await resp.write(b'{"type": "MODIFIED", "object": {"metadata": {"name": "z"}}}\n')
         return resp
+
+    async def unanswered(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(3600)  # the request is taken, no answer ever comes
+        raise AssertionError("unreachable")
 
     async def missing(request: web.Request) -> web.Response:
         body = {
@@ -58,6 +65,7 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
     app = web.Application()
     app.router.add_get("/watch", watch)
     app.router.add_get("/missing", missing)
+    app.router.add_get("/unanswered", unanswered)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -88,6 +96,30 @@ async def test_silent_connection_is_abandoned(server: tuple[str, list[dict[str, 
                 async for event in events:
                     got.append(event)
         assert len(got) == 2, "events before the silence were delivered"
+
+
+async def test_a_watch_never_answered_is_abandoned(
+    server: tuple[str, list[dict[str, str]]],
+) -> None:
+    host, _ = server
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        with pytest.raises(ApiUnreachable, match="no data"):
+            async with transport.watch("/unanswered", {}, inactivity_timeout=0.2) as events:
+                [e async for e in events]
+
+
+async def test_a_slow_stream_is_not_taken_for_silence(
+    server: tuple[str, list[dict[str, str]]],
+) -> None:
+    """Events 0.05 s apart for 1 s, under a silence limit of 0.2 s: the limit is on the
+    gap between two reads, not on the stream's length."""
+    host, _ = server
+    async with aiohttp.ClientSession() as session:
+        transport = Transport(FakeApiClient(host, session))
+        async with transport.watch("/watch", {"trickle": 20}, inactivity_timeout=0.2) as events:
+            got = [e async for e in events]
+    assert len(got) == 22
 
 
 async def test_error_status_is_typed(server: tuple[str, list[dict[str, str]]]) -> None:
