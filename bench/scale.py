@@ -24,8 +24,9 @@ control plane; and the writes it sent during a steady-state window (target 0).
                           (`_cpu_profile.py`) and print the top of the profile (written to
                           bench/results/)
         [--no-floor]      the operator only (profiling runs)
-        [--repeats N]     measure each size N times, floor and operator in turn, and print
-                          the median ratio (at 100 nodes one run's floor alone varies by 20%)
+        [--repeats N]     measure each size N times, floor and operator in turn (every
+                          other pair the operator first), and print the median ratio (at
+                          100 nodes one run's floor alone varies by 20%)
         [--labelled-floor] a third run: the floor with the nodes labelled inside its clock
         [--burn-share F]  with it, a process spending F of a core during that run
         [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
@@ -836,9 +837,33 @@ def measure(
     pods: bool = False,
     labelled_floor: bool = False,
     burn_share: float = 0.0,
+    operator_first: bool = False,
 ) -> dict[str, Any]:
+    """One floor (and labelled floor) and one operator run of `nodes`, back to back;
+    `operator_first` runs the operator before the floors (`_measure_all` alternates, so a
+    machine that drifts faster or slower over a batch favours neither side)."""
     config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list("ubuntu22.04,rhel9.4"))
     figures: dict[str, Any] = {"nodes": nodes}
+    if floor:
+        figures["order"] = "operator first" if operator_first else "floor first"
+    if not operator_first:
+        _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, burn_share)
+    _measure_operator(figures, config, steady_seconds, deadline_s, profile, pods)
+    if operator_first:
+        _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, burn_share)
+    return _report(figures, floor=floor)
+
+
+def _measure_floors(
+    figures: dict[str, Any],
+    config: ClusterConfig,
+    deadline_s: float,
+    floor: bool,
+    pods: bool,
+    labelled_floor: bool,
+    burn_share: float,
+) -> None:
+    nodes = figures["nodes"]
     if floor:
         with SimulatedCluster(config, startup_timeout=900, crds=crds()) as sim:
             figures["floor"] = asyncio.run(_floor(sim, deadline_s, pods=pods))
@@ -864,6 +889,17 @@ def measure(
             f"{figures.get('labelled_floor_ratio_at_equal_speed', '-')})",
             flush=True,
         )
+
+
+def _measure_operator(
+    figures: dict[str, Any],
+    config: ClusterConfig,
+    steady_seconds: float,
+    deadline_s: float,
+    profile: bool,
+    pods: bool,
+) -> None:
+    nodes = figures["nodes"]
     began = time.monotonic()
     with SimulatedCluster(config, startup_timeout=900, crds=crds()) as sim:
         figures["sim_up_seconds"] = round(time.monotonic() - began, 1)
@@ -890,6 +926,13 @@ def measure(
             process.wait(120)
             # Its log (one INFO line per change it made) outlives the cluster's folder.
             shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / OPERATOR_LOG)
+    if profile_path is not None:
+        figures["profile"] = str(profile_path.relative_to(REPO))
+
+
+def _report(figures: dict[str, Any], *, floor: bool) -> dict[str, Any]:
+    """Compare and print one size's runs (whichever order they ran in)."""
+    nodes = figures["nodes"]
     o = figures["operator"]
     if floor:
         _compare(figures, "ratio", o, figures["floor"])
@@ -948,8 +991,8 @@ def measure(
         for ds, milestones in (figures.get(run) or {}).get("pod_milestones", {}).items():
             line = ", ".join(f"{k} {v[0]}/{v[1]}/{v[2]}" for k, v in milestones.items())
             print(f"[{nodes}] {run} pods of {ds} (first/median/last s): {line}", flush=True)
-    if profile_path is not None:
-        figures["profile"] = str(profile_path.relative_to(REPO))
+    if "profile" in figures:
+        profile_path = REPO / figures["profile"]
         print(profile_top(profile_path, seconds_per_sample=PROFILE_INTERVAL), flush=True)
     return figures
 
@@ -1048,9 +1091,10 @@ def _measure_all(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, A
             pods=args.pods,
             labelled_floor=args.labelled_floor,
             burn_share=args.burn_share,
+            operator_first=repeat % 2 == 1,
         )
         for n in sizes
-        for _ in range(args.repeats)
+        for repeat in range(args.repeats)
     ]
 
 
