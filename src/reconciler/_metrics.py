@@ -11,6 +11,7 @@ import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from reconciler._queue_metrics import WorkqueueCollector
 from reconciler._transport import RequestObserver, resource_of
 
 # controller-runtime's reconcile_time_seconds buckets.
@@ -19,10 +20,6 @@ _RECONCILE_BUCKETS = (
     0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15,
     20, 25, 30, 40, 50, 60,
 )  # fmt: skip
-# client-go's workqueue buckets: 10 ns .. 1000 s, decades.
-_QUEUE_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
-
-_QUEUE_LABELS = ("name", "controller")
 
 
 class Metrics:
@@ -67,48 +64,8 @@ class Metrics:
             ("controller",),
             registry=registry,
         )
-        self.workqueue_depth = Gauge(
-            "workqueue_depth", "Current depth of workqueue", _QUEUE_LABELS, registry=registry
-        )
-        self.workqueue_adds_total = Counter(
-            "workqueue_adds_total",
-            "Total number of adds handled by workqueue",
-            _QUEUE_LABELS,
-            registry=registry,
-        )
-        self.workqueue_queue_duration_seconds = Histogram(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            _QUEUE_LABELS,
-            buckets=_QUEUE_BUCKETS,
-            registry=registry,
-        )
-        self.workqueue_work_duration_seconds = Histogram(
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes",
-            _QUEUE_LABELS,
-            buckets=_QUEUE_BUCKETS,
-            registry=registry,
-        )
-        self.workqueue_retries_total = Counter(
-            "workqueue_retries_total",
-            "Total number of retries handled by workqueue",
-            _QUEUE_LABELS,
-            registry=registry,
-        )
-        self.workqueue_unfinished_work_seconds = Gauge(
-            "workqueue_unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been "
-            "observed by work_duration. Large values indicate stuck threads.",
-            _QUEUE_LABELS,
-            registry=registry,
-        )
-        self.workqueue_longest_running_processor_seconds = Gauge(
-            "workqueue_longest_running_processor_seconds",
-            "How many seconds has the longest running processor for workqueue been running",
-            _QUEUE_LABELS,
-            registry=registry,
-        )
+        self.workqueues = WorkqueueCollector()
+        registry.register(self.workqueues)
         # client-go's name: what this process asked of the apiserver, by verb and answer.
         self.rest_client_requests_total = Counter(
             "rest_client_requests_total",

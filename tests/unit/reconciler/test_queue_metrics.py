@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from reconciler import metrics_for
 from reconciler.lowlevel import FakeClock, PrometheusQueueMetrics, RateLimitingQueue
@@ -44,3 +44,34 @@ def test_two_registries_do_not_collide() -> None:
     PrometheusQueueMetrics(metrics_for(b), "q")
     assert metrics_for(a) is metrics_for(a)
     assert metrics_for(a) is not metrics_for(b)
+
+
+def test_two_queues_of_one_name_report_one_series() -> None:
+    """As the labelled children they shared used to: summed, never a duplicate sample that
+    would make the whole scrape invalid."""
+    registry = CollectorRegistry()
+    metrics = metrics_for(registry)
+    first = RateLimitingQueue("q", metrics=PrometheusQueueMetrics(metrics, "q"))
+    second = RateLimitingQueue("q", metrics=PrometheusQueueMetrics(metrics, "q"))
+    first.add("a")
+    second.add("a")
+    second.add("b")
+    assert sample(registry, "workqueue_adds_total") == 3
+    assert sample(registry, "workqueue_depth") == 3
+    text = generate_latest(registry).decode()
+    assert text.count('workqueue_depth{controller="q",name="q"}') == 1
+
+
+def test_durations_fall_in_client_go_buckets() -> None:
+    registry = CollectorRegistry()
+    metrics = PrometheusQueueMetrics(metrics_for(registry), "q")
+    metrics.latency.observe(0.001)  # on a bound: counted in that bucket (le is <=)
+    metrics.latency.observe(0.5)
+    metrics.latency.observe(5000.0)  # beyond the last bound: +Inf only
+    buckets = {
+        le: sample(registry, "workqueue_queue_duration_seconds_bucket", le=le)
+        for le in ("0.0001", "0.001", "1.0", "1000.0", "+Inf")
+    }
+    assert buckets == {"0.0001": 0, "0.001": 1, "1.0": 2, "1000.0": 2, "+Inf": 3}
+    assert sample(registry, "workqueue_queue_duration_seconds_count") == 3
+    assert sample(registry, "workqueue_queue_duration_seconds_sum") == 5000.501
