@@ -107,7 +107,8 @@ def _peak_rss_mib(pid: int) -> float:
 
 
 PROBE = """
-import sys, time
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[2])})
 def unit():
     total = 0
     for i in range(30000):
@@ -123,32 +124,43 @@ with open(sys.argv[1], "a", buffering=1) as out:
 
 
 class SpeedProbe:
-    """How fast this machine's CPU is, run by run: a process times the same small piece of
-    work (about 1 ms of CPU, in cache) four times a second, in its own CPU time, so that
-    waiting for a core does not count. On this VM the answer jumps between two levels even
-    when the machine is idle: ~1.1 ms and ~1.9 ms, the slow one close to half the time,
-    the host's doing (steal time stays under 2%). A run on a slow spell takes longer and
-    its processes count more CPU seconds for the same work; `probe_unit_ms`, the mean cost
-    over a run, says how slow its machine was."""
+    """How fast this machine's CPUs are, run by run: on each CPU, a process pinned to it
+    times the same small piece of work (about 1 ms of CPU, in cache) four times a second,
+    in its own CPU time, so that waiting for a core does not count. On this VM the answer
+    jumps between two levels even when the machine is idle: ~1.1 ms and ~1.9 ms, the slow
+    one close to half the time, the host's doing (steal time stays under 2%); and each CPU
+    jumps on its own (the two CPUs' per-second figures correlated at 0.26 over 90 idle
+    seconds), so one probe that the scheduler moves between them measured whichever it
+    happened to be on. A run on a slow spell takes longer and its processes count more CPU
+    seconds for the same work; `probe_unit_ms` says how slow its machine was: the unit's
+    cost at the mean speed of every CPU over the run (a harmonic mean of all samples, since
+    a saturated machine's throughput is the sum of its CPUs' speeds)."""
 
     def __init__(self) -> None:
-        fd, name = tempfile.mkstemp(prefix="scale-probe-", suffix=".txt")
-        os.close(fd)
-        self.path = Path(name)
-        self.process = subprocess.Popen([sys.executable, "-c", PROBE, str(self.path)])
+        self.paths: list[Path] = []
+        self.processes: list[subprocess.Popen[bytes]] = []
+        for cpu in sorted(os.sched_getaffinity(0)):
+            fd, name = tempfile.mkstemp(prefix=f"scale-probe-{cpu}-", suffix=".txt")
+            os.close(fd)
+            self.paths.append(Path(name))
+            command = [sys.executable, "-c", PROBE, name, str(cpu)]
+            self.processes.append(subprocess.Popen(command))
 
     def mean_ms(self, since: float, until: float) -> float | None:
-        costs = []
-        for line in self.path.read_text().splitlines():
-            at, cost = (float(v) for v in line.split())
-            if since <= at <= until:
-                costs.append(cost)
-        return round(1000 * statistics.fmean(costs), 3) if costs else None
+        speeds = []
+        for path in self.paths:
+            for line in path.read_text().splitlines():
+                at, cost = (float(v) for v in line.split())
+                if since <= at <= until and cost > 0:
+                    speeds.append(1.0 / cost)
+        return round(1000 / statistics.fmean(speeds), 3) if speeds else None
 
     def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.path.unlink(missing_ok=True)
+        for process in self.processes:
+            process.kill()
+            process.wait()
+        for path in self.paths:
+            path.unlink(missing_ok=True)
 
 
 PROBES: list[SpeedProbe] = []

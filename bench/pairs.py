@@ -1,0 +1,133 @@
+"""Pool the pairs of several `scale.py` result files and say how sure their ratio is.
+
+One pair's ratio varies by +-20% on this VM (machine speed spells, a control plane that
+falls behind its leases on some runs and not others), so a median of three pairs can land
+either side of a 1.05 target by luck. This takes every pair of the files given (runs of
+the same code, by the caller's choice), and per cluster size and per ratio prints the
+median, the mean and a 90% bootstrap interval of each: a target is met with confidence
+when the interval's upper end is under it, missed when its lower end is over it, and
+otherwise the pairs cannot tell yet. The interval's width also says how many more pairs a
+claim needs (it narrows with the square root of their number).
+
+    .venv/bin/python bench/pairs.py bench/results/scale-1000-b3ea712.json ... \
+        [--target 100=1.10 --target 1000=1.05] [--name pairs-b3ea712]
+
+Writes bench/results/<name>.json (default `pairs`) and prints it as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import finish, percentile
+
+RATIOS = (
+    "ratio",
+    "ratio_at_equal_speed",
+    "ratio_to_labelled_floor",
+    "ratio_to_labelled_floor_at_equal_speed",
+    "labelled_floor_ratio",
+)
+"""Per pair, as `scale.py` records them; the labelled ones only where a run had that floor.
+The targets apply to the operator's (`ratio*`), not to the labelled floor's own."""
+
+RESAMPLES = 10_000
+CONFIDENCE = 90
+
+
+def interval(
+    values: Sequence[float], statistic: Callable[[Sequence[float]], float], seed: int = 14
+) -> tuple[float, float]:
+    """A `CONFIDENCE`% percentile-bootstrap interval of `statistic` over `values`."""
+    rng = random.Random(seed)
+    n = len(values)
+    draws = [statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(RESAMPLES)]
+    tail = (100 - CONFIDENCE) / 2
+    return percentile(draws, tail), percentile(draws, 100 - tail)
+
+
+def verdict(low: float, high: float, target: float | None) -> str:
+    if target is None:
+        return ""
+    if high <= target:
+        return "met"
+    if low > target:
+        return "missed"
+    return "cannot tell"
+
+
+def summary(values: list[float], target: float | None) -> dict[str, Any]:
+    median_ci = interval(values, statistics.median)
+    mean_ci = interval(values, statistics.fmean)
+    return {
+        "pairs": len(values),
+        "each": values,
+        "median": round(statistics.median(values), 3),
+        "median_interval": [round(v, 3) for v in median_ci],
+        "mean": round(statistics.fmean(values), 3),
+        "mean_interval": [round(v, 3) for v in mean_ci],
+        "target": target,
+        "by_mean": verdict(*mean_ci, target),
+    }
+
+
+def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
+    by_size: dict[int, dict[str, list[float]]] = {}
+    for path in files:
+        for run in json.loads(path.read_text()).get("runs", []):
+            ratios = by_size.setdefault(int(run["nodes"]), {})
+            for key in RATIOS:
+                if run.get(key) is not None:
+                    ratios.setdefault(key, []).append(float(run[key]))
+    return {
+        str(nodes): {
+            key: summary(values, targets.get(nodes) if key.startswith("ratio") else None)
+            for key, values in ratios.items()
+        }
+        for nodes, ratios in sorted(by_size.items())
+    }
+
+
+def _target(text: str) -> tuple[int, float]:
+    nodes, _, ratio = text.partition("=")
+    return int(nodes), float(ratio)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", type=Path, help="scale.py result files")
+    parser.add_argument(
+        "--target",
+        action="append",
+        type=_target,
+        default=[],
+        help="NODES=RATIO, the most a ratio at that size may be (issue 14: 100=1.10, 1000=1.05)",
+    )
+    parser.add_argument("--name", default="pairs", help="bench/results/<name>.json")
+    args = parser.parse_args()
+    sizes = pooled(args.files, dict(args.target))
+    for nodes, ratios in sizes.items():
+        for key, s in ratios.items():
+            lo, hi = s["mean_interval"]
+            mlo, mhi = s["median_interval"]
+            print(
+                f"[{nodes}] {key}: {s['pairs']} pairs, mean {s['mean']} ({CONFIDENCE}%: "
+                f"{lo}-{hi}), median {s['median']} ({mlo}-{mhi})"
+                + (f"; target {s['target']}: {s['by_mean']}" if s["target"] is not None else "")
+            )
+    finish(
+        args.name, {"files": [p.name for p in args.files], "confidence": CONFIDENCE, "sizes": sizes}
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""`bench/pairs.py` says a scale target is met only when the pooled pairs are sure of it: a
+median that happens to sit under the target, with pairs on both sides, is "cannot tell"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.tools import REPO
+
+PAIRS = REPO / "bench" / "pairs.py"
+
+
+def _results(path: Path, nodes: int, ratios: list[float], **more: list[float]) -> Path:
+    runs = [{"nodes": nodes, "ratio": r} for r in ratios]
+    for key, values in more.items():
+        for run, value in zip(runs, values, strict=True):
+            run[key] = value
+    path.write_text(json.dumps({"benchmark": f"scale-{nodes}", "runs": runs}))
+    return path
+
+
+def _pooled(tmp_path: Path, *files: Path, targets: tuple[str, ...]) -> dict[str, dict]:
+    flags = [arg for t in targets for arg in ("--target", t)]
+    name = str(tmp_path / "pairs")
+    out = subprocess.run(
+        [sys.executable, str(PAIRS), *map(str, files), *flags, "--name", name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert json.loads((tmp_path / "pairs.json").read_text()) == figures
+    return figures["sizes"]
+
+
+def test_pairs_of_several_files_pool_into_one_verdict_per_size(tmp_path: Path) -> None:
+    first = _results(tmp_path / "a.json", 1000, [1.07, 1.08, 1.08])
+    second = _results(tmp_path / "b.json", 1000, [1.10, 1.07])
+    sizes = _pooled(tmp_path, first, second, targets=("1000=1.05",))
+    ratio = sizes["1000"]["ratio"]
+    assert ratio["pairs"] == 5
+    assert ratio["median"] == 1.08
+    assert ratio["by_mean"] == "missed"
+    low, high = ratio["mean_interval"]
+    assert 1.05 < low <= ratio["mean"] <= high
+
+
+def test_a_median_under_the_target_with_pairs_on_both_sides_cannot_tell(
+    tmp_path: Path,
+) -> None:
+    spread = _results(tmp_path / "a.json", 100, [0.96, 1.04, 1.06, 1.16, 1.18])
+    tight = _results(tmp_path / "b.json", 300, [1.01, 1.02, 1.02, 1.03])
+    sizes = _pooled(tmp_path, spread, tight, targets=("100=1.10", "300=1.10"))
+    assert sizes["100"]["ratio"]["median"] < 1.10
+    assert sizes["100"]["ratio"]["by_mean"] == "cannot tell"
+    assert sizes["300"]["ratio"]["by_mean"] == "met"
+
+
+def test_the_labelled_floors_own_ratio_is_not_judged_against_the_target(tmp_path: Path) -> None:
+    runs = _results(
+        tmp_path / "a.json",
+        1000,
+        [1.08, 1.07],
+        labelled_floor_ratio=[1.04, 1.00],
+        ratio_to_labelled_floor=[1.04, 1.07],
+    )
+    sizes = _pooled(tmp_path, runs, targets=("1000=1.05",))
+    assert sizes["1000"]["labelled_floor_ratio"]["by_mean"] == ""
+    assert sizes["1000"]["ratio_to_labelled_floor"]["target"] == 1.05
