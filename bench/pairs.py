@@ -30,15 +30,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import finish, percentile
 
-RATIOS = (
+JUDGED = (
     "ratio",
     "ratio_at_equal_speed",
     "ratio_to_labelled_floor",
     "ratio_to_labelled_floor_at_equal_speed",
-    "labelled_floor_ratio",
 )
-"""Per pair, as `scale.py` records them; the labelled ones only where a run had that floor.
-The targets apply to the operator's (`ratio*`), not to the labelled floor's own."""
+"""The operator's ratios, as `scale.py` records them per pair (the labelled ones only where a
+run had that floor): the targets apply to these."""
+RATIOS = (*JUDGED, "labelled_floor_ratio")
+"""And the labelled floor's own ratio to the floor, reported without a verdict."""
 
 RESAMPLES = 10_000
 CONFIDENCE = 90
@@ -90,7 +91,7 @@ def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
                     ratios.setdefault(key, []).append(float(run[key]))
     return {
         str(nodes): {
-            key: summary(values, targets.get(nodes) if key.startswith("ratio") else None)
+            key: summary(values, targets.get(nodes) if key in JUDGED else None)
             for key, values in ratios.items()
         }
         for nodes, ratios in sorted(by_size.items())
