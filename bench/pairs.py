@@ -40,6 +40,14 @@ JUDGED = (
 run had that floor): the targets apply to these."""
 RATIOS = (*JUDGED, "labelled_floor_ratio")
 """And the labelled floor's own ratio to the floor, reported without a verdict."""
+TO_LABELLED = (
+    "ratio_to_labelled_floor",
+    "ratio_to_labelled_floor_at_equal_speed",
+    "labelled_floor_ratio",
+)
+"""The ratios that involve the labelled floor: left out of a run whose labelled floor had a
+process alongside (`scale.py --burn-share`, `--watchers`), which is no longer that floor."""
+ALONGSIDE = ("burn_share", "watchers")
 
 RESAMPLES = 10_000
 CONFIDENCE = 90
@@ -86,8 +94,10 @@ def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
     for path in files:
         for run in json.loads(path.read_text()).get("runs", []):
             ratios = by_size.setdefault(int(run["nodes"]), {})
+            labelled = run.get("labelled_floor") or {}
+            skipped = TO_LABELLED if any(k in labelled for k in ALONGSIDE) else ()
             for key in RATIOS:
-                if run.get(key) is not None:
+                if run.get(key) is not None and key not in skipped:
                     ratios.setdefault(key, []).append(float(run[key]))
     return {
         str(nodes): {

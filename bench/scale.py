@@ -29,6 +29,8 @@ control plane; and the writes it sent during a steady-state window (target 0).
                           100 nodes one run's floor alone varies by 20%)
         [--labelled-floor] a third run: the floor with the nodes labelled inside its clock
         [--burn-share F]  with it, a process spending F of a core during that run
+        [--watchers]      with it, the operator's informers alone during that run
+                          (`_watchers.py`: its watches, no controller, no write)
         [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
 
 The operator's log of the last run is kept as bench/results/scale-operator.log. Prints
@@ -51,6 +53,7 @@ import time
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +322,14 @@ def _writes(by_verb: dict[str, int]) -> int:
 # -- the cluster, watched ------------------------------------------------------------------
 
 
+WATCH_SENT = {
+    "apiserver_watch_events": ("_total", "WATCH EVENTS"),
+    "apiserver_watch_events_sizes": ("_sum", "WATCH BYTES"),
+}
+"""What the API server sent its watchers, per resource and all of them together: in two runs
+of the same requests, what more watchers cost it to encode and send."""
+
+
 async def _apiserver_requests(transport: Transport) -> Counter[str]:
     """Requests the API server served, "VERB resource[/subresource]" -> count (all clients);
     also "TERMINATED watch resource": watchers it closed for falling behind (its watch cache
@@ -327,6 +338,12 @@ async def _apiserver_requests(transport: Transport) -> Counter[str]:
     raw = await transport.request_bytes("GET", "/metrics")
     counts: Counter[str] = Counter()
     for family in text_string_to_metric_families(raw.decode()):
+        if family.name in WATCH_SENT:
+            for sample in family.samples:
+                if sample.name.endswith(WATCH_SENT[family.name][0]):
+                    resource = sample.labels.get("resource") or sample.labels.get("kind", "")
+                    counts[f"{WATCH_SENT[family.name][1]} {resource.lower()}"] += int(sample.value)
+            continue
         if family.name == "apiserver_terminated_watchers":
             for sample in family.samples:
                 if sample.name.endswith("_total"):
@@ -555,11 +572,14 @@ async def _floor(
     pods: bool,
     labels_on_clock: bool = False,
     burn_share: float = 0.0,
+    watchers: bool = False,
 ) -> dict[str, Any]:
     """The floor. `labels_on_clock`: the nodes are labelled inside the clock, as an operator
     must, by as many writers as the operator has (the floor of any operator that labels
     nodes). `burn_share`: a process that only spends CPU, this share of one core, runs
-    while the clock does (an operator's own CPU, with none of its requests)."""
+    while the clock does (an operator's own CPU, with none of its requests). `watchers`:
+    the operator's informers run alone in a process of their own (`_watchers.py`), synced
+    before the clock (its watches, with no controller and no write)."""
     milestones = PodMilestones() if pods else None
     async with sim.api_client() as api:
         c, cache = await _open(sim, api, policy=False, pods=milestones)
@@ -591,11 +611,18 @@ async def _floor(
         objects = rendered_objects(_labelled(nodes, patches))
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
+        informers = _start_watchers(sim) if watchers else None
+        if informers is not None:
+            await asyncio.sleep(WATCHERS_SYNC_SECONDS)
         settled = await quiet()
         before = await _apiserver_requests(c.transport)
         burner = _start_burner(burn_share) if burn_share > 0 else None
         pids = {**sim.pids(), "bench": os.getpid()}
-        tally = CpuTally({**pids, "burner": burner.pid} if burner is not None else pids)
+        if burner is not None:
+            pids["burner"] = burner.pid
+        if informers is not None:
+            pids["watchers"] = informers.pid
+        tally = CpuTally(pids)
         tally.start()
         began = time.monotonic()
         if milestones is not None:
@@ -615,9 +642,10 @@ async def _floor(
             deadline_s,
         )
         cpu = tally.stop()
-        if burner is not None:
-            burner.kill()
-            burner.wait()
+        for helper in (burner, informers):
+            if helper is not None:
+                helper.kill()
+                helper.wait()
         requests = _diff(await _apiserver_requests(c.transport), before)
         await cache.stop()
     seconds = max(reached.values())
@@ -633,6 +661,7 @@ async def _floor(
         **({"prelabel": prelabelled} if prelabelled is not None else {}),
         **({"to_labelled_seconds": labelled_after} if labelled_after is not None else {}),
         **({"burn_share": burn_share} if burner is not None else {}),
+        **({"watchers": True} if informers is not None else {}),
         "quiet_after_seconds": settled,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
     }
@@ -666,6 +695,15 @@ memory to speak of. When the machine cannot give it that much at once it catches
 
 def _start_burner(share: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", BURNER, str(share)])
+
+
+WATCHERS_SYNC_SECONDS = 10.0
+"""Long enough for `_watchers.py` to list every kind at 1,000 nodes before the clock."""
+
+
+def _start_watchers(sim: SimulatedCluster) -> subprocess.Popen[bytes]:
+    script = Path(__file__).with_name("_watchers.py")
+    return subprocess.Popen([sys.executable, str(script), str(sim.kubeconfig), NAMESPACE])
 
 
 async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
@@ -839,6 +877,21 @@ def _sub(
     return {k: v for k, v in out.items() if v}
 
 
+@dataclass(frozen=True)
+class Alongside:
+    """What runs beside the labelled floor, to tell what of the operator's run costs what:
+    a process spending `burn_share` of a core (its CPU without its requests), the
+    operator's informers alone (`watchers`: its watches without its CPU for controllers)."""
+
+    burn_share: float = 0.0
+    watchers: bool = False
+
+    def said(self) -> str:
+        parts = [f"a process burning {self.burn_share:.0%} of a core"] if self.burn_share else []
+        parts += ["the operator's informers"] if self.watchers else []
+        return f", {' and '.join(parts)} alongside" if parts else ""
+
+
 def measure(
     nodes: int,
     steady_seconds: float,
@@ -848,7 +901,7 @@ def measure(
     profile: bool,
     pods: bool = False,
     labelled_floor: bool = False,
-    burn_share: float = 0.0,
+    alongside: Alongside = Alongside(),
     operator_first: bool = False,
 ) -> dict[str, Any]:
     """One floor (and labelled floor) and one operator run of `nodes`, back to back;
@@ -859,10 +912,10 @@ def measure(
     if floor:
         figures["order"] = "operator first" if operator_first else "floor first"
     if not operator_first:
-        _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, burn_share)
+        _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, alongside)
     _measure_operator(figures, config, steady_seconds, deadline_s, profile, pods)
     if operator_first:
-        _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, burn_share)
+        _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, alongside)
     return _report(figures, floor=floor)
 
 
@@ -873,7 +926,7 @@ def _measure_floors(
     floor: bool,
     pods: bool,
     labelled_floor: bool,
-    burn_share: float,
+    alongside: Alongside,
 ) -> None:
     nodes = figures["nodes"]
     if floor:
@@ -888,14 +941,18 @@ def _measure_floors(
     if floor and labelled_floor:
         with SimulatedCluster(config, startup_timeout=900, crds=crds()) as sim:
             labelled = _floor(
-                sim, deadline_s, pods=pods, labels_on_clock=True, burn_share=burn_share
+                sim,
+                deadline_s,
+                pods=pods,
+                labels_on_clock=True,
+                burn_share=alongside.burn_share,
+                watchers=alongside.watchers,
             )
             figures["labelled_floor"] = asyncio.run(labelled)
         lf = figures["labelled_floor"]
         _compare(figures, "labelled_floor_ratio", lf, figures["floor"])
-        burning = f", a process burning {burn_share:.0%} of a core alongside" if burn_share else ""
         print(
-            f"[{nodes}] labelled floor (nodes labelled on the clock{burning}): "
+            f"[{nodes}] labelled floor (nodes labelled on the clock{alongside.said()}): "
             f"{lf['seconds']}s (labelled {lf['to_labelled_seconds']}s), "
             f"{figures['labelled_floor_ratio']}x the floor (at equal machine speed "
             f"{figures.get('labelled_floor_ratio_at_equal_speed', '-')})",
@@ -1054,6 +1111,11 @@ def main() -> None:
         help="with --labelled-floor: a process spends this share of a core during that run",
     )
     parser.add_argument(
+        "--watchers",
+        action="store_true",
+        help="with --labelled-floor: the operator's informers alone run during that run",
+    )
+    parser.add_argument(
         "--pods",
         action="store_true",
         help="also time each operand pod (created, bound, Ready) and print them per DaemonSet",
@@ -1102,7 +1164,7 @@ def _measure_all(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, A
             profile=args.profile,
             pods=args.pods,
             labelled_floor=args.labelled_floor,
-            burn_share=args.burn_share,
+            alongside=Alongside(args.burn_share, args.watchers),
             operator_first=repeat % 2 == 1,
         )
         for n in sizes

@@ -71,3 +71,26 @@ def test_the_labelled_floors_own_ratio_is_not_judged_against_the_target(tmp_path
     sizes = _pooled(tmp_path, runs, targets=("1000=1.05",))
     assert sizes["1000"]["labelled_floor_ratio"]["by_mean"] == ""
     assert sizes["1000"]["ratio_to_labelled_floor"]["target"] == 1.05
+
+
+def test_a_labelled_floor_with_a_process_alongside_is_not_pooled_as_the_labelled_floor(
+    tmp_path: Path,
+) -> None:
+    plain = _results(
+        tmp_path / "plain.json", 1000, [1.10, 1.12], ratio_to_labelled_floor=[1.06, 1.08]
+    )
+    burning = tmp_path / "burning.json"
+    runs = [
+        {
+            "nodes": 1000,
+            "ratio": 1.14,
+            "ratio_to_labelled_floor": 1.01,
+            "labelled_floor_ratio": 1.13,
+            "labelled_floor": {"seconds": 140.0, "burn_share": 0.085},
+        }
+    ]
+    burning.write_text(json.dumps({"benchmark": "scale-1000", "runs": runs}))
+    sizes = _pooled(tmp_path, plain, burning, targets=("1000=1.05",))
+    assert sizes["1000"]["ratio"]["each"] == [1.10, 1.12, 1.14]
+    assert sizes["1000"]["ratio_to_labelled_floor"]["each"] == [1.06, 1.08]
+    assert "labelled_floor_ratio" not in sizes["1000"]

@@ -1,0 +1,34 @@
+"""The operator's informers and nothing else: its watches, its decoding and its indexes,
+without a controller, a handler or a write.
+
+`scale.py --watchers` runs this beside the labelled floor. The operator's run makes the
+same requests as the labelled floor but for a few dozen, yet the control plane spends more
+CPU in it; this tells how much of that its watches alone cost the API server (a JSON
+encoding and a stream per event to one more watcher).
+
+    .venv/bin/python bench/_watchers.py KUBECONFIG NAMESPACE
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import uvloop
+
+from components.controllers._informers import register_all
+from reconciler import Manager, connect
+
+
+async def watch(kubeconfig: str, namespace: str) -> None:
+    api = await connect(kubeconfig)
+    async with api:
+        manager = Manager(api, field_manager="bench-watchers", bind_address=None)
+        register_all(manager, namespace)
+        await manager.cache.start()
+        await asyncio.Event().wait()  # until killed
+
+
+if __name__ == "__main__":
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(watch(sys.argv[1], sys.argv[2]))
