@@ -7,6 +7,8 @@ CPU in it; this tells how much of that its watches alone cost the API server (a 
 encoding and a stream per event to one more watcher).
 
     .venv/bin/python bench/_watchers.py KUBECONFIG NAMESPACE
+
+Prints one line, `synced`, once every informer has listed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import uvloop
 from components.controllers._informers import register_all
 from reconciler import Manager, connect
 
+SYNCED = "synced"
+SYNC_TIMEOUT = 300.0
+
 
 async def watch(kubeconfig: str, namespace: str) -> None:
     api = await connect(kubeconfig)
@@ -26,6 +31,8 @@ async def watch(kubeconfig: str, namespace: str) -> None:
         manager = Manager(api, field_manager="bench-watchers", bind_address=None)
         register_all(manager, namespace)
         await manager.cache.start()
+        await manager.cache.wait_for_sync(SYNC_TIMEOUT)
+        print(SYNCED, flush=True)  # the benchmark starts its clock on this line
         await asyncio.Event().wait()  # until killed
 
 

@@ -63,6 +63,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from _common import RESULTS, finish
+from _watchers import SYNCED
 from components.api import DRIVER_DEPLOY_LABEL, GPU_PRESENT_LABEL, ClusterPolicy
 from components.controllers import LabelPolicy, node_label_patch
 from components.controllers._labels import LabelPatch
@@ -611,9 +612,7 @@ async def _floor(
         objects = rendered_objects(_labelled(nodes, patches))
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
-        informers = _start_watchers(sim) if watchers else None
-        if informers is not None:
-            await asyncio.sleep(WATCHERS_SYNC_SECONDS)
+        informers = await asyncio.to_thread(_start_watchers, sim) if watchers else None
         settled = await quiet()
         before = await _apiserver_requests(c.transport)
         burner = _start_burner(burn_share) if burn_share > 0 else None
@@ -697,13 +696,18 @@ def _start_burner(share: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", BURNER, str(share)])
 
 
-WATCHERS_SYNC_SECONDS = 10.0
-"""Long enough for `_watchers.py` to list every kind at 1,000 nodes before the clock."""
-
-
 def _start_watchers(sim: SimulatedCluster) -> subprocess.Popen[bytes]:
+    """`_watchers.py`, once it says its informers have all listed (before the clock)."""
     script = Path(__file__).with_name("_watchers.py")
-    return subprocess.Popen([sys.executable, str(script), str(sim.kubeconfig), NAMESPACE])
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(sim.kubeconfig), NAMESPACE], stdout=subprocess.PIPE
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if line.decode().strip() != SYNCED:
+        process.kill()
+        raise RuntimeError(f"bench/_watchers.py ended before its informers synced: {line!r}")
+    return process
 
 
 async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
