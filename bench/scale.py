@@ -323,12 +323,14 @@ def _writes(by_verb: dict[str, int]) -> int:
 # -- the cluster, watched ------------------------------------------------------------------
 
 
-WATCH_SENT = {
+PER_RESOURCE = {
+    "apiserver_terminated_watchers": ("_total", "TERMINATED watch"),
     "apiserver_watch_events": ("_total", "WATCH EVENTS"),
     "apiserver_watch_events_sizes": ("_sum", "WATCH BYTES"),
 }
-"""What the API server sent its watchers, per resource and all of them together: in two runs
-of the same requests, what more watchers cost it to encode and send."""
+"""Per resource, beside the requests: the watchers the API server closed, and what it sent
+its watchers, all of them together (in two runs of the same requests, what more watchers
+cost it to encode and send). Family -> (sample suffix, key prefix)."""
 
 
 async def _apiserver_requests(transport: Transport) -> Counter[str]:
@@ -339,17 +341,12 @@ async def _apiserver_requests(transport: Transport) -> Counter[str]:
     raw = await transport.request_bytes("GET", "/metrics")
     counts: Counter[str] = Counter()
     for family in text_string_to_metric_families(raw.decode()):
-        if family.name in WATCH_SENT:
+        if family.name in PER_RESOURCE:
+            suffix, prefix = PER_RESOURCE[family.name]
             for sample in family.samples:
-                if sample.name.endswith(WATCH_SENT[family.name][0]):
+                if sample.name.endswith(suffix):
                     resource = sample.labels.get("resource") or sample.labels.get("kind", "")
-                    counts[f"{WATCH_SENT[family.name][1]} {resource.lower()}"] += int(sample.value)
-            continue
-        if family.name == "apiserver_terminated_watchers":
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    resource = sample.labels.get("resource", "")
-                    counts[f"TERMINATED watch {resource}"] += int(sample.value)
+                    counts[f"{prefix} {resource.lower()}"] += int(sample.value)
             continue
         if family.name != "apiserver_request":
             continue
@@ -566,21 +563,34 @@ async def install(sim: SimulatedCluster) -> None:
         await transport.close()
 
 
+@dataclass(frozen=True)
+class Alongside:
+    """What runs beside the labelled floor, to tell what of the operator's run costs what:
+    a process spending `burn_share` of a core (its CPU without its requests), the
+    operator's informers alone (`watchers`: its watches without its CPU for controllers)."""
+
+    burn_share: float = 0.0
+    watchers: bool = False
+
+    def said(self) -> str:
+        parts = [f"a process burning {self.burn_share:.0%} of a core"] if self.burn_share else []
+        parts += ["the operator's informers"] if self.watchers else []
+        return f", {' and '.join(parts)} alongside" if parts else ""
+
+
 async def _floor(
     sim: SimulatedCluster,
     deadline_s: float,
     *,
     pods: bool,
     labels_on_clock: bool = False,
-    burn_share: float = 0.0,
-    watchers: bool = False,
+    alongside: Alongside | None = None,
 ) -> dict[str, Any]:
     """The floor. `labels_on_clock`: the nodes are labelled inside the clock, as an operator
     must, by as many writers as the operator has (the floor of any operator that labels
-    nodes). `burn_share`: a process that only spends CPU, this share of one core, runs
-    while the clock does (an operator's own CPU, with none of its requests). `watchers`:
-    the operator's informers run alone in a process of their own (`_watchers.py`), synced
-    before the clock (its watches, with no controller and no write)."""
+    nodes). `alongside`: what runs beside it while the clock does (`Alongside`); the
+    operator's informers, if asked for, are synced before the clock."""
+    alongside = alongside or Alongside()
     milestones = PodMilestones() if pods else None
     async with sim.api_client() as api:
         c, cache = await _open(sim, api, policy=False, pods=milestones)
@@ -612,10 +622,10 @@ async def _floor(
         objects = rendered_objects(_labelled(nodes, patches))
         daemonsets = sum(1 for o in objects if o.get("kind") == "DaemonSet")
         watch = Watch(cache, daemonsets)
-        informers = await asyncio.to_thread(_start_watchers, sim) if watchers else None
+        informers = await asyncio.to_thread(_start_watchers, sim) if alongside.watchers else None
         settled = await quiet()
         before = await _apiserver_requests(c.transport)
-        burner = _start_burner(burn_share) if burn_share > 0 else None
+        burner = _start_burner(alongside.burn_share) if alongside.burn_share > 0 else None
         pids = {**sim.pids(), "bench": os.getpid()}
         if burner is not None:
             pids["burner"] = burner.pid
@@ -659,7 +669,7 @@ async def _floor(
         **cpu,
         **({"prelabel": prelabelled} if prelabelled is not None else {}),
         **({"to_labelled_seconds": labelled_after} if labelled_after is not None else {}),
-        **({"burn_share": burn_share} if burner is not None else {}),
+        **({"burn_share": alongside.burn_share} if burner is not None else {}),
         **({"watchers": True} if informers is not None else {}),
         "quiet_after_seconds": settled,
         **({"pod_milestones": milestones.summary()} if milestones is not None else {}),
@@ -881,21 +891,6 @@ def _sub(
     return {k: v for k, v in out.items() if v}
 
 
-@dataclass(frozen=True)
-class Alongside:
-    """What runs beside the labelled floor, to tell what of the operator's run costs what:
-    a process spending `burn_share` of a core (its CPU without its requests), the
-    operator's informers alone (`watchers`: its watches without its CPU for controllers)."""
-
-    burn_share: float = 0.0
-    watchers: bool = False
-
-    def said(self) -> str:
-        parts = [f"a process burning {self.burn_share:.0%} of a core"] if self.burn_share else []
-        parts += ["the operator's informers"] if self.watchers else []
-        return f", {' and '.join(parts)} alongside" if parts else ""
-
-
 def measure(
     nodes: int,
     steady_seconds: float,
@@ -949,8 +944,7 @@ def _measure_floors(
                 deadline_s,
                 pods=pods,
                 labels_on_clock=True,
-                burn_share=alongside.burn_share,
-                watchers=alongside.watchers,
+                alongside=alongside,
             )
             figures["labelled_floor"] = asyncio.run(labelled)
         lf = figures["labelled_floor"]
