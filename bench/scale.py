@@ -32,6 +32,10 @@ control plane; and the writes it sent during a steady-state window (target 0).
         [--watchers]      with it, the operator's informers alone during that run
                           (`_watchers.py`: its watches, no controller, no write)
         [--policy FILE]   the ClusterPolicy (default: config/samples/..._full.yaml)
+        [--os LIST]       the GPU nodes' OS mix (default ubuntu22.04,rhel9.4)
+        [--reference]     a run of NVIDIA's GPU Operator too, on a cluster of the same
+                          shape (one OS: pass --os ubuntu22.04), built by
+                          hack/build-reference.sh
 
 The operator's log of the last run is kept as bench/results/scale-operator.log. Prints
 figures as it goes; the last line is one JSON object (also bench/results/scale.json,
@@ -92,6 +96,35 @@ reference's sample and Helm chart have it)."""
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+DEFAULT_OS = "ubuntu22.04,rhel9.4"
+REFERENCE_BUILD = REPO / "hack" / "build-reference.sh"
+REFERENCE_IMAGE_ENVS = (
+    "CC_MANAGER_IMAGE",
+    "CONTAINER_TOOLKIT_IMAGE",
+    "CUDA_BASE_IMAGE",
+    "DCGM_EXPORTER_IMAGE",
+    "DCGM_IMAGE",
+    "DEVICE_PLUGIN_IMAGE",
+    "DRIVER_IMAGE",
+    "DRIVER_MANAGER_IMAGE",
+    "GDRCOPY_IMAGE",
+    "GDS_IMAGE",
+    "GFD_IMAGE",
+    "KATA_MANAGER_IMAGE",
+    "MIG_MANAGER_IMAGE",
+    "SANDBOX_DEVICE_PLUGIN_IMAGE",
+    "VALIDATOR_IMAGE",
+    "VFIO_MANAGER_IMAGE",
+    "VGPU_DEVICE_MANAGER_IMAGE",
+    "VGPU_MANAGER_IMAGE",
+)
+"""The reference takes an operand's image from these when the policy names none (its Helm
+chart fills the policy instead; the sample leaves the validator's out). On simulated nodes
+an image is only a name."""
+REFERENCE_UNSET_PROBES = ("livenessProbe", "readinessProbe")
+"""Driver probes the reference cannot set: its driver container's manifest has only a
+startup probe, and it sets a probe's fields on the manifest's own (absent) probe, so these
+two in a policy make every reconcile panic (its Helm values set only `startupProbe`)."""
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -361,11 +394,17 @@ async def _apiserver_requests(transport: Transport) -> Counter[str]:
     return counts
 
 
-def _rolled_out(ds: Object) -> bool:
+def _rolled_out(ds: Object, podless: bool = False) -> bool:
+    """Every pod the DaemonSet wants is updated and available. `podless`: one that wants
+    none counts too, once its controller has seen it (NVIDIA's operator makes the MIG
+    manager's and the MPS daemon's for every cluster; they have no node here)."""
     status = ds.get("status") or {}
     desired = status.get("desiredNumberScheduled", -1)
+    observed = status.get("observedGeneration", 0) >= ds["metadata"].get("generation", 1)
+    if podless and observed and desired == 0:
+        return True
     return bool(
-        status.get("observedGeneration", 0) >= ds["metadata"].get("generation", 1)
+        observed
         and desired > 0
         and status.get("numberReady") == desired
         and status.get("updatedNumberScheduled") == desired
@@ -433,9 +472,13 @@ class Watch:
     """Nodes, the operator namespace's DaemonSets and the policy, from one cache: each
     `until` answers on the event that makes it true, without polling the server."""
 
-    def __init__(self, cache: Cache, expected_daemonsets: int | None) -> None:
+    def __init__(
+        self, cache: Cache, expected_daemonsets: int | None, *, podless: bool = False
+    ) -> None:
         self.cache = cache
         self.expected_daemonsets = expected_daemonsets
+        self.podless = podless
+        """A DaemonSet that wants no pod counts as rolled out (`_rolled_out`)."""
         self.daemonsets: dict[str, dict[str, float]] = {}
         """Per DaemonSet: seconds until it existed and until it was rolled out (where the
         operator's time goes against the floor's)."""
@@ -444,7 +487,7 @@ class Watch:
         at = round(time.monotonic() - began, 1)
         for ds in self.cache.list(DAEMONSET, namespace=NAMESPACE):
             seen = self.daemonsets.setdefault(name_of(ds), {"created": at})
-            if "rolled_out" not in seen and _rolled_out(ds):
+            if "rolled_out" not in seen and _rolled_out(ds, self.podless):
                 seen["rolled_out"] = at
 
     def gpu_nodes(self) -> list[Object]:
@@ -467,7 +510,7 @@ class Watch:
         daemonsets = self.cache.list(DAEMONSET, namespace=NAMESPACE)
         if self.expected_daemonsets is not None and len(daemonsets) < self.expected_daemonsets:
             return False
-        return bool(daemonsets) and all(_rolled_out(ds) for ds in daemonsets)
+        return bool(daemonsets) and all(_rolled_out(ds, self.podless) for ds in daemonsets)
 
     def policy_ready(self) -> bool:
         policy = self.cache.get(CLUSTER_POLICY, POLICY["metadata"]["name"])
@@ -730,6 +773,75 @@ async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
+# -- NVIDIA's operator (--reference) ------------------------------------------------------
+
+
+def build_reference() -> Path:
+    """The folder `hack/build-reference.sh` builds NVIDIA's operator into (cached)."""
+    done = subprocess.run(
+        ["bash", str(REFERENCE_BUILD)], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def reference_policy(policy: dict[str, Any]) -> dict[str, Any]:
+    """`policy` as the reference can take it: without `REFERENCE_UNSET_PROBES`."""
+    spec = dict(policy.get("spec") or {})
+    spec["driver"] = {
+        k: v for k, v in (spec.get("driver") or {}).items() if k not in REFERENCE_UNSET_PROBES
+    }
+    return {**policy, "spec": spec}
+
+
+def reference_command(folder: Path, metrics_port: int, probe_port: int) -> list[str]:
+    """The reference's process, reading its manifests where it looks for them.
+
+    It reads them from /opt/gpu-operator, a path compiled in; a private mount namespace (a
+    user namespace makes it need no privilege) shows it `folder/opt-gpu-operator` there and
+    leaves the machine's /opt alone. `unshare` and `sh` exec in place: the process's pid
+    is the reference's, for its CPU and memory."""
+    mounts = (
+        "mount -t tmpfs none /opt && mkdir /opt/gpu-operator && "
+        'mount --bind "$0" /opt/gpu-operator && exec "$1" "$2" "$3"'
+    )
+    return [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "sh",
+        "-c",
+        mounts,
+        str(folder / "opt-gpu-operator"),
+        str(folder / "gpu-operator"),
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+    ]
+
+
+def reference_env(kubeconfig: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "OPERATOR_NAMESPACE": NAMESPACE,
+        # Else it reads its own host's /host-etc/os-release (its pod's mount) to tell
+        # OpenShift, and fails every DaemonSet without it; set, it takes the host as not
+        # OpenShift, which is what this machine is.
+        "UNIT_TEST": "true",
+        **{name: f"nvcr.io/nvidia/sim/{name.lower()}:v1" for name in REFERENCE_IMAGE_ENVS},
+    }
+
+
+def _start_reference(
+    sim: SimulatedCluster, folder: Path, metrics_port: int
+) -> subprocess.Popen[bytes]:
+    command = reference_command(folder, metrics_port, free_port())
+    with (sim.workdir / "logs" / "nvidia-gpu-operator.log").open("ab") as log:
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=reference_env(sim.kubeconfig)
+        )
+
+
 # -- the operator ------------------------------------------------------------------------
 
 
@@ -769,16 +881,22 @@ async def _operator(
     deadline_s: float,
     *,
     pods: bool,
+    reference: bool = False,
 ) -> dict[str, Any]:
+    """Ours, or with `reference` NVIDIA's operator: the same clock and figures, but its
+    policy is `reference_policy`'s, it labels no node before a policy exists, and it is
+    ready when its policy also says so (it makes two DaemonSets that have no pod here)."""
     milestones = PodMilestones() if pods else None
+    policy = reference_policy(POLICY) if reference else POLICY
     async with sim.api_client() as api:
         c, cache = await _open(sim, api, policy=True, pods=milestones)
-        watch = Watch(cache, None)
+        watch = Watch(cache, None, podless=reference)
         await _serving(metrics_url, 300)
-        # The operator labels every GPU node `gpu.present` as it starts, policy or not. At
-        # 1,000 nodes on a busy machine that outlasted the wait below, and those writes were
-        # counted as the rollout's (1.2 node writes per node instead of 1).
-        await watch.until({"present": watch.all_present}, time.monotonic(), deadline_s)
+        if not reference:
+            # Ours labels every GPU node `gpu.present` as it starts, policy or not. At
+            # 1,000 nodes on a busy machine that outlasted the wait below, and those writes
+            # were counted as the rollout's (1.2 node writes per node instead of 1).
+            await watch.until({"present": watch.all_present}, time.monotonic(), deadline_s)
         await asyncio.sleep(5)  # the operator's caches sync before the policy exists
         settled = await quiet()
         cpu_before = _cpu_seconds(pid)
@@ -792,7 +910,7 @@ async def _operator(
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
-        await c.create(POLICY)
+        await c.create(policy)
         reached = await watch.until(
             {
                 "rolled_out": watch.all_rolled_out,
@@ -817,8 +935,9 @@ async def _operator(
     by_resource = _sub(ours["by_resource"], ours_before["by_resource"])
     steady = _sub(after["by_verb"], ours["by_verb"])
     gpu = len(watch.gpu_nodes())
+    done = ("rolled_out", "allocatable", *(("policy_ready",) if reference else ()))
     return {
-        "seconds": max(reached["rolled_out"], reached["allocatable"]),
+        "seconds": max(reached[k] for k in done),
         "to_rolled_out_seconds": reached["rolled_out"],
         "to_allocatable_seconds": reached["allocatable"],
         "to_policy_ready_seconds": reached["policy_ready"],
@@ -836,10 +955,19 @@ async def _operator(
         "operator_reconcile_seconds": _descending(
             _sub(ours["reconcile_seconds"], ours_before["reconcile_seconds"], digits=2)
         ),
-        # Issue 14's "one label write per node" and "Events aggregated" targets.
-        "operator_node_writes_per_gpu_node": round(by_resource.get("PATCH nodes", 0) / gpu, 2),
-        "operator_events_created": by_resource.get("POST events", 0),
-        "operator_events_updated": by_resource.get("PATCH events", 0),
+        # Issue 14's "one label write per node" and "Events aggregated" targets (the
+        # reference's client counts no request by resource).
+        **(
+            {}
+            if reference
+            else {
+                "operator_node_writes_per_gpu_node": round(
+                    by_resource.get("PATCH nodes", 0) / gpu, 2
+                ),
+                "operator_events_created": by_resource.get("POST events", 0),
+                "operator_events_updated": by_resource.get("PATCH events", 0),
+            }
+        ),
         "apiserver_requests": requests,
         "steady_state_seconds": steady_seconds,
         "steady_state_writes": _writes(steady),
@@ -902,17 +1030,26 @@ def measure(
     labelled_floor: bool = False,
     alongside: Alongside = Alongside(),
     operator_first: bool = False,
+    os_mix: str = DEFAULT_OS,
+    reference: Path | None = None,
 ) -> dict[str, Any]:
     """One floor (and labelled floor) and one operator run of `nodes`, back to back;
     `operator_first` runs the operator before the floors (`_measure_all` alternates, so a
-    machine that drifts faster or slower over a batch favours neither side)."""
-    config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list("ubuntu22.04,rhel9.4"))
+    machine that drifts faster or slower over a batch favours neither side). `reference`
+    (the folder `build_reference` gives): NVIDIA's operator runs between the two."""
+    config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list(os_mix))
     figures: dict[str, Any] = {"nodes": nodes}
+    if os_mix != DEFAULT_OS:
+        figures["os"] = os_mix
     if floor:
         figures["order"] = "operator first" if operator_first else "floor first"
     if not operator_first:
         _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, alongside)
+    if reference is not None and not operator_first:
+        _measure_operator(figures, config, steady_seconds, deadline_s, False, pods, reference)
     _measure_operator(figures, config, steady_seconds, deadline_s, profile, pods)
+    if reference is not None and operator_first:
+        _measure_operator(figures, config, steady_seconds, deadline_s, False, pods, reference)
     if operator_first:
         _measure_floors(figures, config, deadline_s, floor, pods, labelled_floor, alongside)
     return _report(figures, floor=floor)
@@ -965,19 +1102,25 @@ def _measure_operator(
     deadline_s: float,
     profile: bool,
     pods: bool,
+    reference: Path | None = None,
 ) -> None:
+    """Ours, or NVIDIA's operator from the `reference` folder (figures under "reference")."""
     nodes = figures["nodes"]
     began = time.monotonic()
     with SimulatedCluster(config, startup_timeout=900, crds=crds()) as sim:
-        figures["sim_up_seconds"] = round(time.monotonic() - began, 1)
+        if reference is None:
+            figures["sim_up_seconds"] = round(time.monotonic() - began, 1)
 
         asyncio.run(install(sim))
         metrics_port = free_port()
         profile_path = RESULTS / f"scale-profile-{nodes}.txt" if profile else None
-        process = _start_operator(sim, metrics_port, profile_path)
+        if reference is None:
+            process = _start_operator(sim, metrics_port, profile_path)
+        else:
+            process = _start_reference(sim, reference, metrics_port)
         pid = process.pid
         try:
-            figures["operator"] = asyncio.run(
+            figures["operator" if reference is None else "reference"] = asyncio.run(
                 _operator(
                     sim,
                     f"http://127.0.0.1:{metrics_port}/metrics",
@@ -985,14 +1128,16 @@ def _measure_operator(
                     steady_seconds,
                     deadline_s,
                     pods=pods,
+                    reference=reference is not None,
                 )
             )
         finally:
             # The operator first: the sampler writes its last counts as the operator exits.
             os.kill(pid, signal.SIGTERM)
             process.wait(120)
-            # Its log (one INFO line per change it made) outlives the cluster's folder.
-            shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / OPERATOR_LOG)
+            # Our log (one INFO line per change it made) outlives the cluster's folder.
+            if reference is None:
+                shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / OPERATOR_LOG)
     if profile_path is not None:
         figures["profile"] = str(profile_path.relative_to(REPO))
 
@@ -1008,6 +1153,8 @@ def _report(figures: dict[str, Any], *, floor: bool) -> dict[str, Any]:
         lf = figures["labelled_floor"]
         _compare(figures, "ratio_to_labelled_floor", o, lf)
         figures["cpu_beyond_labelled_floor"] = cpu_accounting(lf, o)
+    if "reference" in figures:
+        _report_reference(figures, floor=floor)
     print(
         f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
         f"allocatable {o['to_allocatable_seconds']}s, policy ready "
@@ -1064,6 +1211,35 @@ def _report(figures: dict[str, Any], *, floor: bool) -> dict[str, Any]:
     return figures
 
 
+def _report_reference(figures: dict[str, Any], *, floor: bool) -> None:
+    nodes, r = figures["nodes"], figures["reference"]
+    if floor:
+        _compare(figures, "reference_ratio", r, figures["floor"])
+        figures["reference_cpu"] = cpu_accounting(figures["floor"], r)
+    print(
+        f"[{nodes}] NVIDIA's operator: {r['seconds']}s (rolled out "
+        f"{r['to_rolled_out_seconds']}s, allocatable {r['to_allocatable_seconds']}s, policy "
+        f"ready {r['to_policy_ready_seconds']}s, labelled {r['to_labelled_seconds']}s), ratio "
+        f"{figures.get('reference_ratio', '-')} (at equal machine speed "
+        f"{figures.get('reference_ratio_at_equal_speed', '-')}), CPU "
+        f"{r['operator_cpu_seconds_to_ready']}s, peak RSS {r['operator_peak_rss_mib']} MiB",
+        flush=True,
+    )
+    print(f"[{nodes}] NVIDIA's operator requests: {r['operator_requests_by_verb']}", flush=True)
+    print(f"[{nodes}]   its steady state: {r['steady_state_requests_by_verb']}", flush=True)
+    print(f"[{nodes}] apiserver, NVIDIA's run: {_top(r['apiserver_requests'])}", flush=True)
+    print(_cpu_line(nodes, "NVIDIA's operator", r), flush=True)
+    if floor:
+        extra = figures["reference_cpu"]
+        print(
+            f"[{nodes}] CPU s NVIDIA's run spent beyond the floor's: "
+            f"{extra['extra_by_process']}; total {extra['extra_total']} "
+            f"(run/floor total CPU {extra['total_ratio']}, time ratio "
+            f"{figures['reference_ratio']})",
+            flush=True,
+        )
+
+
 def profile_top(path: Path, n: int = 25, seconds_per_sample: float | None = None) -> str:
     """The top of a collapsed-stacks profile (`_cpu_profile.py`'s, or py-spy's raw
     format): self and inclusive shares of the samples, and the CPU seconds they stand for."""
@@ -1114,12 +1290,29 @@ def main() -> None:
         help="with --labelled-floor: the operator's informers alone run during that run",
     )
     parser.add_argument(
+        "--os",
+        default=DEFAULT_OS,
+        help=f"the GPU nodes' OS mix, comma-separated ID+VERSION_ID (default {DEFAULT_OS})",
+    )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run NVIDIA's GPU Operator (hack/build-reference.sh); needs one --os",
+    )
+    parser.add_argument(
         "--pods",
         action="store_true",
         help="also time each operand pod (created, bound, Ready) and print them per DaemonSet",
     )
     args = parser.parse_args()
+    if args.reference and len(set(parse_os_list(args.os))) > 1:
+        parser.error(
+            f"--reference needs the GPU nodes on one OS, not {args.os!r}: NVIDIA's operator "
+            "renders one driver DaemonSet, for the OS of the first GPU node it lists "
+            "(pass --os ubuntu22.04)"
+        )
     POLICY.update(yaml.safe_load(args.policy.read_text()))
+    args.reference_folder = build_reference() if args.reference else None
     sizes = [int(n) for n in args.nodes.split(",")]
     PROBES.append(SpeedProbe())
     try:
@@ -1140,6 +1333,14 @@ def main() -> None:
                 print(
                     f"[{n}] at equal machine speed: ratio median {m['ratio_at_equal_speed']} "
                     f"(each {m['ratio_at_equal_speed_each']})",
+                    flush=True,
+                )
+            if "reference_ratio" in m:
+                print(
+                    f"[{n}] NVIDIA's operator / floor median {m['reference_ratio']} (each "
+                    f"{m['reference_ratio_each']}; at equal machine speed "
+                    f"{m.get('reference_ratio_at_equal_speed_each', '-')}), CPU median "
+                    f"{m.get('reference_cpu_seconds', '-')}s",
                     flush=True,
                 )
             if "labelled_floor_ratio" in m:
@@ -1164,6 +1365,8 @@ def _measure_all(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, A
             labelled_floor=args.labelled_floor,
             alongside=Alongside(args.burn_share, args.watchers),
             operator_first=repeat % 2 == 1,
+            os_mix=args.os,
+            reference=args.reference_folder,
         )
         for n in sizes
         for repeat in range(args.repeats)
@@ -1195,6 +1398,20 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
         **_median_of(runs, "labelled_floor_ratio_at_equal_speed"),
         **_median_of(runs, "ratio_to_labelled_floor"),
         **_median_of(runs, "ratio_to_labelled_floor_at_equal_speed"),
+        **_median_of(runs, "reference_ratio"),
+        **_median_of(runs, "reference_ratio_at_equal_speed"),
+        **(
+            {
+                "reference_cpu_seconds": round(
+                    statistics.median(
+                        r["reference"]["operator_cpu_seconds_to_ready"] for r in runs
+                    ),
+                    2,
+                )
+            }
+            if all("reference" in r for r in runs)
+            else {}
+        ),
     }
 
 
