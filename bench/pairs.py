@@ -35,11 +35,16 @@ JUDGED = (
     "ratio_at_equal_speed",
     "ratio_to_labelled_floor",
     "ratio_to_labelled_floor_at_equal_speed",
+    "reference_ratio",
+    "reference_ratio_at_equal_speed",
 )
-"""The operator's ratios, as `scale.py` records them per pair (the labelled ones only where a
-run had that floor): the targets apply to these."""
+"""The ratios a target judges, as `scale.py` records them per pair (the labelled ones only
+where a run had that floor): ours, and NVIDIA's operator's where it ran (`--reference`), on
+the same terms, to tell a target the reference itself misses on this machine."""
 RATIOS = (*JUDGED, "labelled_floor_ratio")
 """And the labelled floor's own ratio to the floor, reported without a verdict."""
+TO_REFERENCE = ("ratio_to_reference", "ratio_to_reference_at_equal_speed")
+"""Ours over NVIDIA's operator in the same repeat, computed here from the two runs."""
 TO_LABELLED = (
     "ratio_to_labelled_floor",
     "ratio_to_labelled_floor_at_equal_speed",
@@ -99,6 +104,8 @@ def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
             for key in RATIOS:
                 if run.get(key) is not None and key not in skipped:
                     ratios.setdefault(key, []).append(float(run[key]))
+            for key, value in to_reference(run).items():
+                ratios.setdefault(key, []).append(value)
     return {
         str(nodes): {
             key: summary(values, targets.get(nodes) if key in JUDGED else None)
@@ -106,6 +113,23 @@ def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
         }
         for nodes, ratios in sorted(by_size.items())
     }
+
+
+def to_reference(run: dict[str, Any]) -> dict[str, float]:
+    """Ours over the reference in one repeat: raw, and at equal machine speed (each time
+    over its run's probe unit, as `scale.at_equal_speed`)."""
+    ours, theirs = run.get("operator"), run.get("reference")
+    if not ours or not theirs:
+        return {}
+    raw, equal = TO_REFERENCE
+    out = {raw: round(ours["seconds"] / theirs["seconds"], 2)}
+    if ours.get("probe_unit_ms") and theirs.get("probe_unit_ms"):
+        out[equal] = round(
+            (ours["seconds"] / ours["probe_unit_ms"])
+            / (theirs["seconds"] / theirs["probe_unit_ms"]),
+            2,
+        )
+    return out
 
 
 def _target(text: str) -> tuple[int, float]:

@@ -94,3 +94,35 @@ def test_a_labelled_floor_with_a_process_alongside_is_not_pooled_as_the_labelled
     assert sizes["1000"]["ratio"]["each"] == [1.10, 1.12, 1.14]
     assert sizes["1000"]["ratio_to_labelled_floor"]["each"] == [1.06, 1.08]
     assert "labelled_floor_ratio" not in sizes["1000"]
+
+
+def test_runs_with_nvidias_operator_pool_its_ratio_and_ours_over_it(tmp_path: Path) -> None:
+    """The reference is judged against the same target, and ours over it comes from the two
+    runs of each repeat (raw, and at equal machine speed from each run's probe)."""
+    with_reference = tmp_path / "reference.json"
+    runs = [
+        {
+            "nodes": 1000,
+            "ratio": 1.10,
+            "reference_ratio": 1.20,
+            "operator": {"seconds": 110.0, "probe_unit_ms": 1.1},
+            "reference": {"seconds": 120.0, "probe_unit_ms": 1.2},
+        },
+        {
+            "nodes": 1000,
+            "ratio": 1.08,
+            "reference_ratio": 1.16,
+            "operator": {"seconds": 108.0},
+            "reference": {"seconds": 116.0, "probe_unit_ms": 1.2},
+        },
+    ]
+    with_reference.write_text(json.dumps({"benchmark": "scale-1000", "runs": runs}))
+    without = _results(tmp_path / "ours.json", 1000, [1.12])
+    sizes = _pooled(tmp_path, with_reference, without, targets=("1000=1.05",))
+    assert sizes["1000"]["ratio"]["pairs"] == 3
+    assert sizes["1000"]["reference_ratio"]["each"] == [1.20, 1.16]
+    assert sizes["1000"]["reference_ratio"]["by_mean"] == "missed"
+    assert sizes["1000"]["ratio_to_reference"]["each"] == [0.92, 0.93]
+    # The second repeat has no probe for ours: only the first is at equal speed.
+    assert sizes["1000"]["ratio_to_reference_at_equal_speed"]["each"] == [1.0]
+    assert sizes["1000"]["ratio_to_reference"]["target"] is None
