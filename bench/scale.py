@@ -1155,15 +1155,7 @@ def _report(figures: dict[str, Any], *, floor: bool) -> dict[str, Any]:
         figures["cpu_beyond_labelled_floor"] = cpu_accounting(lf, o)
     if "reference" in figures:
         _report_reference(figures, floor=floor)
-    print(
-        f"[{nodes}] operator: {o['seconds']}s (rolled out {o['to_rolled_out_seconds']}s, "
-        f"allocatable {o['to_allocatable_seconds']}s, policy ready "
-        f"{o['to_policy_ready_seconds']}s, labelled {o['to_labelled_seconds']}s), "
-        f"ratio {figures.get('ratio', '-')} "
-        f"(at equal machine speed {figures.get('ratio_at_equal_speed', '-')}), "
-        f"CPU {o['operator_cpu_seconds_to_ready']}s, peak RSS {o['operator_peak_rss_mib']} MiB",
-        flush=True,
-    )
+    print(_run_line(figures, "operator", "ratio"), flush=True)
     print(f"[{nodes}] operator requests: {o['operator_requests_by_verb']}", flush=True)
     print(f"[{nodes}]   by answer: {o['operator_requests_by_code']}", flush=True)
     print(f"[{nodes}] operator reconciles: {_top(o['operator_reconciles'], 20)}", flush=True)
@@ -1211,20 +1203,26 @@ def _report(figures: dict[str, Any], *, floor: bool) -> dict[str, Any]:
     return figures
 
 
+def _run_line(figures: dict[str, Any], run: str, ratio: str) -> str:
+    """One operator run's times, its ratio (`ratio` in `figures`), CPU and memory."""
+    r = figures[run]
+    name = "NVIDIA's operator" if run == "reference" else run
+    return (
+        f"[{figures['nodes']}] {name}: {r['seconds']}s (rolled out "
+        f"{r['to_rolled_out_seconds']}s, allocatable {r['to_allocatable_seconds']}s, policy "
+        f"ready {r['to_policy_ready_seconds']}s, labelled {r['to_labelled_seconds']}s), ratio "
+        f"{figures.get(ratio, '-')} (at equal machine speed "
+        f"{figures.get(f'{ratio}_at_equal_speed', '-')}), CPU "
+        f"{r['operator_cpu_seconds_to_ready']}s, peak RSS {r['operator_peak_rss_mib']} MiB"
+    )
+
+
 def _report_reference(figures: dict[str, Any], *, floor: bool) -> None:
     nodes, r = figures["nodes"], figures["reference"]
     if floor:
         _compare(figures, "reference_ratio", r, figures["floor"])
         figures["reference_cpu"] = cpu_accounting(figures["floor"], r)
-    print(
-        f"[{nodes}] NVIDIA's operator: {r['seconds']}s (rolled out "
-        f"{r['to_rolled_out_seconds']}s, allocatable {r['to_allocatable_seconds']}s, policy "
-        f"ready {r['to_policy_ready_seconds']}s, labelled {r['to_labelled_seconds']}s), ratio "
-        f"{figures.get('reference_ratio', '-')} (at equal machine speed "
-        f"{figures.get('reference_ratio_at_equal_speed', '-')}), CPU "
-        f"{r['operator_cpu_seconds_to_ready']}s, peak RSS {r['operator_peak_rss_mib']} MiB",
-        flush=True,
-    )
+    print(_run_line(figures, "reference", "reference_ratio"), flush=True)
     print(f"[{nodes}] NVIDIA's operator requests: {r['operator_requests_by_verb']}", flush=True)
     print(f"[{nodes}]   its steady state: {r['steady_state_requests_by_verb']}", flush=True)
     print(f"[{nodes}] apiserver, NVIDIA's run: {_top(r['apiserver_requests'])}", flush=True)
