@@ -9,6 +9,11 @@ when the interval's upper end is under it, missed when its lower end is over it,
 otherwise the pairs cannot tell yet. The interval's width also says how many more pairs a
 claim needs (it narrows with the square root of their number).
 
+Beside the times, each pair's CPU says what the operator's run cannot beat on a machine its
+floor already keeps busy (`cpu_bound`): the ratio its own CPU and the work its label writes
+cause elsewhere add to the floor's CPU, and, per target, how much CPU the operator may spend
+to reach ready and still meet it on average.
+
     .venv/bin/python bench/pairs.py bench/results/scale-1000-b3ea712.json ... \
         [--target 100=1.10 --target 1000=1.05] [--name pairs-b3ea712]
 
@@ -37,10 +42,12 @@ JUDGED = (
     "ratio_to_labelled_floor_at_equal_speed",
     "reference_ratio",
     "reference_ratio_at_equal_speed",
+    "ratio_cpu_bound",
 )
 """The ratios a target judges, as `scale.py` records them per pair (the labelled ones only
 where a run had that floor): ours, and NVIDIA's operator's where it ran (`--reference`), on
-the same terms, to tell a target the reference itself misses on this machine."""
+the same terms, to tell a target the reference itself misses on this machine; and the
+bound the CPU alone puts on ours (`cpu_bound`)."""
 RATIOS = (*JUDGED, "labelled_floor_ratio")
 """And the labelled floor's own ratio to the floor, reported without a verdict."""
 TO_REFERENCE = ("ratio_to_reference", "ratio_to_reference_at_equal_speed")
@@ -53,6 +60,12 @@ TO_LABELLED = (
 """The ratios that involve the labelled floor: left out of a run whose labelled floor had a
 process alongside (`scale.py --burn-share`, `--watchers`), which is no longer that floor."""
 ALONGSIDE = ("burn_share", "watchers")
+
+NOT_LABEL_WORK = ("operator", "bench")
+"""Processes whose CPU in the operator's label phase is not the label writes' cost to the
+cluster: the operator's own is in its CPU to ready, the benchmark's is its watching."""
+CPU_BUDGET = "operator_cpu_budget_seconds"
+OWN_CPU = "operator_cpu_seconds"
 
 RESAMPLES = 10_000
 CONFIDENCE = 90
@@ -106,6 +119,8 @@ def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
                     ratios.setdefault(key, []).append(float(run[key]))
             for key, value in to_reference(run).items():
                 ratios.setdefault(key, []).append(value)
+            for key, value in cpu_bound(run, targets.get(int(run["nodes"]))).items():
+                ratios.setdefault(key, []).append(value)
     return {
         str(nodes): {
             key: summary(values, targets.get(nodes) if key in JUDGED else None)
@@ -129,6 +144,34 @@ def to_reference(run: dict[str, Any]) -> dict[str, float]:
             / (theirs["seconds"] / theirs["probe_unit_ms"]),
             2,
         )
+    return out
+
+
+def cpu_bound(run: dict[str, Any], target: float | None) -> dict[str, float]:
+    """What the CPU alone says of one pair, where the machine is the bottleneck.
+
+    On a machine the floor keeps busy, a run's time follows its CPU over the cores (its
+    total CPU over the floor's tracks the time ratio to within a few hundredths), so every
+    CPU second the operator's run spends beyond the floor's costs time. Two parts of that
+    are there in every run of it: the operator's own CPU to ready, and what its label
+    writes cost the API server, etcd and every watcher of nodes (the other processes' CPU
+    in its label phase; the floor labels before its clock). Their sum over the floor's CPU
+    is a ratio the operator's time does not beat on average, whatever the luck of a pair:
+    `ratio_cpu_bound`. With a target, the operator's CPU that would meet it (the target's
+    share of the floor's CPU, less the label writes' cost), beside what it spent."""
+    floor, ours = run.get("floor"), run.get("operator")
+    if not floor or not ours:
+        return {}
+    floor_cpu = sum((floor.get("process_cpu_seconds") or {}).values())
+    phase = (ours.get("label_phase") or {}).get("process_cpu_seconds")
+    own = ours.get("operator_cpu_seconds_to_ready")
+    if not floor_cpu or phase is None or own is None:
+        return {}
+    labels = sum(v for process, v in phase.items() if process not in NOT_LABEL_WORK)
+    out = {"ratio_cpu_bound": round((floor_cpu + own + labels) / floor_cpu, 3)}
+    if target is not None:
+        out[CPU_BUDGET] = round((target - 1) * floor_cpu - labels, 1)
+        out[OWN_CPU] = round(float(own), 2)
     return out
 
 

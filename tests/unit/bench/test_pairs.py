@@ -126,3 +126,40 @@ def test_runs_with_nvidias_operator_pool_its_ratio_and_ours_over_it(tmp_path: Pa
     # The second repeat has no probe for ours: only the first is at equal speed.
     assert sizes["1000"]["ratio_to_reference_at_equal_speed"]["each"] == [1.0]
     assert sizes["1000"]["ratio_to_reference"]["target"] is None
+
+
+def _cpu_run(floor_cpu: float, own: float, label_phase: dict[str, float]) -> dict:
+    return {
+        "nodes": 1000,
+        "ratio": 1.08,
+        "floor": {"seconds": 125.0, "process_cpu_seconds": {"kube-apiserver": floor_cpu}},
+        "operator": {
+            "seconds": 135.0,
+            "operator_cpu_seconds_to_ready": own,
+            "label_phase": {"process_cpu_seconds": label_phase},
+        },
+    }
+
+
+def test_the_cpu_bound_says_a_target_cannot_be_met_without_less_operator_cpu(
+    tmp_path: Path,
+) -> None:
+    """On a machine the floor keeps busy, the operator's own CPU and what its label writes
+    cost the other processes add to the floor's CPU in every run: a target under that sum
+    is missed however lucky the pairs, and the budget says how much CPU would meet it."""
+    labels = {"kube-apiserver": 3.6, "etcd": 0.4, "kwok": 1.0, "operator": 1.0, "bench": 0.2}
+    runs = [_cpu_run(250.0, 10.0, labels), _cpu_run(240.0, 9.8, labels)]
+    runs.append({"nodes": 1000, "ratio": 1.02})  # an old run without the figures
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"benchmark": "scale-1000", "runs": runs}))
+    sizes = _pooled(tmp_path, path, targets=("1000=1.05",))
+    bound = sizes["1000"]["ratio_cpu_bound"]
+    # (250 + 10 + 5) / 250 and (240 + 9.8 + 5) / 240: the operator's and bench's label-phase
+    # CPU is not the label writes' cost.
+    assert bound["each"] == [1.06, 1.062]
+    assert bound["by_mean"] == "missed"
+    assert sizes["1000"]["ratio"]["pairs"] == 3
+    # At 1.05 the floor's 250 s allow 12.5 s beyond it; the label writes take 5 of them.
+    assert sizes["1000"]["operator_cpu_budget_seconds"]["each"] == [7.5, 7.0]
+    assert sizes["1000"]["operator_cpu_budget_seconds"]["target"] is None
+    assert sizes["1000"]["operator_cpu_seconds"]["each"] == [10.0, 9.8]
