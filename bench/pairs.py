@@ -35,21 +35,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import finish, percentile
 
-JUDGED = (
+RECORDED = (
     "ratio",
     "ratio_at_equal_speed",
     "ratio_to_labelled_floor",
     "ratio_to_labelled_floor_at_equal_speed",
     "reference_ratio",
     "reference_ratio_at_equal_speed",
-    "ratio_cpu_bound",
 )
-"""The ratios a target judges, as `scale.py` records them per pair (the labelled ones only
-where a run had that floor): ours, and NVIDIA's operator's where it ran (`--reference`), on
-the same terms, to tell a target the reference itself misses on this machine; and the
-bound the CPU alone puts on ours (`cpu_bound`)."""
-RATIOS = (*JUDGED, "labelled_floor_ratio")
-"""And the labelled floor's own ratio to the floor, reported without a verdict."""
+"""The ratios `scale.py` records per pair (the labelled ones only where a run had that
+floor): ours, and NVIDIA's operator's where it ran (`--reference`), on the same terms, to
+tell a target the reference itself misses on this machine."""
+CPU_BOUND = "ratio_cpu_bound"
+JUDGED = (*RECORDED, CPU_BOUND)
+"""The ratios a target judges: those, and the bound the CPU alone puts on ours
+(`cpu_bound`, computed here)."""
+RATIOS = (*RECORDED, "labelled_floor_ratio")
+"""Read from each pair: those, and the labelled floor's own ratio to the floor, reported
+without a verdict."""
 TO_REFERENCE = ("ratio_to_reference", "ratio_to_reference_at_equal_speed")
 """Ours over NVIDIA's operator in the same repeat, computed here from the two runs."""
 TO_LABELLED = (
@@ -117,9 +120,8 @@ def pooled(files: Sequence[Path], targets: dict[int, float]) -> dict[str, Any]:
             for key in RATIOS:
                 if run.get(key) is not None and key not in skipped:
                     ratios.setdefault(key, []).append(float(run[key]))
-            for key, value in to_reference(run).items():
-                ratios.setdefault(key, []).append(value)
-            for key, value in cpu_bound(run, targets.get(int(run["nodes"]))).items():
+            derived = {**to_reference(run), **cpu_bound(run, targets.get(int(run["nodes"])))}
+            for key, value in derived.items():
                 ratios.setdefault(key, []).append(value)
     return {
         str(nodes): {
@@ -168,7 +170,7 @@ def cpu_bound(run: dict[str, Any], target: float | None) -> dict[str, float]:
     if not floor_cpu or phase is None or own is None:
         return {}
     labels = sum(v for process, v in phase.items() if process not in NOT_LABEL_WORK)
-    out = {"ratio_cpu_bound": round((floor_cpu + own + labels) / floor_cpu, 3)}
+    out = {CPU_BOUND: round((floor_cpu + own + labels) / floor_cpu, 3)}
     if target is not None:
         out[CPU_BUDGET] = round((target - 1) * floor_cpu - labels, 1)
         out[OWN_CPU] = round(float(own), 2)
