@@ -287,6 +287,7 @@ class ClusterPolicyController:
             view,
             label_wait=lambda: self._label_wait.remaining(self.client.list(NODE), policy),
         )
+        naming = await self.operands.name_unready(policy, sync)
         readiness = self.operands.readiness(policy, sync)
         findings = Findings(
             namespace=self.namespace,
@@ -309,8 +310,8 @@ class ClusterPolicyController:
         wait = await self.status.write(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
         self._set_metrics(policy, findings, status.state)
         # Held DaemonSets come with the node events that label their nodes, or at the end of
-        # the wait.
-        waits = [w for w in (wait, sync.hold_seconds) if w]
+        # the wait; a stalled DaemonSet's nodes are named at the end of its stall.
+        waits = [w for w in (wait, sync.hold_seconds, naming) if w]
         return Result(requeue_after=min(waits)) if waits else None
 
     def _parse(self, obj: Object) -> ClusterPolicy | pydantic.ValidationError:

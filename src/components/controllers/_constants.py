@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from components.kinds import CACHED_PODS as CACHED_PODS
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
 from components.kinds import SCHEDULED_PODS as SCHEDULED_PODS

@@ -17,13 +17,10 @@ from collections.abc import Sequence
 
 from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._selection import selects
-from reconciler import Client, Object, name_of, namespace_of, owner_references_of
+from components.controllers._unready_names import daemonset_selector, live_pods_of
+from reconciler import Client, Object, name_of, namespace_of
 
 log = logging.getLogger("components.controllers.clusterpolicy")
-
-
-def _selector(ds: Object) -> dict[str, str]:
-    return dict(((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
 
 
 def _target(node: Object | None, desired: Sequence[Object]) -> Object | None:
@@ -35,23 +32,17 @@ def _target(node: Object | None, desired: Sequence[Object]) -> Object | None:
     return None
 
 
-async def _pods_of(client: Client, ds: Object, uid: str) -> list[Object]:
-    """Every pod of `ds`, from the server: the cache holds only pods bound to a node
-    (`SCHEDULED_PODS`), and one still waiting for its node has no DaemonSet to go to, so
-    the hand-over must not happen (orphaned with its old labels, it would start beside the
-    new DaemonSet's pod once bound). A rename is rare; one LIST of its pods is cheap."""
-    selector = ",".join(f"{k}={v}" for k, v in sorted(_selector(ds).items()))
-    pods = await client.list_live(POD, namespace=namespace_of(ds), label_selector=selector or None)
-    return [p for p in pods if any(ref.get("uid") == uid for ref in owner_references_of(p))]
-
-
 async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) -> bool:
     """Relabel `stale`'s pods for the desired DaemonSets that select their nodes and
     delete `stale` orphaning them; False (nothing done) when it has no pods (the usual
     delete is right) or some pod would have no DaemonSet to go to."""
     uid = str((stale.get("metadata") or {}).get("uid") or "")
     namespace = namespace_of(stale)
-    pods = await _pods_of(client, stale, uid) if uid else []
+    # From the server: the cache holds only pods bound to a node (`SCHEDULED_PODS`), and
+    # one still waiting for its node has no DaemonSet to go to, so the hand-over must not
+    # happen (orphaned with its old labels, it would start beside the new DaemonSet's pod
+    # once bound). A rename is rare; one LIST of its pods is cheap.
+    pods = await live_pods_of(client, stale) if uid else []
     nodes = {name_of(n): n for n in client.list(NODE)}
     if not pods:
         return False
@@ -61,7 +52,7 @@ async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) ->
         target = _target(node, desired)
         if target is None:
             return False
-        moves.append((pod, _selector(target)))
+        moves.append((pod, daemonset_selector(target)))
     for pod, labels in moves:
         await client.patch(POD, name_of(pod), {"metadata": {"labels": labels}}, namespace=namespace)
     await client.delete(

@@ -3,9 +3,10 @@
 The cache holds one informer per kind, so the scope of each kind is decided here, once:
 
 * cluster-wide: ClusterPolicy, NVIDIADriver, Node (trimmed to what the controllers read);
-* cluster-wide Pods bound to a node (`SCHEDULED_PODS`; trimmed likewise): the operand
-  pods readiness is judged from, and the GPU pods a driver upgrade must move off a node
-  (the upgrade controller shares it);
+* cluster-wide Pods bound to a node (`SCHEDULED_PODS`; trimmed likewise), but not the
+  pods of operands judged by their DaemonSet's counts alone (`CACHED_PODS`): the driver's
+  and validator's pods, and the GPU pods a driver upgrade must move off a node (the
+  upgrade controller shares it);
 * the operator's namespace: ControllerRevisions (the DaemonSets' revisions that readiness
   is judged from; trimmed of their data);
 * everything we render, scoped to the operator's namespace when namespaced, and selected
@@ -34,6 +35,7 @@ from components.api import (
     MIG_CONFIG_STATE_LABEL,
 )
 from components.controllers._constants import (
+    CACHED_PODS,
     CLUSTER_POLICY,
     CONTROLLER_REVISION,
     CRD,
@@ -302,6 +304,7 @@ def pods(manager: Manager) -> Informer:
     return manager.informer(
         POD,
         field_selector=SCHEDULED_PODS,
+        label_selector=CACHED_PODS,
         drop=POD_DROP,
         transform=pod_as_read,
         schema=PodAsRead,

@@ -32,8 +32,10 @@ from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover import ReferenceTakeover, with_reference_driver
+from components.controllers._unready_names import UnreadyNames
+from components.kinds import PODS_NOT_CACHED_OF
 from components.operands import ClusterView, Operand, Rendered
-from reconciler import Client, Object, name_of
+from reconciler import Client, Object, name_of, namespace_of
 from reconciler.errors import BadRequest, Forbidden, Invalid
 
 log = logging.getLogger("components.controllers.clusterpolicy")
@@ -86,6 +88,7 @@ class OperandSync:
             (op.name for op in self.operands if op.deploy_label == DRIVER_DEPLOY_LABEL), None
         )
         self.takeover = ReferenceTakeover(client, namespace)
+        self.unready_names = UnreadyNames(client)
 
     async def sync(
         self,
@@ -226,19 +229,35 @@ class OperandSync:
 
     # -- readiness -----------------------------------------------------------------------
 
+    def _daemonsets(self, operand: Operand, policy: ClusterPolicy, sync: Sync) -> list[Object]:
+        if operand.name == self.driver and uses_driver_crd(policy):
+            return self._nvidia_driver_daemonsets()
+        rendered = sync.rendered.get(operand.name)
+        objects = rendered.objects if rendered else []
+        return [o for o in objects if o.get("kind") == DAEMONSET.kind]
+
+    async def name_unready(self, policy: ClusterPolicy, sync: Sync) -> float | None:
+        """Name the nodes of the stalled DaemonSets whose pods are not cached
+        (`UnreadyNames`); the seconds until the next may be named, or None."""
+        cached = []
+        for operand in self.operands:
+            if operand.name in PODS_NOT_CACHED_OF and self.enabled(operand, policy):
+                for obj in self._daemonsets(operand, policy, sync):
+                    ds = self.client.get(DAEMONSET, name_of(obj), namespace_of(obj))
+                    if ds is not None:
+                        cached.append(ds)
+        return await self.unready_names.refresh(cached)
+
     def readiness(self, policy: ClusterPolicy, sync: Sync) -> list[OperandReadiness]:
         out = []
         for operand in self.operands:
             if not self.enabled(operand, policy):
                 out.append(OperandReadiness(operand.name, enabled=False))
                 continue
-            if operand.name == self.driver and uses_driver_crd(policy):
-                daemonsets = self._nvidia_driver_daemonsets()
-            else:
-                rendered = sync.rendered.get(operand.name)
-                objects = rendered.objects if rendered else []
-                daemonsets = [o for o in objects if o.get("kind") == DAEMONSET.kind]
-            readiness = operand_readiness(self.client, self.pods, operand.name, daemonsets)
+            daemonsets = self._daemonsets(operand, policy, sync)
+            readiness = operand_readiness(
+                self.client, self.pods, operand.name, daemonsets, self.unready_names
+            )
             if operand.name == self.driver:
                 readiness = with_reference_driver(readiness, sync.reference_driver_nodes)
             out.append(readiness)

@@ -176,10 +176,12 @@ def daemonset_ready(
 
 def daemonset_pods_ready(
     ds: Mapping[str, Any],
-    pods: DaemonSetPods,
+    pods: DaemonSetPods | None,
     revisions: Sequence[Mapping[str, Any]],
 ) -> tuple[bool, list[str]]:
-    """`daemonset_ready`, from the DaemonSet's pods already counted."""
+    """`daemonset_ready`, from the DaemonSet's pods already counted; `None` when its pods
+    are not watched: then its counts alone judge it (`OnDelete` included, by
+    `updatedNumberScheduled`), and no node is named."""
     meta = ds.get("metadata") or {}
     spec = ds.get("spec") or {}
     status = ds.get("status") or {}
@@ -193,13 +195,13 @@ def daemonset_pods_ready(
         return True, []
 
     strategy = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate")
-    unready = pods.unready_nodes()
+    unready = pods.unready_nodes() if pods is not None else set()
     ready = _int(status.get("numberUnavailable")) == 0
 
     if strategy == "OnDelete":
-        newest = newest_revision_hash(ds, revisions)
-        if newest is None:
-            # No revision to compare with: trust the controller's own count.
+        newest = newest_revision_hash(ds, revisions) if pods is not None else None
+        if pods is None or newest is None:
+            # No pods counted, or no revision to compare with: trust the controller's count.
             ready = ready and _int(status.get("updatedNumberScheduled")) >= desired
         else:
             unready |= pods.stale_nodes(newest)

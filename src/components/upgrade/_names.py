@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from components.api import DEPLOY_LABEL_PREFIX, DRIVER_UPGRADE_STATE_LABEL, UpgradeState
+from components.kinds import CACHED_PODS as CACHED_PODS
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
 from components.kinds import SCHEDULED_PODS as SCHEDULED_PODS

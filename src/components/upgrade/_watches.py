@@ -15,6 +15,7 @@ from typing import Any
 from components.api import KERNEL_LABEL, UpgradeState
 from components.upgrade._model import agent_verdict, gpus_advertised
 from components.upgrade._names import (
+    CACHED_PODS,
     CLUSTER_POLICY,
     CONTROLLER_REVISION,
     DAEMONSET,
@@ -79,6 +80,7 @@ class UpgradeInformers:
             pods=manager.informer(
                 POD,
                 field_selector=SCHEDULED_PODS,
+                label_selector=CACHED_PODS,
                 transform=pod_as_read,
                 indexers={
                     POD_NODE_INDEX: pod_node,

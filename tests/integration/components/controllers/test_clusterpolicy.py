@@ -11,6 +11,7 @@ import pytest
 from components.api import ClusterPolicy
 from components.controllers import HASH_ANNOTATION
 from components.controllers import _clusterpolicy as clusterpolicy_module
+from components.controllers import _unready_names as unready_names_module
 from components.operands import OPERANDS, ClusterView, GPUNode
 from reconciler import GVK, Object, owner_reference
 from tests.integration.components.controllers.conftest import (
@@ -457,9 +458,9 @@ async def test_missing_nfd_labels(cluster: Cluster) -> None:
     assert cluster.metric("gpu_operator_reconciliation_has_nfd_labels") == 0
 
 
-async def plugin_daemonset_wants(cluster: Cluster, nodes: int) -> Object:
+async def plugin_daemonset_wants(cluster: Cluster, nodes: int, ready: int = 0) -> Object:
     """No DaemonSet controller runs here, so the test plays its part: the device plugin's
-    DaemonSet says it wants a pod on `nodes` nodes, none of them ready."""
+    DaemonSet says it wants a pod on `nodes` nodes, `ready` of them ready."""
     ds = (await cluster.daemonsets())["nvidia-device-plugin-daemonset"]
     await cluster.client.patch(
         DAEMONSET,
@@ -469,8 +470,9 @@ async def plugin_daemonset_wants(cluster: Cluster, nodes: int) -> Object:
                 "desiredNumberScheduled": nodes,
                 "currentNumberScheduled": nodes,
                 "numberMisscheduled": 0,
-                "numberReady": 0,
-                "numberUnavailable": nodes,
+                "numberReady": ready,
+                "numberAvailable": ready,
+                "numberUnavailable": nodes - ready,
             }
         },
         namespace=cluster.namespace,
@@ -480,7 +482,8 @@ async def plugin_daemonset_wants(cluster: Cluster, nodes: int) -> Object:
 
 
 async def plugin_pod(cluster: Cluster, ds: Object, node: str) -> str:
-    """A device plugin pod of `ds` on `node`, not ready; its name."""
+    """A device plugin pod of `ds` on `node`, not ready; its name. It carries the
+    template's labels, as the DaemonSet controller's pods do."""
     name = f"nvidia-device-plugin-daemonset-{node}"
     await cluster.client.create(
         {
@@ -489,6 +492,7 @@ async def plugin_pod(cluster: Cluster, ds: Object, node: str) -> str:
             "metadata": {
                 "name": name,
                 "namespace": cluster.namespace,
+                "labels": ds["spec"]["template"]["metadata"]["labels"],
                 "ownerReferences": [
                     {
                         "apiVersion": "apps/v1",
@@ -621,11 +625,15 @@ async def test_progress_alone_is_written_at_most_every_few_seconds(
     at once. The interval is made an hour here, so that 'not yet written' cannot be a slow
     machine's doing."""
     monkeypatch.setattr(clusterpolicy_module, "STATUS_PROGRESS_SECONDS", 3600.0)
+    # The device plugin's pods are not cached: its nodes are named by a LIST once its counts
+    # stand still. At once here, so that the names come with the change of state.
+    monkeypatch.setattr(unready_names_module, "STALL_SECONDS", 0.0)
     nodes = await mixed_cluster(cluster)
     policy = (await cluster.create_policy("policy"))["metadata"]["name"]
     await ready(cluster, policy)
-    ds = await plugin_daemonset_wants(cluster, 3)
+    ds = (await cluster.daemonsets())["nvidia-device-plugin-daemonset"]
     pods = {key: await plugin_pod(cluster, ds, nodes[key]) for key in ("u1", "u2", "r1")}
+    await plugin_daemonset_wants(cluster, 3)
     everywhere = sorted(nodes[key] for key in ("u1", "u2", "r1"))
 
     async def names(expected: list[str]) -> Any:
@@ -638,6 +646,7 @@ async def test_progress_alone_is_written_at_most_every_few_seconds(
     # One pod turns ready: progress alone, held back for the interval. Without the hold,
     # the paced reconcile writes it within `PACE_MAX_SECONDS`.
     await pod_turns_ready(cluster, pods["u1"])
+    await plugin_daemonset_wants(cluster, 3, ready=1)
     for _ in range(int(clusterpolicy_module.PACE_MAX_SECONDS) + 2):
         await asyncio.sleep(1.0)
         assert (await plugin_status(cluster, policy))["notReadyNodes"] == everywhere
@@ -645,6 +654,7 @@ async def test_progress_alone_is_written_at_most_every_few_seconds(
     # With the interval past, the next change carries everything held back.
     monkeypatch.setattr(clusterpolicy_module, "STATUS_PROGRESS_SECONDS", 0.5)
     await pod_turns_ready(cluster, pods["u2"])
+    await plugin_daemonset_wants(cluster, 3, ready=2)
     plugin = await eventually(lambda: names([nodes["r1"]]), "the status to name r1 alone")
     assert (plugin["state"], plugin["nodesDesired"]) == ("notReady", 3)
     assert (await cluster.status(policy))["state"] == "notReady"

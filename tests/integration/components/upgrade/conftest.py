@@ -26,7 +26,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import DriverUpgradePolicySpec, UpgradeState
-from components.kinds import SCHEDULED_PODS
+from components.kinds import CACHED_PODS, SCHEDULED_PODS
 from components.upgrade import (
     IN_PROGRESS,
     STATE_LABEL,
@@ -442,6 +442,7 @@ class Kit:
             self.manager.informer(
                 POD,
                 field_selector=SCHEDULED_PODS,
+                label_selector=CACHED_PODS,
                 drop=(("spec", "volumes"),),
                 transform=pod_as_read,
             )
