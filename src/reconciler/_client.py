@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from reconciler._cache import Cache
@@ -104,14 +104,39 @@ class Client:
     async def list_live(
         self, gvk: GVK, *, namespace: str | None = None, label_selector: str | None = None
     ) -> builtins.list[Object]:
+        return [
+            item
+            async for page in self.list_live_pages(
+                gvk, namespace=namespace, label_selector=label_selector, limit=None
+            )
+            for item in page
+        ]
+
+    async def list_live_pages(
+        self,
+        gvk: GVK,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        limit: int | None = 500,
+    ) -> AsyncIterator[builtins.list[Object]]:
+        """The objects, `limit` at a time (the API server's `continue` chunks): a reader
+        that keeps a little of each holds one page at once, not the whole list."""
         res = await self.mapper.resource_for(gvk)
-        params: dict[str, str] = {"labelSelector": label_selector} if label_selector else {}
-        doc = await self.request("GET", res.path(namespace), params=params)
-        items: builtins.list[Object] = doc.get("items") or []
-        for item in items:
-            item.setdefault("apiVersion", gvk.api_version)
-            item.setdefault("kind", gvk.kind)
-        return items
+        params: dict[str, str | int] = {"labelSelector": label_selector} if label_selector else {}
+        if limit is not None:
+            params["limit"] = limit
+        while True:
+            doc = await self.request("GET", res.path(namespace), params=params)
+            items: builtins.list[Object] = doc.get("items") or []
+            for item in items:
+                item.setdefault("apiVersion", gvk.api_version)
+                item.setdefault("kind", gvk.kind)
+            yield items
+            token = (doc.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            params = {**params, "continue": token}
 
     # -- writes --------------------------------------------------------------------------
 

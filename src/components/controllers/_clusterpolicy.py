@@ -287,8 +287,9 @@ class ClusterPolicyController:
             view,
             label_wait=lambda: self._label_wait.remaining(self.client.list(NODE), policy),
         )
-        naming = await self.operands.name_unready(policy, sync)
-        readiness = self.operands.readiness(policy, sync)
+        readiness, naming = await self.operands.name_unready(
+            policy, sync, self.operands.readiness(policy, sync)
+        )
         findings = Findings(
             namespace=self.namespace,
             generation=generation_of(obj),

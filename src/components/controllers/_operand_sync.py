@@ -236,17 +236,38 @@ class OperandSync:
         objects = rendered.objects if rendered else []
         return [o for o in objects if o.get("kind") == DAEMONSET.kind]
 
-    async def name_unready(self, policy: ClusterPolicy, sync: Sync) -> float | None:
-        """Name the nodes of the stalled DaemonSets whose pods are not cached
-        (`UnreadyNames`); the seconds until the next may be named, or None."""
-        cached = []
-        for operand in self.operands:
-            if operand.name in PODS_NOT_CACHED_OF and self.enabled(operand, policy):
-                for obj in self._daemonsets(operand, policy, sync):
-                    ds = self.client.get(DAEMONSET, name_of(obj), namespace_of(obj))
-                    if ds is not None:
-                        cached.append(ds)
-        return await self.unready_names.refresh(cached)
+    async def name_unready(
+        self, policy: ClusterPolicy, sync: Sync, readiness: list[OperandReadiness]
+    ) -> tuple[list[OperandReadiness], float | None]:
+        """`readiness` with the nodes named where an operand whose pods are not cached is
+        not ready and its DaemonSets' counts have stood still (`UnreadyNames`), and the
+        seconds until the next may be named (None: none waits).
+
+        None is named while the driver is not ready: the other operands wait for it on
+        the nodes it names, and their counts stand still for that, not for a fault."""
+        if any(r.name == self.driver and r.enabled and not r.ready for r in readiness):
+            await self.unready_names.refresh(())
+            return readiness, None
+        operands = {op.name: op for op in self.operands}
+        stalled: dict[str, list[Object]] = {}
+        for found in readiness:
+            if found.name not in PODS_NOT_CACHED_OF or not found.enabled or found.ready:
+                continue
+            cached = (
+                self.client.get(DAEMONSET, name_of(obj), namespace_of(obj))
+                for obj in self._daemonsets(operands[found.name], policy, sync)
+            )
+            stalled[found.name] = [ds for ds in cached if ds is not None]
+        wait = await self.unready_names.refresh(ds for group in stalled.values() for ds in group)
+        out = []
+        for found in readiness:
+            named = {
+                node for ds in stalled.get(found.name, ()) for node in self.unready_names.names(ds)
+            }
+            if named - set(found.not_ready_nodes):
+                found = replace(found, not_ready_nodes=sorted(named | set(found.not_ready_nodes)))
+            out.append(found)
+        return out, wait
 
     def readiness(self, policy: ClusterPolicy, sync: Sync) -> list[OperandReadiness]:
         out = []
@@ -255,9 +276,7 @@ class OperandSync:
                 out.append(OperandReadiness(operand.name, enabled=False))
                 continue
             daemonsets = self._daemonsets(operand, policy, sync)
-            readiness = operand_readiness(
-                self.client, self.pods, operand.name, daemonsets, self.unready_names
-            )
+            readiness = operand_readiness(self.client, self.pods, operand.name, daemonsets)
             if operand.name == self.driver:
                 readiness = with_reference_driver(readiness, sync.reference_driver_nodes)
             out.append(readiness)

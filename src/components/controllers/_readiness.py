@@ -19,7 +19,6 @@ from components.api import daemon_pod_runs_on, template_pod_spec
 from components.controllers._constants import CONTROLLER_REVISION, DAEMONSET, NODE
 from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._status import OperandReadiness
-from components.controllers._unready_names import UnreadyNames
 from components.kinds import PODS_NOT_CACHED_OF
 from components.operands.readiness import daemonset_pods_ready
 from reconciler import OWNER_INDEX, Client, Object, generation_of, labels_of, name_of, namespace_of
@@ -30,12 +29,11 @@ def operand_readiness(
     pods: DaemonSetPodTally,
     name: str,
     daemonsets: Iterable[Object],
-    names: UnreadyNames | None = None,
 ) -> OperandReadiness:
     """Ready when every one of `daemonsets` (as rendered, or as cached) is: by the rules of
     `daemonset_ready`, judged on the cached copies; one not cached yet is not ready. An
     operand whose pods are not cached is judged by its DaemonSets' counts, and its nodes
-    named by `names`."""
+    named by `UnreadyNames`."""
     counted = name not in PODS_NOT_CACHED_OF
     ready = True
     desired = available = 0
@@ -51,8 +49,6 @@ def operand_readiness(
         namespace = namespace_of(ds)
         revisions = client.list(CONTROLLER_REVISION, namespace=namespace, index=(OWNER_INDEX, uid))
         ok, not_ready = daemonset_pods_ready(ds, pods.pods_of(uid) if counted else None, revisions)
-        if not counted and not ok and names is not None:
-            not_ready = names.names(ds)
         uncounted = nodes_to_serve(ds, client.list(NODE)) if ok and _counts_no_node(ds) else []
         ready = ready and ok and not uncounted
         nodes.update(not_ready, uncounted)

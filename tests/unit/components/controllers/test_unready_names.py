@@ -3,6 +3,7 @@ DaemonSet's counts stand still, and the names stand until the counts change."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -63,11 +64,17 @@ class Server:
         self.pods: list[Object] = []
         self.lists: list[str | None] = []
 
-    async def list_live(
-        self, gvk: GVK, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[Object]:
+    async def list_live_pages(
+        self,
+        gvk: GVK,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        limit: int | None = 500,
+    ) -> AsyncIterator[list[Object]]:
         self.lists.append(label_selector)
-        return list(self.pods)
+        for start in range(0, len(self.pods), 2):  # two a page: the pages are put together
+            yield self.pods[start : start + 2]
 
     def list(self, gvk: GVK, **_: Any) -> list[Object]:
         return []  # no ControllerRevisions: a RollingUpdate DaemonSet needs none
