@@ -660,6 +660,80 @@ async def test_progress_alone_is_written_at_most_every_few_seconds(
     assert (await cluster.status(policy))["state"] == "notReady"
 
 
+async def test_an_operand_waiting_for_the_driver_is_named_once_the_driver_is_ready(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device plugin's pods are not cached: its nodes are named by a LIST of them when
+    its counts stand still. While the driver is not ready that is no fault of the plugin's
+    (its pods wait for the driver, which names the node itself), so nothing is listed: at
+    1,000 nodes a rollout listed the pods of every operand again and again while its drivers
+    came up. Stalls are named at once here, so that only the driver's readiness holds it."""
+    monkeypatch.setattr(unready_names_module, "STALL_SECONDS", 0.0)
+    node = await cluster.add_node("gpu-u1", kernel=UBUNTU_KERNELS[0])
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    daemonsets = await cluster.daemonsets()
+    (driver,) = (ds for name, ds in daemonsets.items() if name.startswith("nvidia-driver"))
+
+    async def driver_counts(ready: int) -> None:
+        await cluster.client.patch(
+            DAEMONSET,
+            driver["metadata"]["name"],
+            {
+                "status": {
+                    "observedGeneration": driver["metadata"]["generation"],
+                    "desiredNumberScheduled": 1,
+                    "currentNumberScheduled": 1,
+                    "updatedNumberScheduled": 1,
+                    "numberMisscheduled": 0,
+                    "numberReady": ready,
+                    "numberAvailable": ready,
+                    "numberUnavailable": 1 - ready,
+                }
+            },
+            namespace=cluster.namespace,
+            subresource="status",
+        )
+
+    def pod_lists() -> float:
+        """GETs of pods: a LIST is a GET of the collection."""
+        return (
+            cluster.metric("rest_client_requests_by_resource_total", method="GET", resource="pods")
+            or 0.0
+        )
+
+    listed = pod_lists()  # the informers' own LISTs at start
+    await driver_counts(0)
+    plugin = daemonsets["nvidia-device-plugin-daemonset"]
+    await plugin_pod(cluster, plugin, node)
+    await plugin_daemonset_wants(cluster, 1)
+
+    async def both_not_ready() -> Any:
+        status = await cluster.status(policy)
+        states = {c["name"]: c for c in status.get("components") or []}
+        waiting = (states["state-driver"]["state"], states["state-device-plugin"]["state"])
+        return states if waiting == ("notReady", "notReady") else None
+
+    states = await eventually(both_not_ready, "the driver and the device plugin not ready")
+    # Time for the paced reconciles that would have listed the pods.
+    await asyncio.sleep(clusterpolicy_module.PACE_MAX_SECONDS + 1)
+    assert states["state-device-plugin"]["notReadyNodes"] == []
+    assert (await plugin_status(cluster, policy))["notReadyNodes"] == []
+    assert pod_lists() == listed
+
+    await driver_counts(1)
+    named = await eventually(
+        lambda: _named(cluster, policy, [node]), "the device plugin's node named"
+    )
+    assert named["state"] == "notReady"
+    assert pod_lists() > listed
+
+
+async def _named(cluster: Cluster, policy: str, nodes: list[str]) -> dict[str, Any] | None:
+    plugin = await plugin_status(cluster, policy)
+    return plugin if plugin["notReadyNodes"] == nodes else None
+
+
 @pytest.fixture
 def reconciles_an_hour_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     """The policy's reconciles paced an hour apart (set before the operator is built), so
