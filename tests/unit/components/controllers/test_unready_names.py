@@ -65,12 +65,7 @@ class Server:
         self.lists: list[str | None] = []
 
     async def list_live_pages(
-        self,
-        gvk: GVK,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        limit: int | None = 500,
+        self, gvk: GVK, *, label_selector: str | None = None, **_: Any
     ) -> AsyncIterator[list[Object]]:
         self.lists.append(label_selector)
         for start in range(0, len(self.pods), 2):  # two a page: the pages are put together
