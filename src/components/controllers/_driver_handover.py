@@ -16,8 +16,8 @@ import logging
 from collections.abc import Sequence
 
 from components.controllers._constants import DAEMONSET, NODE, POD
+from components.controllers._daemonset_pods import daemonset_selector, live_pods_of
 from components.controllers._selection import selects
-from components.controllers._unready_names import daemonset_selector, live_pods_of
 from reconciler import Client, Object, name_of, namespace_of
 
 log = logging.getLogger("components.controllers.clusterpolicy")

@@ -25,10 +25,7 @@ from reconciler import OWNER_INDEX, Client, Object, generation_of, labels_of, na
 
 
 def operand_readiness(
-    client: Client,
-    pods: DaemonSetPodTally,
-    name: str,
-    daemonsets: Iterable[Object],
+    client: Client, pods: DaemonSetPodTally, name: str, daemonsets: Iterable[Object]
 ) -> OperandReadiness:
     """Ready when every one of `daemonsets` (as rendered, or as cached) is: by the rules of
     `daemonset_ready`, judged on the cached copies; one not cached yet is not ready. An

@@ -16,17 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from components.controllers._constants import CONTROLLER_REVISION, POD
-from components.operands.readiness import DaemonSetPods, PodFacts, daemonset_pods_ready
-from reconciler import (
-    OWNER_INDEX,
-    Client,
-    Object,
-    generation_of,
-    name_of,
-    namespace_of,
-    owner_references_of,
-)
+from components.controllers._constants import CONTROLLER_REVISION
+from components.controllers._daemonset_pods import daemonset_uid, live_pod_facts
+from components.operands.readiness import daemonset_pods_ready
+from reconciler import OWNER_INDEX, Client, Object, generation_of, name_of, namespace_of
 
 log = logging.getLogger("components.controllers.clusterpolicy")
 
@@ -45,48 +38,9 @@ _COUNTS: Final = (
 )
 
 
-def _uid(ds: Object) -> str:
-    return str((ds.get("metadata") or {}).get("uid") or "")
-
-
 def _counts(ds: Object) -> tuple[Any, ...]:
     status = ds.get("status") or {}
     return (generation_of(ds), *(status.get(key) for key in _COUNTS))
-
-
-def daemonset_selector(ds: Object) -> dict[str, str]:
-    return dict(((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
-
-
-def _selector_text(ds: Object) -> str | None:
-    return ",".join(f"{k}={v}" for k, v in sorted(daemonset_selector(ds).items())) or None
-
-
-def _controlled_by(pod: Object, uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in owner_references_of(pod))
-
-
-async def live_pods_of(client: Client, ds: Object) -> list[Object]:
-    """Every pod `ds` controls, from the server (by its selector, then its uid)."""
-    uid = _uid(ds)
-    pods = await client.list_live(
-        POD, namespace=namespace_of(ds), label_selector=_selector_text(ds)
-    )
-    return [p for p in pods if _controlled_by(p, uid)]
-
-
-async def _live_pod_facts(client: Client, ds: Object) -> DaemonSetPods:
-    """What readiness reads of every pod `ds` controls, listed a page at a time: at 5,000
-    nodes the pods whole would be 40 MB of JSON held at once."""
-    uid, out = _uid(ds), DaemonSetPods()
-    pages = client.list_live_pages(
-        POD, namespace=namespace_of(ds), label_selector=_selector_text(ds)
-    )
-    async for page in pages:
-        for pod in page:
-            if _controlled_by(pod, uid):
-                out.add(PodFacts.of(pod))
-    return out
 
 
 @dataclass(slots=True)
@@ -106,7 +60,7 @@ class UnreadyNames:
 
     def names(self, ds: Object) -> list[str]:
         """The nodes named for the cached `ds`'s current counts (none until listed)."""
-        stall = self._stalls.get(_uid(ds))
+        stall = self._stalls.get(daemonset_uid(ds))
         if stall is None or stall.names is None or stall.counts != _counts(ds):
             return []
         return stall.names
@@ -123,7 +77,7 @@ class UnreadyNames:
             status = ds.get("status") or {}
             if ready or int(status.get("observedGeneration") or 0) < generation_of(ds):
                 continue  # nothing to name, or counts of an older spec
-            uid, counts = _uid(ds), _counts(ds)
+            uid, counts = daemonset_uid(ds), _counts(ds)
             stall = self._stalls.get(uid)
             if stall is None or stall.counts != counts:
                 stall = _Stall(counts, now)
@@ -134,7 +88,7 @@ class UnreadyNames:
             if left > 0:
                 waits.append(left)
                 continue
-            pods = await _live_pod_facts(self.client, ds)
+            pods = await live_pod_facts(self.client, ds)
             revisions = self.client.list(
                 CONTROLLER_REVISION, namespace=namespace_of(ds), index=(OWNER_INDEX, uid)
             )
