@@ -199,13 +199,12 @@ def daemonset_pods_ready(
     ready = _int(status.get("numberUnavailable")) == 0
 
     if strategy == "OnDelete":
-        newest = newest_revision_hash(ds, revisions) if pods is not None else None
-        if pods is None or newest is None:
-            # No pods counted, or no revision to compare with: trust the controller's count.
-            ready = ready and _int(status.get("updatedNumberScheduled")) >= desired
-        else:
+        if pods is not None and (newest := newest_revision_hash(ds, revisions)) is not None:
             unready |= pods.stale_nodes(newest)
             ready = ready and pods.nodes_running(newest, excluding=unready) >= desired
+        else:
+            # No pods counted, or no revision to compare with: trust the controller's count.
+            ready = ready and _int(status.get("updatedNumberScheduled")) >= desired
     else:
         observed = _int(status.get("observedGeneration"))
         ready = (
