@@ -165,3 +165,43 @@ def test_the_trimmer_walks_only_the_paths_a_schema_lets_through() -> None:
     trimmer = Trimmer([("status", "conditions", "*", "status"), ("spec",)], schema=_Pod)
     pod = ObjectDecoder(schema=_Pod).object(json.dumps(POD).encode())
     assert trimmer(pod)["status"]["conditions"] == [{"type": "Ready"}]
+
+
+def _as_sent(kind: str, obj: Any) -> bytes:
+    """A watch event as the API server writes it: compact, `type` first."""
+    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=st.dictionaries(KEYS, values, max_size=5), drop=paths)
+def test_an_event_as_the_server_sends_it_decodes_as_its_object_alone(
+    obj: dict[str, Any], drop: list[list[str]]
+) -> None:
+    decoder = ObjectDecoder(drop)
+    line = _as_sent("MODIFIED", obj)
+    assert decoder.event(line) == ("MODIFIED", decoder.object(json.dumps(obj).encode()))
+
+
+def test_a_schema_decodes_an_event_as_sent_as_its_object_alone() -> None:
+    decoder = ObjectDecoder(schema=_Pod)
+    for kind in ("ADDED", "MODIFIED", "DELETED"):
+        assert decoder.event(_as_sent(kind, POD)) == (kind, decoder.object(json.dumps(POD)))
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"kind": "Status", "code": 410, "message": "too old resource version"},
+        {"kind": "Status", "status": "Failure", "code": 410, "reason": "Expired"},
+    ],
+    ids=["fits-the-schema", "does-not"],
+)
+def test_an_error_event_as_sent_survives_whole(status: dict[str, Any]) -> None:
+    for decoder in (ObjectDecoder(schema=_Pod), ObjectDecoder([("status",)])):
+        assert decoder.event(_as_sent("ERROR", status)) == ("ERROR", status)
+
+
+def test_an_event_whose_object_is_not_an_object_is_refused() -> None:
+    for decoder in (ObjectDecoder(schema=_Pod), ObjectDecoder([("status",)]), ObjectDecoder()):
+        with pytest.raises(ValueError, match=r"(?i)expected .*object"):
+            decoder.event(b'{"type":"ADDED","object":[1]}')
