@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconciler._cache import Cache
@@ -27,6 +27,7 @@ from reconciler._exceptions import (
     TooManyRequests,
 )
 from reconciler._kinds import POD
+from reconciler._live_reads import LiveReads
 from reconciler._objects import (
     GVK,
     Object,
@@ -52,7 +53,10 @@ from reconciler._written import WrittenCopies
 log = logging.getLogger("reconciler.client")
 
 
-class Client:
+class Client(LiveReads):
+    """Reads from the cache (and, for the rare fresh read, `LiveReads` from the server);
+    writes to the API server."""
+
     def __init__(
         self,
         transport: Transport,
@@ -94,49 +98,6 @@ class Client:
         index: tuple[str, str] | None = None,
     ) -> builtins.list[Object]:
         return self.cache.list(gvk, namespace=namespace, labels=labels, index=index)
-
-    # -- reads from the server, for the rare read that must be fresh ---------------------
-
-    async def get_live(self, gvk: GVK, name: str, namespace: str = "") -> Object:
-        res = await self.mapper.resource_for(gvk)
-        return await self.request("GET", res.path(namespace, name))
-
-    async def list_live(
-        self, gvk: GVK, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> builtins.list[Object]:
-        return [
-            item
-            async for page in self.list_live_pages(
-                gvk, namespace=namespace, label_selector=label_selector, limit=None
-            )
-            for item in page
-        ]
-
-    async def list_live_pages(
-        self,
-        gvk: GVK,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        limit: int | None = 500,
-    ) -> AsyncIterator[builtins.list[Object]]:
-        """The objects, `limit` at a time (the API server's `continue` chunks): a reader
-        that keeps a little of each holds one page at once, not the whole list."""
-        res = await self.mapper.resource_for(gvk)
-        params: dict[str, str | int] = {"labelSelector": label_selector} if label_selector else {}
-        if limit is not None:
-            params["limit"] = limit
-        while True:
-            doc = await self.request("GET", res.path(namespace), params=params)
-            items: builtins.list[Object] = doc.get("items") or []
-            for item in items:
-                item.setdefault("apiVersion", gvk.api_version)
-                item.setdefault("kind", gvk.kind)
-            yield items
-            token = (doc.get("metadata") or {}).get("continue")
-            if not token:
-                return
-            params = {**params, "continue": token}
 
     # -- writes --------------------------------------------------------------------------
 
