@@ -122,6 +122,7 @@ class ClusterReader:
         self.namespace = namespace
         self.views = Views()
         self._policies: dict[tuple[str, str, str], tuple[DriverUpgradePolicySpec, bool]] = {}
+        self._cluster_policy_pool: tuple[tuple[str, str], Pool | None] | None = None
 
     def driver_pods(self) -> list[Object]:
         return self.cache.list(POD, index=(DRIVER_POD_INDEX, "driver"))
@@ -177,6 +178,16 @@ class ClusterReader:
         cp = active_cluster_policy(self.cache.list(CLUSTER_POLICY))
         if cp is None:
             return None
+        # Every node reconcile asks: the pool is built once per version of the policy.
+        meta = cp["metadata"]
+        version = (str(meta.get("uid") or name_of(cp)), str(meta.get("resourceVersion") or ""))
+        if self._cluster_policy_pool is not None and self._cluster_policy_pool[0] == version:
+            return self._cluster_policy_pool[1]
+        pool = self._build_cluster_policy_pool(cp)
+        self._cluster_policy_pool = (version, pool) if version[1] else None
+        return pool
+
+    def _build_cluster_policy_pool(self, cp: Object) -> Pool | None:
         spec = cp.get("spec") or {}
         driver = spec.get("driver") or {}
         if driver.get("useNvidiaDriverCRD") is True:

@@ -96,3 +96,20 @@ def test_the_pod_transform_keeps_the_containers_that_ask_for_a_gpu(gpu: bool) ->
         assert after["spec"]["containers"] == [{"name": "cuda", "resources": {"limits": limits}}]
     else:
         assert "containers" not in after["spec"]
+
+
+def test_the_pool_follows_each_version_of_the_policy() -> None:
+    """Built once per version (every node reconcile asks), rebuilt when the policy changes."""
+    cp = policy("p", "2026-01-01T00:00:00Z")
+    cp["metadata"]["resourceVersion"] = "1"
+    policies = ListedPolicies(cp)
+    reader = ClusterReader(policies, "gpu-operator")  # type: ignore[arg-type]
+    first = reader.cluster_policy_pool()
+    assert first is not None and first.enabled
+    assert reader.cluster_policy_pool() is first
+    off = copy.deepcopy(cp)
+    off["metadata"].update(resourceVersion="2", generation=2)
+    off["spec"]["driver"]["upgradePolicy"]["autoUpgrade"] = False
+    policies.objects = [off]
+    second = reader.cluster_policy_pool()
+    assert second is not None and not second.enabled and second.obj is off
