@@ -95,14 +95,15 @@ class ObjectDecoder:
     `schema` (a TypedDict, whose nested TypedDicts say what to keep of each level) is the
     fast way for a kind that comes in floods: msgspec skips every other field in C, where
     splitting around the dropped paths costs Python calls per member. A pod event so costs
-    a third of its decode and trim (bench/decode_pods.py)."""
+    a third of its decode and trim (bench/decode_events.py)."""
 
     def __init__(self, drop: Iterable[Sequence[str]] = (), schema: Any = None) -> None:
         self.plan = build_plan(drop) if schema is None else {}
         self._typed = msgspec.json.Decoder(schema) if schema is not None else None
         # A watch event's object decoded in the same pass as its envelope: scanning the
-        # envelope first, then its object again, cost a pod event 12 us where one pass
-        # costs 7 (bench/decode_pods.py's pods).
+        # envelope first, then its object again, made a pod event's decode and trim cost
+        # 16 us where one pass costs 12, a node's 31 us where it costs 21
+        # (bench/decode_events.py).
         self._split = schema is None and bool(self.plan)
         """The object's members come raw, for the plan to decode or skip one by one."""
         member: Any = dict[str, msgspec.Raw] if self._split else (schema or dict[str, Any])

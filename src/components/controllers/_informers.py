@@ -205,8 +205,8 @@ reading another field of a cached pod must take it off this list, and add it to
 REVISION_DROP = (("data",),)
 
 
-class _PodMeta(TypedDict, total=False):
-    """ObjectMeta whole but `managedFields` (half of a pod's bytes)."""
+class _ObjectMeta(TypedDict, total=False):
+    """ObjectMeta whole but `managedFields` (half of a pod's bytes), for pods and nodes."""
 
     name: Any
     generateName: Any
@@ -257,15 +257,53 @@ class PodAsRead(TypedDict, total=False):
     """A pod as the cache keeps it, decoded so (`reconciler.ObjectDecoder`'s schema): the
     fields `POD_DROP` leaves that a controller reads, and nothing else. msgspec skips the
     rest in C; a pod event's decode and trim cost 83 us so against 28 us this way (70 real
-    operand pods, bench/decode_pods.py), and 35,000 pod events reach the operator in a
+    operand pods, bench/decode_events.py), and 35,000 pod events reach the operator in a
     1,000-node rollout. A controller that starts reading another field of a cached pod
     must add it here as well as take it off `POD_DROP`."""
 
     apiVersion: Any
     kind: Any
-    metadata: _PodMeta
+    metadata: _ObjectMeta
     spec: _PodSpec
     status: _PodStatus
+
+
+class _NodeSpec(TypedDict, total=False):
+    unschedulable: Any
+    taints: Any
+
+
+class _NodeCondition(TypedDict, total=False):
+    type: Any
+    status: Any
+    reason: Any
+    message: Any
+    lastTransitionTime: Any
+
+
+class _NodeInfo(TypedDict, total=False):
+    containerRuntimeVersion: Any
+
+
+class _NodeStatus(TypedDict, total=False):
+    allocatable: Any
+    conditions: list[_NodeCondition] | None
+    nodeInfo: _NodeInfo
+
+
+class NodeAsRead(TypedDict, total=False):
+    """A node as the cache keeps it, decoded so (`reconciler.ObjectDecoder`'s schema): what
+    `NODE_DROP` says is kept, and nothing else. msgspec skips the rest in C: a node event's
+    decode and trim cost 43 us by the drop list and 21 us this way (a kubelet's GPU node of
+    24 KB, bench/decode_events.py), and every node changes about four times in a rollout.
+    A controller that starts reading another field of a cached node must add it here as
+    well as take it off `NODE_DROP`."""
+
+    apiVersion: Any
+    kind: Any
+    metadata: _ObjectMeta
+    spec: _NodeSpec
+    status: _NodeStatus
 
 
 def cluster_policies(manager: Manager) -> Informer:
@@ -296,6 +334,7 @@ def nodes(manager: Manager) -> Informer:
     return manager.informer(
         NODE,
         drop=NODE_DROP,
+        schema=NodeAsRead,
         indexers={GPU_NODE_INDEX: _gpu_node, TAKEOVER_NODE_INDEX: _taken_over},
     )
 
@@ -321,7 +360,9 @@ def pods_by_node(manager: Manager) -> Informer:
 def mig_nodes(manager: Manager) -> Informer:
     """Nodes, indexed by their MIG manager's state (the MIG-change clearing asks which
     nodes wait)."""
-    return manager.informer(NODE, drop=NODE_DROP, index_labels=(MIG_CONFIG_STATE_LABEL,))
+    return manager.informer(
+        NODE, drop=NODE_DROP, schema=NodeAsRead, index_labels=(MIG_CONFIG_STATE_LABEL,)
+    )
 
 
 def pdbs(manager: Manager) -> Informer:
