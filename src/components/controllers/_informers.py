@@ -256,10 +256,10 @@ class _PodStatus(TypedDict, total=False):
 class PodAsRead(TypedDict, total=False):
     """A pod as the cache keeps it, decoded so (`reconciler.ObjectDecoder`'s schema): the
     fields `POD_DROP` leaves that a controller reads, and nothing else. msgspec skips the
-    rest in C; a pod event's decode and trim cost 83 us so against 28 us this way (70 real
-    operand pods, bench/decode_events.py), and 35,000 pod events reach the operator in a
-    1,000-node rollout. A controller that starts reading another field of a cached pod
-    must add it here as well as take it off `POD_DROP`."""
+    rest in C; a pod event's decode and trim cost 42 us so against 12 us this way (the
+    full sample policy's operand pods, bench/decode_events.py). A controller that starts
+    reading another field of a cached pod must add it here as well as take it off
+    `POD_DROP`."""
 
     apiVersion: Any
     kind: Any
