@@ -31,8 +31,8 @@ import yaml
 from _common import finish
 from _nodes import NODE_DROP, gpu_node
 from components.api import ClusterPolicy
-from components.controllers._informers import NODE_DROP as OPERATOR_NODE_DROP
-from components.controllers._informers import POD_DROP
+from components.controllers._cached_shapes import NODE_DROP as OPERATOR_NODE_DROP
+from components.controllers._cached_shapes import POD_DROP
 from components.operands import OPERANDS, ClusterView, GPUNode
 from components.upgrade import pod_as_read
 from reconciler import by_label, by_owner_uid

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import finish
 from _nodes import gpu_node
 from cache_memory import daemonset_pod, operand_templates
-from components.controllers._informers import NODE_DROP, POD_DROP, NodeAsRead, PodAsRead
+from components.controllers._cached_shapes import NODE_DROP, POD_DROP, NodeAsRead, PodAsRead
 from components.upgrade import pod_as_read
 from reconciler import Object
 from reconciler._decode import _EVENT, ObjectDecoder

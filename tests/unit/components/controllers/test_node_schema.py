@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.controllers._informers import NODE_DROP, NodeAsRead
+from components.controllers._cached_shapes import NODE_DROP, NodeAsRead
 from components.operands import GPUNode
 from components.upgrade import node_view
 from reconciler._decode import ObjectDecoder

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.controllers._informers import POD_DROP, PodAsRead
+from components.controllers._cached_shapes import POD_DROP, PodAsRead
 from components.upgrade import pod_as_read, pod_view
 from reconciler._decode import ObjectDecoder
 from reconciler.lowlevel import Trimmer
