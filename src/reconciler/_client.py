@@ -13,12 +13,14 @@ tenacity; everything else surfaces as a typed exception carrying the server's me
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import msgspec
+
 from reconciler._cache import Cache
+from reconciler._decode import decode, decode_identity, encode
 from reconciler._exceptions import (
     ApiUnreachable,
     LeaderElectionLost,
@@ -51,6 +53,8 @@ from reconciler._transport import APPLY_PATCH, JSON, JSON_PATCH, MERGE_PATCH, Pa
 from reconciler._written import WrittenCopies
 
 log = logging.getLogger("reconciler.client")
+_SORTED = msgspec.json.Encoder(order="sorted")
+"""For the patch a log line shows: keys sorted, so equal patches read the same."""
 
 
 class Client(LiveReads):
@@ -226,20 +230,24 @@ class Client(LiveReads):
         subresource: str | None = None,
         json_patch: bool = False,
         quiet: bool = False,
+        whole_answer: bool = True,
     ) -> Object:
         """A JSON merge patch (labels, annotations, `spec.unschedulable`), or an RFC 6902
         JSON patch with `json_patch=True` (a list of operations, e.g. with a `test`).
 
         `quiet`: the caller logs the change itself, in its own words; ours goes to DEBUG so
-        the change still makes one INFO line, not two."""
+        the change still makes one INFO line, not two. `whole_answer=False`: the object
+        returned holds only its kind and identity (name, namespace, uid, resourceVersion,
+        generation), for a caller that does not read the rest: decoding a node's whole
+        answer cost a tenth of each node label write (1,000 in a 1,000-node rollout)."""
         res = await self.mapper.resource_for(gvk)
-        body = json.dumps(patch, separators=(",", ":")).encode()
         out = await self.request(
             "PATCH",
             res.path(namespace, name, subresource),
             params={"fieldManager": self.field_manager},
-            body=body,
+            body=encode(patch),
             content_type=JSON_PATCH if json_patch else MERGE_PATCH,
+            decoder=decode if whole_answer else decode_identity,
         )
         log.log(
             logging.DEBUG if quiet else logging.INFO,
@@ -326,6 +334,7 @@ class Client(LiveReads):
         body: Object | bytes | None = None,
         content_type: str = JSON,
         retry_on: Iterable[type[Exception]] = TRANSIENT,
+        decoder: Callable[[bytes], Any] = decode,
     ) -> Object:
         """A raw request with the transient-error retries and none of the logging."""
 
@@ -338,6 +347,7 @@ class Client(LiveReads):
                 body=body,
                 content_type=content_type,
                 before_send=check,
+                decoder=decoder,
             ),
             attempts=self.attempts,
             retry_on=retry_on,
@@ -371,5 +381,5 @@ def _ref(obj: Mapping[str, Any]) -> str:
 
 
 def _summary(patch: Object | list[Object]) -> str:
-    text = json.dumps(patch, separators=(",", ":"), sort_keys=True)
+    text = _SORTED.encode(patch).decode()
     return text if len(text) <= 200 else text[:197] + "..."

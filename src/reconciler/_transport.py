@@ -142,12 +142,14 @@ class Transport:
         content_type: str = JSON,
         request_timeout: float | None = None,
         before_send: BeforeSend | None = None,
+        decoder: Callable[[bytes], Any] = decode,
     ) -> Object:
         """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`.
 
         `before_send` is called once the request has a connection, right before its bytes
         go out (and once before that); an exception from it cancels the request. A check
-        made earlier could be stale by then: a connection may take a while to open."""
+        made earlier could be stale by then: a connection may take a while to open.
+        `decoder` reads a successful answer (errors are always read whole)."""
         _, doc = await self.request_with_status(
             method,
             path,
@@ -156,6 +158,7 @@ class Transport:
             content_type=content_type,
             request_timeout=request_timeout,
             before_send=before_send,
+            decoder=decoder,
         )
         return doc
 
@@ -169,6 +172,7 @@ class Transport:
         content_type: str = JSON,
         request_timeout: float | None = None,
         before_send: BeforeSend | None = None,
+        decoder: Callable[[bytes], Any] = decode,
     ) -> tuple[int, Object]:
         """Like `request`, with the success status: 201 tells a create from an update."""
         status, raw = await self._send(
@@ -176,7 +180,7 @@ class Transport:
         )
         if not raw:
             return status, {}
-        doc = decode(raw)
+        doc = decoder(raw)
         return status, doc if isinstance(doc, dict) else {"items": doc}
 
     async def request_bytes(

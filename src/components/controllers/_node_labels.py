@@ -108,5 +108,5 @@ class NodeLabelController:
             meta["labels"] = patch
         if notes:
             meta["annotations"] = notes
-        await self.client.patch(NODE, request.name, {"metadata": meta})
+        await self.client.patch(NODE, request.name, {"metadata": meta}, whole_answer=False)
         return None

@@ -155,6 +155,34 @@ async def test_merge_patch_labels_and_delete_with_propagation(kit: Kit, namespac
     await kit.client.delete(CONFIGMAP, "cm", namespace=namespace, missing_ok=True)
 
 
+async def test_patch_without_its_whole_answer_returns_the_written_identity(
+    kit: Kit, namespace: str
+) -> None:
+    """A caller that does not read the answer gets what names the write (the version it
+    made), not the object: a node label write so decodes a tenth of a node."""
+    await kit.client.apply(configmap("identity", namespace, a="1"))
+    out = await kit.client.patch(
+        CONFIGMAP,
+        "identity",
+        {"metadata": {"labels": {"x": "1"}}, "data": {"b": "2"}},
+        namespace=namespace,
+        whole_answer=False,
+    )
+    live = await kit.client.get_live(CONFIGMAP, "identity", namespace)
+    assert live["metadata"]["labels"] == {"x": "1"} and live["data"] == {"a": "1", "b": "2"}
+    meta = live["metadata"]
+    assert out == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "identity",
+            "namespace": namespace,
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+        },
+    }
+
+
 async def test_delete_of_a_version_that_changed_since_conflicts(kit: Kit, namespace: str) -> None:
     """What keeps a second reconcile, reading a cache still behind its own first delete,
     from deleting (and logging it) again: the delete names the version it saw."""
