@@ -9,7 +9,8 @@ decoded, and everything else is decoded whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any, TypedDict
 
 import msgspec
@@ -74,6 +75,23 @@ def decode_identity(raw: bytes) -> Any:
     else: for a write whose caller does not read the answer (a node's is 24 KB, mostly
     `managedFields` and images, which msgspec so skips in C)."""
     return _IDENTITY.decode(raw)
+
+
+@cache
+def page_decoder(schema: Any) -> Callable[[bytes], Object]:
+    """A `*List` answer as `{"metadata": ..., "items": [...]}`, its items decoded into
+    `schema` (a TypedDict, as an informer's): a page of 500 pods so holds what is read of
+    each, not the whole pods."""
+    page = msgspec.defstruct(
+        "_Page", [("metadata", dict[str, Any], {}), ("items", list[schema] | None, None)]
+    )
+    decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(page)
+
+    def read(raw: bytes) -> Object:
+        doc = decoder.decode(raw)
+        return {"metadata": doc.metadata, "items": doc.items or []}
+
+    return read
 
 
 def build_plan(paths: Iterable[Sequence[str]]) -> Plan:

@@ -4,6 +4,7 @@ naming of an operand's not-ready nodes (its pods are not cached at all)."""
 
 from __future__ import annotations
 
+from components.controllers._cached_shapes import PodAsRead
 from components.controllers._constants import POD
 from components.operands.readiness import DaemonSetPods, PodFacts
 from reconciler import Client, Object, namespace_of, owner_references_of
@@ -35,11 +36,13 @@ async def live_pods_of(client: Client, ds: Object) -> list[Object]:
 
 
 async def live_pod_facts(client: Client, ds: Object) -> DaemonSetPods:
-    """What readiness reads of every pod `ds` controls, listed a page at a time: at 5,000
-    nodes the pods whole would be 40 MB of JSON held at once."""
+    """What readiness reads of every pod `ds` controls, listed a page at a time (at 5,000
+    nodes the pods whole would be 40 MB of JSON held at once), each pod decoded as the
+    pod cache keeps it (`PodAsRead`): a 1,000-node rollout that listed a stalled operand's
+    three pages peaked at 141 MiB where the others stayed under 100 MiB."""
     uid, out = daemonset_uid(ds), DaemonSetPods()
     pages = client.list_live_pages(
-        POD, namespace=namespace_of(ds), label_selector=_selector_text(ds)
+        POD, namespace=namespace_of(ds), label_selector=_selector_text(ds), schema=PodAsRead
     )
     async for page in pages:
         for pod in page:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import pytest
 
 from reconciler import GVK, Client, EventRecorder, Eviction, Object, Operation
@@ -181,6 +183,39 @@ async def test_patch_without_its_whole_answer_returns_the_written_identity(
             "resourceVersion": meta["resourceVersion"],
         },
     }
+
+
+class _NameOnly(TypedDict, total=False):
+    name: Any
+
+
+class _ConfigMapAsRead(TypedDict, total=False):
+    metadata: _NameOnly
+    data: Any
+
+
+async def test_live_pages_decoded_by_a_schema_hold_what_it_names(kit: Kit, namespace: str) -> None:
+    """The pages of a LIST too long for one answer, each object kept as the schema says
+    (what the naming of a stalled operand's nodes does with 500 pods a page)."""
+    for name in ("a", "b", "c"):
+        obj = configmap(name, namespace, key=name)
+        obj["metadata"]["labels"] = {"paged": "yes"}
+        await kit.client.apply(obj)
+    pages = [
+        page
+        async for page in kit.client.list_live_pages(
+            CONFIGMAP,
+            namespace=namespace,
+            label_selector="paged=yes",
+            limit=2,
+            schema=_ConfigMapAsRead,
+        )
+    ]
+    assert [len(p) for p in pages] == [2, 1]
+    assert [item for page in pages for item in page] == [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"key": n}}
+        for n in ("a", "b", "c")
+    ]
 
 
 async def test_delete_of_a_version_that_changed_since_conflicts(kit: Kit, namespace: str) -> None:

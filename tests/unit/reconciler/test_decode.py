@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler._decode import ObjectDecoder, build_plan
+from reconciler._decode import ObjectDecoder, build_plan, decode_identity, page_decoder
 from reconciler._trim import Trimmer, drop_paths, may_keep
 
 pytestmark = pytest.mark.unit
@@ -55,6 +55,52 @@ def test_lists_and_events() -> None:
     assert kind == "ERROR" and status["code"] == 410
     empty, _ = decoder.list(b'{"kind":"NodeList","metadata":{},"items":null}')
     assert empty == []
+
+
+class _Meta(TypedDict, total=False):
+    name: Any
+    labels: Any
+
+
+class _PodAsListed(TypedDict, total=False):
+    metadata: _Meta
+    status: Any
+
+
+def test_a_page_decoded_by_a_schema_keeps_its_continue_token_and_what_it_names() -> None:
+    pod = {
+        "metadata": {"name": "p", "labels": {"a": "1"}, "managedFields": [{"manager": "x"}]},
+        "spec": {"volumes": [{"name": "v"}]},
+        "status": {"phase": "Running"},
+    }
+    page = {"kind": "PodList", "metadata": {"continue": "t0k", "resourceVersion": "9"}}
+    read = page_decoder(_PodAsListed)
+    doc = read(json.dumps({**page, "items": [pod, pod]}).encode())
+    assert doc["metadata"] == {"continue": "t0k", "resourceVersion": "9"}
+    kept = {"metadata": {"name": "p", "labels": {"a": "1"}}, "status": {"phase": "Running"}}
+    assert doc["items"] == [kept, kept]
+    assert read(b'{"kind":"PodList","metadata":{},"items":null}')["items"] == []
+    assert page_decoder(_PodAsListed) is read  # built once per schema
+
+
+def test_an_identity_is_what_names_a_written_object_and_no_more() -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": {"a": "1"},
+            "managedFields": [{"manager": "x"}],
+        },
+        "status": {"images": [{"names": ["i"]}]},
+    }
+    assert decode_identity(json.dumps(node).encode()) == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n", "uid": "u", "resourceVersion": "7"},
+    }
 
 
 def _drop_one(node: Any, path: list[str]) -> None:
