@@ -67,8 +67,8 @@ def retained_per_node(payloads: list[bytes], trimmer: Trimmer | None) -> tuple[f
     return (after - before) / len(payloads), store
 
 
-def operand_templates() -> list[dict[str, Any]]:
-    """The pod templates of every DaemonSet the full sample policy renders for one node."""
+def operand_daemonsets() -> list[dict[str, Any]]:
+    """Every DaemonSet the full sample policy renders for one node, as rendered."""
     policy = ClusterPolicy.from_dict(yaml.safe_load(SAMPLE_POLICY.read_text()))
     view = ClusterView(
         namespace="gpu-operator",
@@ -76,13 +76,18 @@ def operand_templates() -> list[dict[str, Any]]:
         has_service_monitor_crd=False,
         owner=None,
     )
-    templates = []
-    for operand in OPERANDS:
-        if operand.enabled(policy):
-            for obj in operand.render(policy, view).objects:
-                if obj.get("kind") == "DaemonSet":
-                    templates.append(obj["spec"]["template"])
-    return templates
+    return [
+        obj
+        for operand in OPERANDS
+        if operand.enabled(policy)
+        for obj in operand.render(policy, view).objects
+        if obj.get("kind") == "DaemonSet"
+    ]
+
+
+def operand_templates() -> list[dict[str, Any]]:
+    """The pod templates of every DaemonSet the full sample policy renders for one node."""
+    return [ds["spec"]["template"] for ds in operand_daemonsets()]
 
 
 def _ts(i: int) -> str:

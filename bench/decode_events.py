@@ -1,14 +1,17 @@
-"""What one watch event costs the operator's pods and nodes informers before their handlers
-run, offline.
+"""What one watch event costs the operator's pods, nodes and DaemonSets informers before
+their handlers run, offline.
 
-Every operand pod comes, gets scheduled, starts and turns ready, and every GPU node changes
-about four times in a 1,000-node rollout. Each event is decoded and trimmed to what the
-controllers read (`components.controllers._informers`). Two ways, on the same events:
+Every operand pod comes, gets scheduled, starts and turns ready, every GPU node changes
+about four times, and the DaemonSets' counts change about 2,250 times in a 1,000-node
+rollout. Each event is decoded and trimmed to what the controllers read
+(`components.controllers._cached_shapes`). Two ways, on the same events:
 
 * **drop list**: decode while skipping the big top-level paths, then drop the rest of the
-  kind's drop list (`POD_DROP`, `NODE_DROP`; for pods then `pod_as_read`);
+  kind's drop list (`POD_DROP`, `NODE_DROP`, for DaemonSets `managedFields` alone; for pods
+  then `pod_as_read`);
 * **schema**: decode into a TypedDict that names only what is read (`PodAsRead`,
-  `NodeAsRead`; msgspec skips the rest in C), then the same trim, which finds little left.
+  `NodeAsRead`, `DaemonSetAsRead`; msgspec skips the rest in C), then the same trim, which
+  finds little left.
 
 And the schema's way once more in two passes, the event's envelope first and its object
 after, as every event was decoded before the decoder read both in one pass. The events are
@@ -16,7 +19,8 @@ written as the API server writes them (compact, `type` first), which the one pas
 
 The pods are the full sample ClusterPolicy's operand pods as the DaemonSet controller and
 the kubelet make them (`bench/cache_memory.py`), the nodes a kubelet's GPU nodes with NFD's
-labels (`bench/_nodes.py`); each event a MODIFIED of a cached object (the trim reuses the
+labels (`bench/_nodes.py`), the DaemonSets that policy's with our apply's and the DaemonSet
+controller's managedFields; each event a MODIFIED of a cached object (the trim reuses the
 cached copy's interned parts, as the informer does). Both ways must cache equal objects;
 the bench checks that before it times them.
 
@@ -29,6 +33,7 @@ bench/results/decode_events.json).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -41,8 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import finish
 from _nodes import gpu_node
-from cache_memory import daemonset_pod, operand_templates
-from components.controllers._cached_shapes import NODE_DROP, POD_DROP, NodeAsRead, PodAsRead
+from cache_memory import daemonset_pod, operand_daemonsets, operand_templates
+from components.controllers._cached_shapes import (
+    NODE_DROP,
+    POD_DROP,
+    DaemonSetAsRead,
+    NodeAsRead,
+    PodAsRead,
+)
 from components.upgrade import pod_as_read
 from reconciler import Object
 from reconciler._decode import _EVENT, ObjectDecoder
@@ -61,6 +72,61 @@ class Kind:
 def _operand_pod() -> Callable[[int], Object]:
     templates = operand_templates()
     return lambda i: daemonset_pod(templates[i % len(templates)], i)
+
+
+def _fields_of(value: Any) -> Any:
+    """`value`'s field set as a managedFields entry writes it (`f:` keys, `{}` leaves)."""
+    if isinstance(value, dict):
+        return {f"f:{k}": _fields_of(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return {
+            f'k:{{"name":"{v.get("name", i)}"}}': _fields_of(v)
+            for i, v in enumerate(value)
+            if isinstance(v, dict)
+        }
+    return {}
+
+
+def _operand_daemonset() -> Callable[[int], Object]:
+    """The sample policy's DaemonSets as the API server sends them mid-rollout: our apply's
+    and the DaemonSet controller's managedFields, and counts that move."""
+    rendered = operand_daemonsets()
+
+    def build(i: int) -> Object:
+        ds = copy.deepcopy(rendered[i % len(rendered)])
+        meta = ds["metadata"]
+        meta.update(uid=f"uid-{i % len(rendered)}", resourceVersion=str(5000 + i), generation=1)
+        meta["managedFields"] = [
+            {
+                "manager": "gpu-operator",
+                "operation": "Apply",
+                "apiVersion": "apps/v1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": _fields_of(
+                    {"metadata": {"labels": meta.get("labels", {})}, "spec": ds["spec"]}
+                ),
+            },
+            {
+                "manager": "kube-controller-manager",
+                "operation": "Update",
+                "subresource": "status",
+                "apiVersion": "apps/v1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:currentNumberScheduled": {}, "f:numberReady": {}}},
+            },
+        ]
+        ds["status"] = {
+            "observedGeneration": 1,
+            "desiredNumberScheduled": 1000,
+            "currentNumberScheduled": 1000,
+            "updatedNumberScheduled": 1000,
+            "numberReady": i % 1000,
+            "numberAvailable": i % 1000,
+            "numberUnavailable": 1000 - i % 1000,
+        }
+        return ds
+
+    return build
 
 
 def _events(kind: Kind, count: int) -> list[bytes]:
@@ -133,6 +199,7 @@ def main() -> None:
     kinds = (
         Kind("pods", POD_DROP, pod_as_read, PodAsRead, _operand_pod()),
         Kind("nodes", NODE_DROP, None, NodeAsRead, gpu_node),
+        Kind("daemonsets", (), None, DaemonSetAsRead, _operand_daemonset()),
     )
     finish("decode_events", {k.name: _measure(k, args.objects, args.rounds) for k in kinds})
 

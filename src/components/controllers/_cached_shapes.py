@@ -140,7 +140,8 @@ REVISION_DROP = (("data",),)
 
 
 class _ObjectMeta(TypedDict, total=False):
-    """ObjectMeta whole but `managedFields` (half of a pod's bytes), for pods and nodes."""
+    """ObjectMeta whole but `managedFields` (half of a pod's bytes), for pods, nodes and
+    DaemonSets."""
 
     name: Any
     generateName: Any
@@ -238,3 +239,16 @@ class NodeAsRead(TypedDict, total=False):
     metadata: _ObjectMeta
     spec: _NodeSpec
     status: _NodeStatus
+
+
+class DaemonSetAsRead(TypedDict, total=False):
+    """A DaemonSet as the cache keeps it: whole but `managedFields` (which every informer
+    drops), decoded in one pass in C. Without a schema, the decoder split each DaemonSet
+    into raw members in Python to skip `managedFields`, and the 2,250 DaemonSet status
+    events of a 1,000-node rollout made that split 2.6% of the operator's CPU."""
+
+    apiVersion: Any
+    kind: Any
+    metadata: _ObjectMeta
+    spec: Any
+    status: Any

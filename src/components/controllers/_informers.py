@@ -38,6 +38,7 @@ from components.controllers._cached_shapes import (
     NODE_DROP,
     POD_DROP,
     REVISION_DROP,
+    DaemonSetAsRead,
     NodeAsRead,
     PodAsRead,
 )
@@ -160,7 +161,11 @@ def owned(manager: Manager, gvk: GVK, namespace: str | None) -> Informer:
     """The informer of a kind we render: `namespace` for namespaced kinds, else None."""
     selector = None if gvk in UNSELECTED else MANAGED_SELECTOR
     return manager.informer(
-        gvk, namespace=namespace, label_selector=selector, index_labels=(COMPONENT_LABEL,)
+        gvk,
+        namespace=namespace,
+        label_selector=selector,
+        index_labels=(COMPONENT_LABEL,),
+        schema=DaemonSetAsRead if gvk == DAEMONSET else None,
     )
 
 
