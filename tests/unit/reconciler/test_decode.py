@@ -57,52 +57,6 @@ def test_lists_and_events() -> None:
     assert empty == []
 
 
-class _Meta(TypedDict, total=False):
-    name: Any
-    labels: Any
-
-
-class _PodAsListed(TypedDict, total=False):
-    metadata: _Meta
-    status: Any
-
-
-def test_a_page_decoded_by_a_schema_keeps_its_continue_token_and_what_it_names() -> None:
-    pod = {
-        "metadata": {"name": "p", "labels": {"a": "1"}, "managedFields": [{"manager": "x"}]},
-        "spec": {"volumes": [{"name": "v"}]},
-        "status": {"phase": "Running"},
-    }
-    page = {"kind": "PodList", "metadata": {"continue": "t0k", "resourceVersion": "9"}}
-    read = page_decoder(_PodAsListed)
-    doc = read(json.dumps({**page, "items": [pod, pod]}).encode())
-    assert doc["metadata"] == {"continue": "t0k", "resourceVersion": "9"}
-    kept = {"metadata": {"name": "p", "labels": {"a": "1"}}, "status": {"phase": "Running"}}
-    assert doc["items"] == [kept, kept]
-    assert read(b'{"kind":"PodList","metadata":{},"items":null}')["items"] == []
-    assert page_decoder(_PodAsListed) is read  # built once per schema
-
-
-def test_an_identity_is_what_names_a_written_object_and_no_more() -> None:
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": "n",
-            "uid": "u",
-            "resourceVersion": "7",
-            "labels": {"a": "1"},
-            "managedFields": [{"manager": "x"}],
-        },
-        "status": {"images": [{"names": ["i"]}]},
-    }
-    assert decode_identity(json.dumps(node).encode()) == {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "n", "uid": "u", "resourceVersion": "7"},
-    }
-
-
 def _drop_one(node: Any, path: list[str]) -> None:
     """The meaning of one path, written plainly: the oracle for the one-walk trimmer."""
     if not path:
@@ -251,3 +205,39 @@ def test_an_event_whose_object_is_not_an_object_is_refused() -> None:
     for decoder in (ObjectDecoder(schema=_Pod), ObjectDecoder([("status",)]), ObjectDecoder()):
         with pytest.raises(ValueError, match=r"(?i)expected .*object"):
             decoder.event(b'{"type":"ADDED","object":[1]}')
+
+
+def test_a_page_decoded_by_a_schema_keeps_its_continue_token_and_what_it_names() -> None:
+    pod = {
+        "metadata": {"name": "p", "labels": {"a": "1"}, "managedFields": [{"manager": "x"}]},
+        "spec": {"volumes": [{"name": "v"}]},
+        "status": {"phase": "Running"},
+    }
+    page = {"kind": "PodList", "metadata": {"continue": "t0k", "resourceVersion": "9"}}
+    read = page_decoder(_Pod)
+    doc = read(json.dumps({**page, "items": [pod, pod]}).encode())
+    assert doc["metadata"] == {"continue": "t0k", "resourceVersion": "9"}
+    kept = {"metadata": {"name": "p", "labels": {"a": "1"}}, "status": {"phase": "Running"}}
+    assert doc["items"] == [kept, kept]
+    assert read(b'{"kind":"PodList","metadata":{},"items":null}')["items"] == []
+    assert page_decoder(_Pod) is read  # built once per schema
+
+
+def test_an_identity_is_what_names_a_written_object_and_no_more() -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": {"a": "1"},
+            "managedFields": [{"manager": "x"}],
+        },
+        "status": {"images": [{"names": ["i"]}]},
+    }
+    assert decode_identity(json.dumps(node).encode()) == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n", "uid": "u", "resourceVersion": "7"},
+    }
