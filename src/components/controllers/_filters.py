@@ -54,6 +54,10 @@ ROLLOUT_FINISHED = Funcs(
 """A DaemonSet of ours that has just finished rolling out (about eight events a rollout):
 the news a paced reconcile of its policy waits for."""
 
+DELETED = Funcs(create=lambda _: False, update=lambda _old, _new: False)
+"""Only deletions: an object of ours gone is a repair to make at once, not progress to
+report at the next paced turn."""
+
 
 def _runtime_changed(old: Object, new: Object) -> bool:
     def runtime(node: Object) -> object:

@@ -225,10 +225,11 @@ class Cluster:
 
     # -- waiting -------------------------------------------------------------------------
 
-    async def settle(self, quiet_polls: int = 5) -> None:
+    async def settle(self, quiet_polls: int = 5, *, delayed_counts: bool = True) -> None:
         """Wait until no controller has work queued, waiting or in progress, and no pool's
         `status.upgrade` write is either (those run off the queues), several polls in a row
-        (watch events of the last writes arrive in between)."""
+        (watch events of the last writes arrive in between). Without `delayed_counts`, work
+        waiting for a later turn (pacing, backoff) does not count."""
         quiet = 0
 
         upgrade = self.operator.upgrade
@@ -237,7 +238,7 @@ class Cluster:
             nonlocal quiet
             busy = any(
                 len(c.queue)
-                or c.queue.waiting
+                or (delayed_counts and c.queue.waiting)
                 or self.metric("controller_runtime_active_workers", controller=c.name)
                 for c in self.operator.controllers
             ) or (upgrade is not None and upgrade.status_writes_pending())

@@ -753,3 +753,29 @@ async def test_the_policy_turns_ready_when_its_last_daemonset_rolls_out(
     policy = (await cluster.create_policy("policy"))["metadata"]["name"]
     status = await ready(cluster, policy)
     assert all(c["state"] in ("ready", "disabled") for c in status["components"])
+
+
+async def test_an_edit_and_a_deleted_daemonset_are_acted_on_at_once(
+    reconciles_an_hour_apart: None, cluster: Cluster
+) -> None:
+    """Pacing spaces the turns that only report progress; an admin's edit of the policy and
+    a DaemonSet of ours deleted behind our back are not progress: each is acted on when
+    seen, not at the next turn (an hour away here; up to 5 s in a real operator)."""
+    await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    await cluster.settle(delayed_counts=False)
+
+    await cluster.patch_policy(policy, {"dcgmExporter": {"enabled": False}})
+    await eventually(lambda: _none_left(cluster), "the DCGM exporter objects deleted", 30)
+    await cluster.settle(delayed_counts=False)
+
+    plugin = "nvidia-device-plugin-daemonset"
+    uid = (await cluster.daemonsets())[plugin]["metadata"]["uid"]
+    await cluster.client.delete(DAEMONSET, plugin, namespace=cluster.namespace)
+
+    async def recreated() -> bool:
+        again = (await cluster.daemonsets()).get(plugin)
+        return again is not None and again["metadata"]["uid"] != uid
+
+    await eventually(recreated, f"{plugin} recreated", 30)
