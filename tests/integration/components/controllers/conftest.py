@@ -19,6 +19,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.controllers import Operator, build_operator
+from components.controllers import _clusterpolicy as clusterpolicy_module
 from components.controllers._readiness import nodes_to_serve
 from gpusim import apply_crds, load_documents
 from reconciler import GVK, Client, Object, Request
@@ -352,6 +353,14 @@ def _shows(status: dict[str, Any], counts: dict[str, int]) -> bool:
 
 async def _empty(c: Client, gvk: GVK) -> bool:
     return not await c.list_live(gvk)
+
+
+@pytest.fixture
+def reconciles_an_hour_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy's reconciles paced an hour apart (set before the operator is built), so
+    that only the events allowed to skip the pacing can move its status or its objects."""
+    monkeypatch.setattr(clusterpolicy_module, "PACE_SECONDS", 3600.0)
+    monkeypatch.setattr(clusterpolicy_module, "PACE_MAX_SECONDS", 3600.0)
 
 
 @pytest.fixture

@@ -734,14 +734,6 @@ async def _named(cluster: Cluster, policy: str, nodes: list[str]) -> dict[str, A
     return plugin if plugin["notReadyNodes"] == nodes else None
 
 
-@pytest.fixture
-def reconciles_an_hour_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The policy's reconciles paced an hour apart (set before the operator is built), so
-    that only the events allowed to skip the pacing can move its status."""
-    monkeypatch.setattr(clusterpolicy_module, "PACE_SECONDS", 3600.0)
-    monkeypatch.setattr(clusterpolicy_module, "PACE_MAX_SECONDS", 3600.0)
-
-
 async def test_the_policy_turns_ready_when_its_last_daemonset_rolls_out(
     reconciles_an_hour_apart: None, cluster: Cluster
 ) -> None:

@@ -102,3 +102,24 @@ async def test_mps_without_its_daemon_is_a_condition(cluster: Cluster) -> None:
     await eventually(reported, "the MPSControlDaemonMissing condition")
     assert APP not in await cluster.daemonsets()
     await cluster.assert_second_reconcile_writes_nothing()
+
+
+async def test_an_edited_config_is_acted_on_at_once(
+    reconciles_an_hour_apart: None, cluster: Cluster
+) -> None:
+    """A ConfigMap edit is an admin's change, not progress: with the policy's turns an hour
+    apart, the config turning to MPS brings the daemon when the edit is seen."""
+    configs = cluster.name("plugin-configs")
+    await plugin_configs(cluster, configs, {"mps-2": PLAIN})
+    await cluster.add_node("gpu-u", labels={CONFIG_LABEL: "mps-2"})
+    await cluster.create_policy("mps", {"devicePlugin": {"config": {"name": configs}}})
+    await eventually(lambda: _daemonset(cluster, "nvidia-device-plugin-daemonset"), "the plugin")
+    await cluster.settle(delayed_counts=False)
+    assert APP not in await cluster.daemonsets()
+
+    await plugin_configs(cluster, configs, {"mps-2": MPS})
+    await eventually(lambda: _daemonset(cluster, APP), "the MPS control daemon DaemonSet", 30)
+
+
+async def _daemonset(cluster: Cluster, name: str) -> Any:
+    return (await cluster.daemonsets()).get(name)
