@@ -8,10 +8,18 @@ once. Instead each of its pods is relabelled to match the selector of the desire
 DaemonSet that selects its node, and the old DaemonSet is deleted with
 `propagationPolicy: Orphan`: the new one adopts the pods, sees them as an older revision,
 and the upgrade controller replaces them node by node through its safe walk.
+
+A pod on a node the old DaemonSet no longer selects is not handed over: the DaemonSet
+controller is already removing it (the node's kernel pin moved, as it does at once for
+every node when precompiled drivers are switched on with auto upgrade off). Handed over,
+it was adopted as an older revision that, with auto upgrade off, nothing ever replaces:
+the policy said the driver was not ready on that node for good. The old DaemonSet waits
+until such pods are gone.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Sequence
 
@@ -19,8 +27,22 @@ from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._daemonset_pods import daemonset_selector, live_pods_of
 from components.controllers._selection import selects
 from reconciler import Client, Object, name_of, namespace_of
+from reconciler.errors import NotFound
 
 log = logging.getLogger("components.controllers.clusterpolicy")
+
+
+class HandOver(enum.Enum):
+    """What became of an undesired driver DaemonSet."""
+
+    HANDED = "handed"
+    """Its pods relabelled for the desired DaemonSets, and it deleted orphaning them."""
+    NONE = "none"
+    """Nothing done: it has no pod, or one would have no DaemonSet to go to; the usual
+    delete is right."""
+    WAIT = "wait"
+    """Nothing done yet: some of its pods are on nodes it no longer selects, on their way
+    out; it must stay until they are gone."""
 
 
 def _target(node: Object | None, desired: Sequence[Object]) -> Object | None:
@@ -32,10 +54,9 @@ def _target(node: Object | None, desired: Sequence[Object]) -> Object | None:
     return None
 
 
-async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) -> bool:
+async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) -> HandOver:
     """Relabel `stale`'s pods for the desired DaemonSets that select their nodes and
-    delete `stale` orphaning them; False (nothing done) when it has no pods (the usual
-    delete is right) or some pod would have no DaemonSet to go to."""
+    delete `stale` orphaning them (`HandOver` says when it does not)."""
     uid = str((stale.get("metadata") or {}).get("uid") or "")
     namespace = namespace_of(stale)
     # From the server: the cache holds only pods bound to a node (`SCHEDULED_PODS`), and
@@ -43,18 +64,35 @@ async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) ->
     # happen (orphaned with its old labels, it would start beside the new DaemonSet's pod
     # once bound). A rename is rare; one LIST of its pods is cheap.
     pods = await live_pods_of(client, stale) if uid else []
+    pods = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
     nodes = {name_of(n): n for n in client.list(NODE)}
     if not pods:
-        return False
+        return HandOver.NONE
     moves: list[tuple[Object, dict[str, str]]] = []
+    leaving: list[str] = []
     for pod in pods:
         node = nodes.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if node is not None and not selects(stale, node):
+            leaving.append(name_of(pod))
+            continue
         target = _target(node, desired)
         if target is None:
-            return False
+            return HandOver.NONE
         moves.append((pod, daemonset_selector(target)))
+    if leaving:
+        log.debug(
+            "keeping %s until its pods on nodes it no longer selects are gone: %s",
+            name_of(stale),
+            sorted(leaving),
+        )
+        return HandOver.WAIT
     for pod, labels in moves:
-        await client.patch(POD, name_of(pod), {"metadata": {"labels": labels}}, namespace=namespace)
+        try:
+            await client.patch(
+                POD, name_of(pod), {"metadata": {"labels": labels}}, namespace=namespace
+            )
+        except NotFound:
+            continue  # gone since the LIST: nothing left to hand over on its node
     await client.delete(
         DAEMONSET,
         name_of(stale),
@@ -64,4 +102,4 @@ async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) ->
         missing_ok=True,
     )
     log.info("replaced driver DaemonSet %s, its %d pods handed over", name_of(stale), len(moves))
-    return True
+    return HandOver.HANDED

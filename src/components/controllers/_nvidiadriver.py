@@ -56,7 +56,7 @@ from components.controllers._driver_crd import (
     policy_with_driver,
     uses_driver_crd,
 )
-from components.controllers._driver_handover import hand_over
+from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._filters import NODE_CHANGED
 from components.controllers._policies import ActivePolicy
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
@@ -262,9 +262,16 @@ class NVIDIADriverController:
                 continue
             if (ds.get("metadata") or {}).get("deletionTimestamp"):
                 continue
-            if desired_daemonsets and await hand_over(self.client, ds, desired_daemonsets):
+            outcome = (
+                await hand_over(self.client, ds, desired_daemonsets)
+                if desired_daemonsets
+                else HandOver.NONE
+            )
+            if outcome is HandOver.HANDED:
                 handed.add(ref_of(ds))  # deleted already, orphaning its pods
                 changes.append(Change("deleted", describe(ds), driver))
+            elif outcome is HandOver.WAIT:
+                stranded.add(ref_of(ds))  # until its pods on nodes it left are gone
             elif stranding and nodes_only_served_by(ds, covering, self.client.list(NODE)):
                 stranded.add(ref_of(ds))
 

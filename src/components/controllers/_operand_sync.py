@@ -26,7 +26,7 @@ from components.controllers._apply import (
 )
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET, NODE, NVIDIA_DRIVER
 from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
-from components.controllers._driver_handover import hand_over
+from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
@@ -145,11 +145,11 @@ class OperandSync:
         await asyncio.gather(*(apply(n, o) for n, o in daemonsets))
         sync.hold_seconds = hold or 0.0
         sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
-        handed = await self._hand_over_drivers(sync)
+        kept = await self._hand_over_drivers(sync)
         sync.changes += await self.applier.prune(
             sync.desired,
             owned_by_kind(CLUSTER_POLICY.kind),
-            keep=lambda o: ref_of(o) in handed or self._keep(o, sync),
+            keep=lambda o: ref_of(o) in kept or self._keep(o, sync),
         )
         sync.changes += await self.takeover.clean(
             policy_uid,
@@ -166,11 +166,12 @@ class OperandSync:
 
     async def _hand_over_drivers(self, sync: Sync) -> set[ObjectRef]:
         """Replace each undesired driver DaemonSet that still has pods by the desired one
-        on their nodes without restarting them (`_driver_handover`)."""
+        on their nodes without restarting them (`_driver_handover`); the ones to keep from
+        the prune (handed over, or waiting for pods on their way out)."""
         desired = sync.driver_daemonsets
         if not desired:
             return set()
-        handed: set[ObjectRef] = set()
+        kept: set[ObjectRef] = set()
         for obj in self.applier.owned_objects(owned_by_kind(CLUSTER_POLICY.kind)):
             if obj.get("kind") != DAEMONSET.kind or component_of(obj) != self.driver:
                 continue
@@ -178,10 +179,13 @@ class OperandSync:
                 continue
             if self._keep(obj, sync):
                 continue
-            if await hand_over(self.client, obj, desired):
-                handed.add(ref_of(obj))
+            outcome = await hand_over(self.client, obj, desired)
+            if outcome is HandOver.NONE:
+                continue
+            kept.add(ref_of(obj))
+            if outcome is HandOver.HANDED:
                 sync.changes.append(Change("deleted", describe(obj), self.driver or ""))
-        return handed
+        return kept
 
     def enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
         if operand.name == self.driver and uses_driver_crd(policy):

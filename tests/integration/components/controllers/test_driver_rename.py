@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from components.api import DRIVER_KERNEL_PIN_LABEL
 from components.controllers._driver_crd import short_hash
 from reconciler import Object, labels_of, owner_reference
 from reconciler.kinds import POD
@@ -120,6 +121,44 @@ async def test_a_driver_pod_not_yet_bound_to_a_node_stops_the_hand_over(cluster:
     bound = await cluster.get(POD, "driver-on-u1", cluster.namespace)
     assert bound is not None
     assert labels_of(bound).get("app") == OLD
+
+
+async def test_a_driver_pod_on_a_node_its_daemonset_left_is_not_handed_over(
+    cluster: Cluster,
+) -> None:
+    """The node's kernel pin moved off the old DaemonSet (precompiled drivers switched on
+    with auto upgrade off pin every node at once), and the DaemonSet controller is removing
+    its pod there. Handed over, that pod was adopted as an older revision that nothing
+    would ever replace: the policy said the driver not ready on the node for good. The old
+    DaemonSet stays, its pod untouched, until the pod is gone; then it goes the usual way."""
+    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
+    policy = await cluster.create_policy("policy")
+    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
+    live = await cluster.get(CLUSTER_POLICY, policy["metadata"]["name"])
+    assert live is not None
+    owner = owner_reference(live)
+    left = _old_daemonset(cluster.namespace, {**owner, "controller": False})
+    left["spec"]["template"]["spec"]["nodeSelector"][DRIVER_KERNEL_PIN_LABEL] = "5.4.0-1-nvidia"
+    old = await cluster.client.create(left)
+    await cluster.client.create(_pod(cluster.namespace, node, old))
+    await cluster.client.patch(
+        DAEMONSET, OLD, {"metadata": {"ownerReferences": [owner]}}, namespace=cluster.namespace
+    )
+    await cluster.settle()
+
+    pod = await cluster.get(POD, "driver-on-u1", cluster.namespace)
+    assert pod is not None
+    assert labels_of(pod).get("app") == OLD  # not relabelled for the new DaemonSet
+    old_now = await cluster.get(DAEMONSET, OLD, cluster.namespace)
+    assert old_now is not None
+    assert not old_now["metadata"].get("deletionTimestamp")
+
+    await cluster.client.delete(POD, "driver-on-u1", namespace=cluster.namespace)
+
+    async def deleted() -> bool:
+        return await cluster.get(DAEMONSET, OLD, cluster.namespace) is None
+
+    await eventually(deleted, "the old DaemonSet deleted the usual way once its pod is gone")
 
 
 async def _hand_over(
