@@ -175,9 +175,14 @@ class Controller:
         informer: Informer,
         mapping: MapFunc = enqueue_object,
         *predicates: Predicate,
+        unpaced: bool = False,
     ) -> None:
-        """Reconcile `mapping(obj)` when an object of `informer`'s kind changes."""
-        handler = WatchHandler(self.queue, mapping, predicates)
+        """Reconcile `mapping(obj)` when an object of `informer`'s kind changes; with
+        `unpaced`, without waiting for the request's pacing turn (`enqueue`): for events
+        that mean work to do now (an admin's edit, an object of ours deleted), where the
+        pacing is for those that only report progress."""
+        sink = _Unpaced(self) if unpaced else self.queue
+        handler = WatchHandler(sink, mapping, predicates)
         self._watches.append((informer, handler))
         informer.add_handler(handler)
 
@@ -375,3 +380,15 @@ class Controller:
                 retries,
                 exc_info=exc,
             )
+
+
+class _Unpaced:
+    """A watch's requests, each enqueued to skip its pacing turn."""
+
+    __slots__ = ("_controller",)
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+
+    def add(self, item: Request) -> None:
+        self._controller.enqueue(item, unpaced=True)

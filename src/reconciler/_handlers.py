@@ -9,10 +9,10 @@ nothing else: informer handlers run inline and must be quick.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from reconciler._objects import GVK, Object, Request, namespace_of, owner_references_of
 from reconciler._predicates import Predicate
-from reconciler._queue import Queue
 
 MapFunc = Callable[[Object], Iterable[Request]]
 """Which requests an object stands for."""
@@ -50,11 +50,18 @@ def enqueue_mapped(func: Callable[[Object], Iterable[Request]]) -> MapFunc:
     return func
 
 
+class RequestSink(Protocol):
+    """Where a handler's requests go: a controller's queue, or what adds to it a request
+    that skips its pacing turn."""
+
+    def add(self, item: Request) -> None: ...
+
+
 class WatchHandler:
     """Informer event handler that feeds one controller's queue."""
 
     def __init__(
-        self, queue: Queue[Request], mapping: MapFunc, predicates: Sequence[Predicate] = ()
+        self, queue: RequestSink, mapping: MapFunc, predicates: Sequence[Predicate] = ()
     ) -> None:
         self._queue = queue
         self._mapping = mapping

@@ -34,26 +34,18 @@ from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
     Change,
-    controller_owner,
 )
 from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
-    DAEMONSET,
     NODE,
     SERVICE_MONITOR_CRD,
-)
-from components.controllers._filters import (
-    DELETED,
-    NODE_CHANGED,
-    POD_CHANGED,
-    ROLLOUT_FINISHED,
-    in_namespace,
 )
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
 from components.controllers._policies import parse_spec, spec_key
+from components.controllers._policy_events import PolicyEvents
 from components.controllers._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.controllers._status import (
     Findings,
@@ -75,15 +67,12 @@ from reconciler import (
     NORMAL,
     Controller,
     EventRecorder,
-    GenerationChanged,
-    Informer,
     Manager,
     Object,
     Request,
     Result,
     generation_of,
     name_of,
-    namespace_of,
     owner_reference,
 )
 from reconciler.kinds import CONFIG_MAP
@@ -160,12 +149,12 @@ class ClusterPolicyController:
         )
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None
-        self._in_namespace = in_namespace(namespace)
         self.set_auto_upgrade = set_auto_upgrade
         self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None
         self._gpu_node_views = GpuNodeViews()
         self._label_wait = LabelWait()
+        self.events = PolicyEvents(self.client, namespace, self._label_wait)
         self.status = StatusWriter(
             self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
         )
@@ -184,93 +173,16 @@ class ClusterPolicyController:
             busy_fraction=PACE_SHARE,
             max_interval=PACE_MAX_SECONDS,
         )
-        c.watch(_informers.cluster_policies(m), self._all_policies, GenerationChanged())
-        c.watch(_informers.nodes(m), self._node_changed, NODE_CHANGED)
-        c.watch(_informers.service_monitor_crd(m), self._all_policies)
-        c.watch(_informers.config_maps(m, self.namespace), self._config_map_changed)
-        c.watch(_informers.pods(m), self._via_daemonset, self._in_namespace, POD_CHANGED)
-        c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
-        for informer in self.applier.owned_informers:
-            self._watch_owned(c, informer)
-        self.applier.on_new_informer(lambda informer: self._watch_owned(c, informer))
-        daemonsets = _informers.owned(m, DAEMONSET, self.namespace)
-        c.watch(daemonsets, self._rollout_finished, ROLLOUT_FINISHED)
+        self.events.watch(c, m, self.applier)
         self.controller = c
         return c
-
-    def _watch_owned(self, c: Controller, informer: Informer) -> None:
-        c.watch(informer, self._owner_policy)
-        c.watch(informer, self._repair_owner, DELETED)
-
-    def _at_once(self, requests: list[Request]) -> list[Request]:
-        """`requests` reconciled without waiting for their paced turn."""
-        if self.controller is not None:
-            for request in requests:
-                self.controller.enqueue(request, unpaced=True)
-        return requests
-
-    def _repair_owner(self, obj: Object) -> list[Request]:
-        """Its policy, at once: an object of ours deleted behind our back is recreated now,
-        not at the next paced turn (1-5 s later)."""
-        return self._at_once(self._owner_policy(obj))
 
     def requeue_active(self, *, unpaced: bool = False) -> None:
         """Reconcile the active policy soon (something its status reports changed); at once
         with `unpaced`, not at its paced turn."""
         if self.controller is not None:
-            for request in self._active_policy({}):
+            for request in self.events.active_policy():
                 self.controller.enqueue(request, unpaced=unpaced)
-
-    def _rollout_finished(self, ds: Object) -> list[Request]:
-        """Its policy, at once: the operand may have just turned ready, the news a paced
-        reconcile would otherwise give 1-5 s late."""
-        self._at_once(self._owner_policy(ds))
-        return []
-
-    def _all_policies(self, obj: Object) -> list[Request]:
-        """Every ClusterPolicy (one coming or going may change which is active), and the
-        one the event is about, gone from the cache when deleted; at once, not at their
-        paced turn: an admin's edit is acted on as soon as it is seen."""
-        names = {name_of(p) for p in self.client.list(CLUSTER_POLICY)}
-        if obj.get("kind") == CLUSTER_POLICY.kind:
-            names.add(name_of(obj))
-        return self._at_once([Request("", n) for n in sorted(names)])
-
-    def _active_policy(self, _: Object) -> list[Request]:
-        active = active_cluster_policy(self.client.list(CLUSTER_POLICY))
-        return [Request("", name_of(active))] if active is not None else []
-
-    def _config_map_changed(self, _: Object) -> list[Request]:
-        """The active policy, at once: a ConfigMap the operands render from (a device-plugin
-        config, a driver's files) was edited, or one of ours deleted."""
-        return self._at_once(self._active_policy({}))
-
-    def _node_changed(self, node: Object) -> list[Request]:
-        """The active policy; at once, not at its paced turn, when the node brought the
-        last labels its new DaemonSets waited for (`_label_wait`)."""
-        requests = self._active_policy(node)
-        gone = self.client.get(NODE, name_of(node)) is None
-        last = self._label_wait.forget(name_of(node)) if gone else self._label_wait.landed(node)
-        return self._at_once(requests) if last else requests
-
-    def _owner_policy(self, obj: Object) -> list[Request]:
-        ref = controller_owner(obj)
-        if ref is None:
-            return []
-        if ref.get("kind") == CLUSTER_POLICY.kind:
-            return [Request("", str(ref.get("name")))]
-        return self._active_policy(obj)  # e.g. a driver DaemonSet of an NVIDIADriver
-
-    def _via_daemonset(self, obj: Object) -> list[Request]:
-        """A pod or ControllerRevision: the policy that owns its DaemonSet."""
-        out: list[Request] = []
-        for ref in obj.get("metadata", {}).get("ownerReferences") or ():
-            if ref.get("kind") != DAEMONSET.kind:
-                continue
-            ds = self.client.get(DAEMONSET, str(ref.get("name")), namespace_of(obj))
-            if ds is not None:
-                out += self._owner_policy(ds)
-        return out
 
     # -- reconcile -----------------------------------------------------------------------
 

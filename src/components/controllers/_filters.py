@@ -58,6 +58,9 @@ DELETED = Funcs(create=lambda _: False, update=lambda _old, _new: False)
 """Only deletions: an object of ours gone is a repair to make at once, not progress to
 report at the next paced turn."""
 
+NOT_DELETED = Funcs(delete=lambda _: False)
+"""Every event but deletions (which a `DELETED` watch takes)."""
+
 
 def _runtime_changed(old: Object, new: Object) -> bool:
     def runtime(node: Object) -> object:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -327,6 +328,55 @@ async def test_an_unpaced_request_skips_its_turn_once() -> None:
     clock.advance(10)
     await settle(c)
     assert calls == [A, A, A, A]
+    await c.stop(5)
+
+
+class _Events:
+    """Stands in for an informer: hands the watches' handlers the events a test makes."""
+
+    def __init__(self) -> None:
+        self.handlers: list[Any] = []
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def remove_handler(self, handler: Any) -> None:
+        self.handlers.remove(handler)
+
+    def changed(self, obj: dict[str, Any]) -> None:
+        for handler in self.handlers:
+            handler.on_update(obj, obj)
+
+
+async def test_an_unpaced_watch_skips_the_turn_a_plain_one_waits_for() -> None:
+    """A paced controller with two watches: progress (plain) waits for the request's
+    turn, an edit (`unpaced=True`) reconciles it at once, and progress after that waits
+    again."""
+    clock = FakeClock()
+    calls: list[Request] = []
+
+    async def reconcile(req: Request) -> Result | None:
+        calls.append(req)
+        return None
+
+    progress, edits = _Events(), _Events()
+    c = Controller("t", reconcile, clock=clock, min_interval=10)
+    c.watch(progress, lambda _: [A])  # type: ignore[arg-type]
+    c.watch(edits, lambda _: [A], unpaced=True)  # type: ignore[arg-type]
+    c.start()
+    c.enqueue(A)
+    await settle(c)
+    progress.changed({})
+    await settle(c)
+    assert calls == [A], "progress waits for the turn"
+    edits.changed({})
+    await wait_until(lambda: len(calls) == 2)
+    progress.changed({})
+    await settle(c)
+    assert calls == [A, A], "progress after the edit waits for the next turn"
+    clock.advance(10)
+    await settle(c)
+    assert calls == [A, A, A]
     await c.stop(5)
 
 

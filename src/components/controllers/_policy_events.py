@@ -1,0 +1,113 @@
+"""Which ClusterPolicy an event asks to reconcile, and whether that waits for its turn.
+
+The policy's reconciles are paced (`PACE_*` in `_clusterpolicy`): a rollout brings
+thousands of pod, node and DaemonSet events that only report progress, and they collapse
+into a reconcile every few seconds. Events that mean work to do now skip that turn: an
+admin's edit of a policy (or the ServiceMonitor CRD appearing), any change of a ConfigMap
+in the operator's namespace (a device-plugin config, a driver's files), an object of ours
+deleted behind our back, a DaemonSet that has just rolled out, and the node that brought
+the last labels new DaemonSets were held back for (`LabelWait`).
+"""
+
+from __future__ import annotations
+
+from components.api import active_cluster_policy
+from components.controllers import _informers
+from components.controllers._apply import Applier, controller_owner
+from components.controllers._constants import CLUSTER_POLICY, DAEMONSET, NODE
+from components.controllers._filters import (
+    DELETED,
+    NODE_CHANGED,
+    NOT_DELETED,
+    POD_CHANGED,
+    ROLLOUT_FINISHED,
+    in_namespace,
+)
+from components.controllers._label_wait import LabelWait
+from reconciler import (
+    Client,
+    Controller,
+    GenerationChanged,
+    Informer,
+    Manager,
+    Object,
+    Request,
+    name_of,
+    namespace_of,
+)
+
+
+class PolicyEvents:
+    """The ClusterPolicy controller's watches and the mappings behind them."""
+
+    def __init__(self, client: Client, namespace: str, label_wait: LabelWait) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.label_wait = label_wait
+        self._controller: Controller | None = None
+
+    def watch(self, c: Controller, manager: Manager, applier: Applier) -> None:
+        """Wire every watch of `c`, the policy's controller; owned kinds that `applier`
+        starts to watch later (a CRD installed) are wired as they come."""
+        m = manager
+        self._controller = c
+        c.watch(
+            _informers.cluster_policies(m), self.all_policies, GenerationChanged(), unpaced=True
+        )
+        c.watch(_informers.service_monitor_crd(m), self.all_policies, unpaced=True)
+        c.watch(_informers.config_maps(m, self.namespace), self.active_policy, unpaced=True)
+        c.watch(_informers.nodes(m), self._node_changed, NODE_CHANGED)
+        c.watch(_informers.pods(m), self._via_daemonset, in_namespace(self.namespace), POD_CHANGED)
+        c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
+        for informer in applier.owned_informers:
+            self._watch_owned(c, informer)
+        applier.on_new_informer(lambda informer: self._watch_owned(c, informer))
+        daemonsets = _informers.owned(m, DAEMONSET, self.namespace)
+        c.watch(daemonsets, self._owner_policy, ROLLOUT_FINISHED, unpaced=True)
+
+    def _watch_owned(self, c: Controller, informer: Informer) -> None:
+        c.watch(informer, self._owner_policy, NOT_DELETED)
+        c.watch(informer, self._owner_policy, DELETED, unpaced=True)
+
+    def all_policies(self, obj: Object) -> list[Request]:
+        """Every ClusterPolicy (one coming or going may change which is active), and the
+        one the event is about, gone from the cache when deleted."""
+        names = {name_of(p) for p in self.client.list(CLUSTER_POLICY)}
+        if obj.get("kind") == CLUSTER_POLICY.kind:
+            names.add(name_of(obj))
+        return [Request("", n) for n in sorted(names)]
+
+    def active_policy(self, _: Object | None = None) -> list[Request]:
+        active = active_cluster_policy(self.client.list(CLUSTER_POLICY))
+        return [Request("", name_of(active))] if active is not None else []
+
+    def _node_changed(self, node: Object) -> list[Request]:
+        """The active policy; at once when the node brought the last labels its new
+        DaemonSets waited for (`LabelWait`), else at its paced turn."""
+        requests = self.active_policy(node)
+        gone = self.client.get(NODE, name_of(node)) is None
+        last = self.label_wait.forget(name_of(node)) if gone else self.label_wait.landed(node)
+        if not last or self._controller is None:
+            return requests
+        for request in requests:
+            self._controller.enqueue(request, unpaced=True)
+        return []
+
+    def _owner_policy(self, obj: Object) -> list[Request]:
+        ref = controller_owner(obj)
+        if ref is None:
+            return []
+        if ref.get("kind") == CLUSTER_POLICY.kind:
+            return [Request("", str(ref.get("name")))]
+        return self.active_policy(obj)  # e.g. a driver DaemonSet of an NVIDIADriver
+
+    def _via_daemonset(self, obj: Object) -> list[Request]:
+        """A pod or ControllerRevision: the policy that owns its DaemonSet."""
+        out: list[Request] = []
+        for ref in obj.get("metadata", {}).get("ownerReferences") or ():
+            if ref.get("kind") != DAEMONSET.kind:
+                continue
+            ds = self.client.get(DAEMONSET, str(ref.get("name")), namespace_of(obj))
+            if ds is not None:
+                out += self._owner_policy(ds)
+        return out
