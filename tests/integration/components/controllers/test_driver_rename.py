@@ -66,15 +66,10 @@ def _old_daemonset(namespace: str, owner: dict[str, object], name: str = OLD) ->
 
 
 async def test_upgrading_from_os_named_daemonsets_keeps_the_driver_pods(cluster: Cluster) -> None:
-    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
-    policy = await cluster.create_policy("policy")
-    name = policy["metadata"]["name"]
-    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
-    live = await cluster.get(CLUSTER_POLICY, name)
-    assert live is not None
+    node, owner = await _node_and_policy(cluster)
     # Stop the operator from seeing the new one as the only one: as after an upgrade,
     # the old DaemonSet and its running pod are there too.
-    await _hand_over(cluster, node, owner_reference(live), OLD, NEW)
+    await _hand_over(cluster, node, owner, OLD, NEW)
 
 
 async def test_renamed_nvidia_driver_daemonset_keeps_the_driver_pods(cluster: Cluster) -> None:
@@ -97,12 +92,7 @@ async def test_a_driver_pod_not_yet_bound_to_a_node_stops_the_hand_over(cluster:
     waiting for its node has no new DaemonSet to go to: orphaned with its old labels it
     would start beside the new one's pod once bound. The old DaemonSet is deleted the usual
     way, and its bound pod is not relabelled."""
-    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
-    policy = await cluster.create_policy("policy")
-    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
-    live = await cluster.get(CLUSTER_POLICY, policy["metadata"]["name"])
-    assert live is not None
-    owner = owner_reference(live)
+    node, owner = await _node_and_policy(cluster)
     old = await cluster.client.create(
         _old_daemonset(cluster.namespace, {**owner, "controller": False})
     )
@@ -114,10 +104,7 @@ async def test_a_driver_pod_not_yet_bound_to_a_node_stops_the_hand_over(cluster:
         DAEMONSET, OLD, {"metadata": {"ownerReferences": [owner]}}, namespace=cluster.namespace
     )
 
-    async def deleted() -> bool:
-        return await cluster.get(DAEMONSET, OLD, cluster.namespace) is None
-
-    await eventually(deleted, "the old DaemonSet deleted the usual way (no orphan finalizer)")
+    await eventually(lambda: _gone(cluster, OLD), "the old DaemonSet deleted the usual way")
     bound = await cluster.get(POD, "driver-on-u1", cluster.namespace)
     assert bound is not None
     assert labels_of(bound).get("app") == OLD
@@ -131,12 +118,7 @@ async def test_a_driver_pod_on_a_node_its_daemonset_left_is_not_handed_over(
     its pod there. Handed over, that pod was adopted as an older revision that nothing
     would ever replace: the policy said the driver not ready on the node for good. The old
     DaemonSet stays, its pod untouched, until the pod is gone; then it goes the usual way."""
-    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
-    policy = await cluster.create_policy("policy")
-    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
-    live = await cluster.get(CLUSTER_POLICY, policy["metadata"]["name"])
-    assert live is not None
-    owner = owner_reference(live)
+    node, owner = await _node_and_policy(cluster)
     left = _old_daemonset(cluster.namespace, {**owner, "controller": False})
     left["spec"]["template"]["spec"]["nodeSelector"][DRIVER_KERNEL_PIN_LABEL] = "5.4.0-1-nvidia"
     old = await cluster.client.create(left)
@@ -155,10 +137,7 @@ async def test_a_driver_pod_on_a_node_its_daemonset_left_is_not_handed_over(
 
     await cluster.client.delete(POD, "driver-on-u1", namespace=cluster.namespace)
 
-    async def deleted() -> bool:
-        return await cluster.get(DAEMONSET, OLD, cluster.namespace) is None
-
-    await eventually(deleted, "the old DaemonSet deleted the usual way once its pod is gone")
+    await eventually(lambda: _gone(cluster, OLD), "the old DaemonSet deleted once its pod is gone")
 
 
 async def _hand_over(
@@ -224,3 +203,19 @@ def _pod(namespace: str, node: str, owner: Object, name: str = "driver-on-u1") -
 
 async def _exists(cluster: Cluster, name: str) -> bool:
     return await cluster.get(DAEMONSET, name, cluster.namespace) is not None
+
+
+async def _gone(cluster: Cluster, name: str) -> bool:
+    """Deleted, not merely being deleted: an orphaning delete would leave it with the
+    `orphan` finalizer (no garbage collector here to finish it)."""
+    return await cluster.get(DAEMONSET, name, cluster.namespace) is None
+
+
+async def _node_and_policy(cluster: Cluster) -> tuple[str, dict[str, object]]:
+    """A GPU node and the owner reference of a policy whose driver DaemonSet exists."""
+    node = await cluster.add_node("gpu-u1", kernel="5.15.0-105-generic")
+    policy = await cluster.create_policy("policy")
+    await eventually(lambda: _exists(cluster, NEW), "the driver DaemonSet")
+    live = await cluster.get(CLUSTER_POLICY, policy["metadata"]["name"])
+    assert live is not None
+    return node, owner_reference(live)
