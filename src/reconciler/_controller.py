@@ -176,13 +176,19 @@ class Controller:
         mapping: MapFunc = enqueue_object,
         *predicates: Predicate,
         unpaced: bool = False,
+        map_old: bool = True,
     ) -> None:
         """Reconcile `mapping(obj)` when an object of `informer`'s kind changes; with
         `unpaced`, without waiting for the request's pacing turn (`enqueue`): for events
         that mean work to do now (an admin's edit, an object of ours deleted), where the
-        pacing is for those that only report progress."""
+        pacing is for those that only report progress.
+
+        An update maps the new object and the old one (an owner reference or label that
+        went away still concerns its old target). `map_old=False` maps the new one only:
+        for mappings whose answer no change of the object can move (its name, a constant
+        such as "every policy"), where mapping it twice is wasted work on every event."""
         sink = _Unpaced(self) if unpaced else self.queue
-        handler = WatchHandler(sink, mapping, predicates)
+        handler = WatchHandler(sink, mapping, predicates, map_old=map_old)
         self._watches.append((informer, handler))
         informer.add_handler(handler)
 

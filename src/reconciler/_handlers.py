@@ -61,11 +61,17 @@ class WatchHandler:
     """Informer event handler that feeds one controller's queue."""
 
     def __init__(
-        self, queue: RequestSink, mapping: MapFunc, predicates: Sequence[Predicate] = ()
+        self,
+        queue: RequestSink,
+        mapping: MapFunc,
+        predicates: Sequence[Predicate] = (),
+        *,
+        map_old: bool = True,
     ) -> None:
         self._queue = queue
         self._mapping = mapping
         self._predicates = tuple(predicates)
+        self._map_old = map_old
 
     def on_add(self, obj: Object) -> None:
         if all(p.create(obj) for p in self._predicates):
@@ -74,6 +80,10 @@ class WatchHandler:
 
     def on_update(self, old: Object, new: Object) -> None:
         if all(p.update(old, new) for p in self._predicates):
+            if not self._map_old:
+                for request in self._mapping(new):
+                    self._queue.add(request)
+                return
             # An owner reference or label that went away still concerns the old target.
             requests = dict.fromkeys([*self._mapping(new), *self._mapping(old)])
             for request in requests:

@@ -65,9 +65,9 @@ async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) ->
     # once bound). A rename is rare; one LIST of its pods is cheap.
     pods = await live_pods_of(client, stale) if uid else []
     pods = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    nodes = {name_of(n): n for n in client.list(NODE)}
     if not pods:
         return HandOver.NONE
+    nodes = {name_of(n): n for n in client.list(NODE)}
     moves: list[tuple[Object, dict[str, str]]] = []
     leaving: list[str] = []
     for pod in pods:

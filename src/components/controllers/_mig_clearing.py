@@ -131,9 +131,14 @@ class MigClearingController:
         m = self.manager
         c = m.controller(NAME, self.reconcile, max_concurrent_reconciles=self.workers)
         node_events = Funcs(create=_pending, update=_node_changed)
-        c.watch(_informers.mig_nodes(m), lambda o: (Request("", name_of(o)),), node_events)
-        c.watch(_informers.pods_by_node(m), self._pod_to_node)
-        c.watch(_informers.pdbs(m), lambda o: self._waiting_nodes())
+        c.watch(
+            _informers.mig_nodes(m),
+            lambda o: (Request("", name_of(o)),),
+            node_events,
+            map_old=False,
+        )
+        c.watch(_informers.pods_by_node(m), self._pod_to_node, map_old=False)
+        c.watch(_informers.pdbs(m), lambda o: self._waiting_nodes(), map_old=False)
         self.controller = c
         return c
 

@@ -78,6 +78,7 @@ class NodeLabelController:
             _informers.nodes(m),
             lambda n: [Request("", name_of(n))],
             Or(LabelsChanged(), Funcs(update=_host_driver_changed)),
+            map_old=False,
         )
         c.watch(_informers.cluster_policies(m), self._every_node, GenerationChanged())
         return c

@@ -120,9 +120,13 @@ class NVIDIADriverController:
         m = self.manager
         c = m.controller(NAME, self)
         # Any NVIDIADriver's selector or default flag changes the others' pools.
-        c.watch(_informers.nvidia_drivers(m), self._every_driver, GenerationChanged())
-        c.watch(_informers.cluster_policies(m), self._every_driver, GenerationChanged())
-        c.watch(_informers.nodes(m), self._every_driver, NODE_CHANGED)
+        c.watch(
+            _informers.nvidia_drivers(m), self._every_driver, GenerationChanged(), map_old=False
+        )
+        c.watch(
+            _informers.cluster_policies(m), self._every_driver, GenerationChanged(), map_old=False
+        )
+        c.watch(_informers.nodes(m), self._every_driver, NODE_CHANGED, map_old=False)
         c.watch(_informers.owned(m, DAEMONSET, self.namespace), self._daemonset_event)
         return c
 

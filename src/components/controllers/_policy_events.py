@@ -52,11 +52,20 @@ class PolicyEvents:
         m = manager
         self._controller = c
         c.watch(
-            _informers.cluster_policies(m), self.all_policies, GenerationChanged(), unpaced=True
+            _informers.cluster_policies(m),
+            self.all_policies,
+            GenerationChanged(),
+            unpaced=True,
+            map_old=False,
         )
-        c.watch(_informers.service_monitor_crd(m), self.all_policies, unpaced=True)
-        c.watch(_informers.config_maps(m, self.namespace), self.active_policy, unpaced=True)
-        c.watch(_informers.nodes(m), self._node_changed, NODE_CHANGED)
+        c.watch(_informers.service_monitor_crd(m), self.all_policies, unpaced=True, map_old=False)
+        c.watch(
+            _informers.config_maps(m, self.namespace),
+            self.active_policy,
+            unpaced=True,
+            map_old=False,
+        )
+        c.watch(_informers.nodes(m), self._node_changed, NODE_CHANGED, map_old=False)
         c.watch(_informers.pods(m), self._via_daemonset, in_namespace(self.namespace), POD_CHANGED)
         c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
         for informer in applier.owned_informers:

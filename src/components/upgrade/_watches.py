@@ -107,28 +107,29 @@ class Watches:
         """Watch `informers` from the node controller `nc` and the pool controller `pc`."""
         i = informers
         node_changed = Funcs(update=_node_changed)
-        nc.watch(i.nodes, lambda o: (Request("", name_of(o)),), node_changed)
+        nc.watch(i.nodes, lambda o: (Request("", name_of(o)),), node_changed, map_old=False)
         nc.watch(i.pods, self._pod_to_node)
         # Not on status writes: a driver DaemonSet's status changes with every pod of it
         # that comes up, and each would re-check every node it runs on (nodes^2 in a rollout);
         # no step reads that status.
         nc.watch(i.daemonsets, self._daemonset_to_nodes, Funcs(update=_spec_or_labels_changed))
         nc.watch(i.revisions, self._revision_to_nodes)
-        nc.watch(i.pdbs, self._nodes_in_states(S.DRAIN_REQUIRED, S.UPGRADE_FAILED))
+        nc.watch(i.pdbs, self._nodes_in_states(S.DRAIN_REQUIRED, S.UPGRADE_FAILED), map_old=False)
         policy_changed = Funcs(update=_spec_changed)
-        nc.watch(i.cluster_policies, lambda o: self._managed_nodes(), policy_changed)
-        nc.watch(i.nvidia_drivers, lambda o: self._managed_nodes(), policy_changed)
+        nc.watch(i.cluster_policies, lambda o: self._managed_nodes(), policy_changed, map_old=False)
+        nc.watch(i.nvidia_drivers, lambda o: self._managed_nodes(), policy_changed, map_old=False)
 
         pool = lambda o: (POOL_REQUEST,)  # noqa: E731
-        pc.watch(i.nodes, pool, node_changed)
+        pc.watch(i.nodes, pool, node_changed, map_old=False)
         pc.watch(
             i.pods,
             pool,
             Funcs(create=self._is_driver, update=self._driver_moved, delete=self._is_driver),
+            map_old=False,
         )
-        pc.watch(i.daemonsets, pool, Funcs(update=_spec_or_labels_changed))
-        pc.watch(i.cluster_policies, pool)
-        pc.watch(i.nvidia_drivers, pool)
+        pc.watch(i.daemonsets, pool, Funcs(update=_spec_or_labels_changed), map_old=False)
+        pc.watch(i.cluster_policies, pool, map_old=False)
+        pc.watch(i.nvidia_drivers, pool, map_old=False)
 
     def _is_driver(self, obj: Object) -> bool:
         return namespace_of(obj) == self.namespace and is_driver_pod(labels_of(obj))

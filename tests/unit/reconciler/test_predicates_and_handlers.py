@@ -93,6 +93,23 @@ def test_handler_applies_predicates_and_maps_both_sides_of_an_update() -> None:
     assert len(q) == 0
 
 
+def test_a_handler_told_not_to_map_the_old_object_maps_each_update_once() -> None:
+    """A mapping whose answer no change can move (a constant, the object's name) is run
+    once per update, not twice: at 1,000 nodes several such mappings list every node."""
+    q: Queue[Request] = Queue()
+    calls: list[str] = []
+
+    def every_policy(o: dict[str, Any]) -> list[Request]:
+        calls.append(o["metadata"]["labels"]["k"])
+        return [Request("", "cluster-policy")]
+
+    handler = WatchHandler(q, enqueue_mapped(every_policy), map_old=False)
+    handler.on_update(obj(labels={"k": "old"}), obj(labels={"k": "new"}))
+    assert calls == ["new"]
+    assert q.get_nowait() == Request("", "cluster-policy")
+    assert len(q) == 0
+
+
 def test_default_mapping_is_the_object_itself() -> None:
     q: Queue[Request] = Queue()
     WatchHandler(q, enqueue_object).on_add(obj("ds1"))
