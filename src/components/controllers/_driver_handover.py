@@ -6,8 +6,13 @@ reference names it), and when the operator is upgraded from a version that named
 otherwise. Deleting the old one the usual way would kill the driver on all its nodes at
 once. Instead each of its pods is relabelled to match the selector of the desired
 DaemonSet that selects its node, and the old DaemonSet is deleted with
-`propagationPolicy: Orphan`: the new one adopts the pods, sees them as an older revision,
-and the upgrade controller replaces them node by node through its safe walk.
+`propagationPolicy: Orphan`: the new one adopts the pods and, with them, the old one's
+ControllerRevisions (orphaned alike, and matching its selector). Where the two templates
+are the same (the cluster's OS mix changed) the pods are then of the new DaemonSet's
+current revision and nothing restarts, auto upgrade on or off. Where they differ (an
+operator upgrade that also changed the template) they are an older revision, like pods
+after any driver change: the upgrade walk replaces them node by node, or with auto
+upgrade off they stay until an admin deletes them.
 
 A pod on a node the old DaemonSet no longer selects is not handed over: the DaemonSet
 controller is already removing it (the node's kernel pin moved, as it does at once for

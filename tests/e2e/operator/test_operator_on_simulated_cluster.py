@@ -238,3 +238,51 @@ async def test_steady_state_writes_nothing(
     before = await versions()
     await asyncio.sleep(seconds)
     assert await versions() == before
+
+
+async def test_a_renamed_driver_daemonset_with_auto_upgrade_off_restarts_no_driver(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    """The cluster goes from two OS releases to one, so the per-OS driver DaemonSet gives
+    way to `nvidia-driver-daemonset`: its pods are handed over, not restarted. With auto
+    upgrade off nothing would ever replace them, so the policy must be ready with them as
+    they are, not wait for an admin to delete every driver pod by hand. (It is: the old
+    DaemonSet's ControllerRevision is orphaned with its pods and adopted with them, and the
+    two templates are the same, so the pods are of the new DaemonSet's current revision.)"""
+    await _patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": False}}})
+    await _wait_ready(kube)
+    ubuntu = {spec.name for spec in operator_cluster.nodes if spec.gpus and spec.os.id == "ubuntu"}
+    drivers_before = {
+        p.spec.node_name: p.metadata.uid
+        for p in await _operand_pods(kube)
+        if p.metadata.labels.get("app", "").startswith("nvidia-driver")
+        and p.spec.node_name in ubuntu
+    }
+    assert set(drivers_before) == ubuntu
+    for spec in [s for s in operator_cluster.nodes if s.gpus and s.name not in ubuntu]:
+        await operator_cluster.remove_node(spec.name)
+
+    async def renamed() -> bool:
+        names = {d.metadata.name for d in await _daemonsets(kube)}
+        return "nvidia-driver-daemonset" in names and not any(
+            n.startswith("nvidia-driver-daemonset-") for n in names
+        )
+
+    await eventually(renamed, "one driver DaemonSet for the one OS left", seconds=180)
+    # Counted on the driver DaemonSet left (4 nodes, not 6): a status after the rename.
+    await wait_counted(kube, {"state-driver": len(ubuntu)}, seconds=120)
+    drivers_after = {
+        p.spec.node_name: p.metadata.uid
+        for p in await _operand_pods(kube)
+        if p.metadata.labels.get("app", "").startswith("nvidia-driver")
+        and p.spec.node_name in ubuntu
+    }
+    assert drivers_after == drivers_before  # the same pods: no driver restarted
+    owners = {
+        ref.name
+        for p in await _operand_pods(kube)
+        if p.spec.node_name in ubuntu
+        and p.metadata.labels.get("app", "").startswith("nvidia-driver")
+        for ref in p.metadata.owner_references or []
+    }
+    assert owners == {"nvidia-driver-daemonset"}
