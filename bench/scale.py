@@ -24,6 +24,11 @@ control plane; and the writes it sent during a steady-state window (target 0).
                           (`_cpu_profile.py`) and print the top of the profile (written to
                           bench/results/)
         [--no-floor]      the operator only (profiling runs)
+        [--apiserver-profile S] take S seconds of kube-apiserver's own CPU profile (Go's
+                          pprof) from the operator's policy creation on: its label writes
+                          and first DaemonSets, as the API server pays for them (written to
+                          bench/results/apiserver-profile-<nodes>.pb.gz; read it with
+                          `go tool pprof -top -cum FILE`)
         [--repeats N]     measure each size N times, floor and operator in turn (every
                           other pair the operator first), and print the median ratio (at
                           100 nodes one run's floor alone varies by 20%)
@@ -91,6 +96,8 @@ POD = GVK("", "v1", "Pod")
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 SAMPLE_POLICY = REPO / "config" / "samples" / "nvidia_v1_clusterpolicy_full.yaml"
 POLICY: dict[str, Any] = {}
+APISERVER_PROFILE_SECONDS: list[float] = [0.0]
+"""`--apiserver-profile` (set once by `main`, like `POLICY`)."""
 """The ClusterPolicy both runs use (`--policy`; the full sample: autoUpgrade on, as the
 reference's sample and Helm chart have it)."""
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
@@ -873,6 +880,28 @@ def _start_operator(
     return process
 
 
+def _apiserver_profile(transport: Transport, seconds: float) -> asyncio.Task[bytes] | None:
+    """kube-apiserver's CPU profile over the next `seconds` (its /debug/pprof, which the
+    benchmark's admin credentials may read), or None when not asked for."""
+    if seconds <= 0:
+        return None
+    params = {"seconds": str(max(1, round(seconds)))}
+    return asyncio.create_task(
+        transport.request_bytes(
+            "GET", "/debug/pprof/profile", params=params, request_timeout=seconds + 60
+        )
+    )
+
+
+async def _keep_apiserver_profile(task: asyncio.Task[bytes] | None, nodes: int) -> str | None:
+    if task is None:
+        return None
+    path = RESULTS / f"apiserver-profile-{nodes}.pb.gz"
+    path.write_bytes(await task)
+    print(f"[{nodes}] kube-apiserver profile: go tool pprof -top -cum {path}", flush=True)
+    return str(path.relative_to(REPO))
+
+
 async def _operator(
     sim: SimulatedCluster,
     metrics_url: str,
@@ -910,6 +939,7 @@ async def _operator(
         began = time.monotonic()
         if milestones is not None:
             milestones.began = began
+        apiserver_profile = _apiserver_profile(c.transport, APISERVER_PROFILE_SECONDS[0])
         await c.create(policy)
         reached = await watch.until(
             {
@@ -926,6 +956,7 @@ async def _operator(
         )
         cpu = _cpu_seconds(pid)
         processes = tally.stop()
+        profiled = await _keep_apiserver_profile(apiserver_profile, len(watch.gpu_nodes()))
         ours = _operator_requests(metrics_url)
         requests = _diff(await _apiserver_requests(c.transport), before)
         await asyncio.sleep(steady_seconds)
@@ -943,6 +974,7 @@ async def _operator(
         "to_policy_ready_seconds": reached["policy_ready"],
         "to_labelled_seconds": reached["labelled"],
         "label_phase": labelled,
+        **({"apiserver_profile": profiled} if profiled else {}),
         "quiet_after_seconds": settled,
         "daemonset_times": dict(sorted(watch.daemonsets.items())),
         "operator_cpu_seconds_to_ready": round(cpu - cpu_before, 2),
@@ -1269,6 +1301,13 @@ def main() -> None:
     parser.add_argument("--deadline-seconds", type=float, default=1800.0)
     parser.add_argument("--profile", action="store_true", help="sample the operator's CPU time")
     parser.add_argument("--no-floor", action="store_true", help="the operator only")
+    parser.add_argument(
+        "--apiserver-profile",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="kube-apiserver's CPU profile over SECONDS from the operator's policy creation",
+    )
     parser.add_argument("--policy", type=Path, default=SAMPLE_POLICY, help="ClusterPolicy YAML")
     parser.add_argument("--repeats", type=int, default=1, help="runs per size (median ratio)")
     parser.add_argument(
@@ -1310,6 +1349,7 @@ def main() -> None:
             "(pass --os ubuntu22.04)"
         )
     POLICY.update(yaml.safe_load(args.policy.read_text()))
+    APISERVER_PROFILE_SECONDS[0] = args.apiserver_profile
     args.reference_folder = build_reference() if args.reference else None
     sizes = [int(n) for n in args.nodes.split(",")]
     PROBES.append(SpeedProbe())
