@@ -96,10 +96,10 @@ POD = GVK("", "v1", "Pod")
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 SAMPLE_POLICY = REPO / "config" / "samples" / "nvidia_v1_clusterpolicy_full.yaml"
 POLICY: dict[str, Any] = {}
-APISERVER_PROFILE_SECONDS: list[float] = [0.0]
-"""`--apiserver-profile` (set once by `main`, like `POLICY`)."""
 """The ClusterPolicy both runs use (`--policy`; the full sample: autoUpgrade on, as the
 reference's sample and Helm chart have it)."""
+APISERVER_PROFILE_SECONDS: list[float] = [0.0]
+"""`--apiserver-profile` (set once by `main`, like `POLICY`)."""
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")

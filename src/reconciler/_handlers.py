@@ -80,13 +80,9 @@ class WatchHandler:
 
     def on_update(self, old: Object, new: Object) -> None:
         if all(p.update(old, new) for p in self._predicates):
-            if not self._map_old:
-                for request in self._mapping(new):
-                    self._queue.add(request)
-                return
             # An owner reference or label that went away still concerns the old target.
-            requests = dict.fromkeys([*self._mapping(new), *self._mapping(old)])
-            for request in requests:
+            sides = (new, old) if self._map_old else (new,)
+            for request in dict.fromkeys(r for side in sides for r in self._mapping(side)):
                 self._queue.add(request)
 
     def on_delete(self, obj: Object) -> None:
