@@ -31,6 +31,10 @@ JSON = "application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""An `Accept` asking for the answer's metadata only (a `PartialObjectMetadata`): the API
+server then encodes and sends none of the object's spec and status."""
 
 Params = Mapping[str, str | int | bool]
 # Called once per request with (method, status code or "<error>", path), for request metrics.
@@ -125,8 +129,8 @@ class Transport:
         if own is not None and not own.closed:
             await own.close()
 
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": self._user_agent}
+    async def _headers(self, content_type: str | None, accept: str = JSON) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": self._user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         headers.update(await self.connection.auth_headers())
@@ -143,13 +147,15 @@ class Transport:
         request_timeout: float | None = None,
         before_send: BeforeSend | None = None,
         decoder: Callable[[bytes], Any] = decode,
+        accept: str = JSON,
     ) -> Object:
         """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`.
 
         `before_send` is called once the request has a connection, right before its bytes
         go out (and once before that); an exception from it cancels the request. A check
         made earlier could be stale by then: a connection may take a while to open.
-        `decoder` reads a successful answer (errors are always read whole)."""
+        `decoder` reads a successful answer (errors are always read whole); `accept` asks
+        for its form (`METADATA_ONLY`: the object's metadata alone)."""
         _, doc = await self.request_with_status(
             method,
             path,
@@ -159,6 +165,7 @@ class Transport:
             request_timeout=request_timeout,
             before_send=before_send,
             decoder=decoder,
+            accept=accept,
         )
         return doc
 
@@ -173,10 +180,11 @@ class Transport:
         request_timeout: float | None = None,
         before_send: BeforeSend | None = None,
         decoder: Callable[[bytes], Any] = decode,
+        accept: str = JSON,
     ) -> tuple[int, Object]:
         """Like `request`, with the success status: 201 tells a create from an update."""
         status, raw = await self._send(
-            method, path, params, body, content_type, request_timeout, before_send
+            method, path, params, body, content_type, request_timeout, before_send, accept
         )
         if not raw:
             return status, {}
@@ -206,9 +214,10 @@ class Transport:
         content_type: str,
         request_timeout: float | None,
         before_send: BeforeSend | None = None,
+        accept: str = JSON,
     ) -> tuple[int, bytes]:
         data = body if isinstance(body, bytes) or body is None else encode(body)
-        headers = await self._headers(content_type if data is not None else None)
+        headers = await self._headers(content_type if data is not None else None, accept)
         client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.request_timeout)
         if before_send is not None:
             before_send()

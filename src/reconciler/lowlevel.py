@@ -35,11 +35,12 @@ from reconciler._rate_limiting_queue import RateLimitingQueue
 from reconciler._reflector import Reflector, Sink
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._store import Store
-from reconciler._transport import RequestObserver, Transport
+from reconciler._transport import METADATA_ONLY, RequestObserver, Transport
 from reconciler._trim import DEFAULT_DROP, Path, Transform, Trimmer, drop_paths
 
 __all__ = [
     "DEFAULT_DROP",
+    "METADATA_ONLY",
     "NAMESPACE_INDEX",
     "Backoff",
     "BucketRateLimiter",

@@ -109,5 +109,7 @@ class NodeLabelController:
             meta["labels"] = patch
         if notes:
             meta["annotations"] = notes
-        await self.client.patch(NODE, request.name, {"metadata": meta}, whole_answer=False)
+        await self.client.patch(
+            NODE, request.name, {"metadata": meta}, strategic=True, whole_answer=False
+        )
         return None

@@ -252,12 +252,16 @@ async def test_a_renamed_driver_daemonset_with_auto_upgrade_off_restarts_no_driv
     await _patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": False}}})
     await _wait_ready(kube)
     ubuntu = {spec.name for spec in operator_cluster.nodes if spec.gpus and spec.os.id == "ubuntu"}
-    drivers_before = {
-        p.spec.node_name: p.metadata.uid
-        for p in await _operand_pods(kube)
-        if p.metadata.labels.get("app", "").startswith("nvidia-driver")
-        and p.spec.node_name in ubuntu
-    }
+
+    async def ubuntu_drivers() -> list[Any]:
+        return [
+            p
+            for p in await _operand_pods(kube)
+            if p.metadata.labels.get("app", "").startswith("nvidia-driver")
+            and p.spec.node_name in ubuntu
+        ]
+
+    drivers_before = {p.spec.node_name: p.metadata.uid for p in await ubuntu_drivers()}
     assert set(drivers_before) == ubuntu
     for spec in [s for s in operator_cluster.nodes if s.gpus and s.name not in ubuntu]:
         await operator_cluster.remove_node(spec.name)
@@ -271,18 +275,8 @@ async def test_a_renamed_driver_daemonset_with_auto_upgrade_off_restarts_no_driv
     await eventually(renamed, "one driver DaemonSet for the one OS left", seconds=180)
     # Counted on the driver DaemonSet left (4 nodes, not 6): a status after the rename.
     await wait_counted(kube, {"state-driver": len(ubuntu)}, seconds=120)
-    drivers_after = {
-        p.spec.node_name: p.metadata.uid
-        for p in await _operand_pods(kube)
-        if p.metadata.labels.get("app", "").startswith("nvidia-driver")
-        and p.spec.node_name in ubuntu
-    }
-    assert drivers_after == drivers_before  # the same pods: no driver restarted
-    owners = {
-        ref.name
-        for p in await _operand_pods(kube)
-        if p.spec.node_name in ubuntu
-        and p.metadata.labels.get("app", "").startswith("nvidia-driver")
-        for ref in p.metadata.owner_references or []
-    }
+    drivers_after = await ubuntu_drivers()
+    # The same pods: no driver restarted.
+    assert {p.spec.node_name: p.metadata.uid for p in drivers_after} == drivers_before
+    owners = {ref.name for p in drivers_after for ref in p.metadata.owner_references or []}
     assert owners == {"nvidia-driver-daemonset"}

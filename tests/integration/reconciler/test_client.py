@@ -8,7 +8,7 @@ import pytest
 
 from reconciler import GVK, Client, EventRecorder, Eviction, Object, Operation
 from reconciler.errors import Conflict, Invalid, NotFound
-from reconciler.lowlevel import desired_hash
+from reconciler.lowlevel import METADATA_ONLY, desired_hash
 from tests.polling import eventually
 
 from .conftest import CONFIGMAP, Kit, configmap
@@ -161,8 +161,17 @@ async def test_patch_without_its_whole_answer_returns_the_written_identity(
     kit: Kit, namespace: str
 ) -> None:
     """A caller that does not read the answer gets what names the write (the version it
-    made), not the object: a node label write so decodes a tenth of a node."""
+    made), not the object, and asks the API server for no more than the metadata: a node
+    label write so neither gets nor decodes a node's images and status."""
     await kit.client.apply(configmap("identity", namespace, a="1"))
+    asked: list[str] = []
+    request = kit.transport.request
+
+    async def recording(*args: Any, **kwargs: Any) -> Object:
+        asked.append(kwargs.get("accept", ""))
+        return await request(*args, **kwargs)
+
+    kit.transport.request = recording  # type: ignore[method-assign]
     out = await kit.client.patch(
         CONFIGMAP,
         "identity",
@@ -170,6 +179,7 @@ async def test_patch_without_its_whole_answer_returns_the_written_identity(
         namespace=namespace,
         whole_answer=False,
     )
+    kit.transport.request = request  # type: ignore[method-assign]
     live = await kit.client.get_live(CONFIGMAP, "identity", namespace)
     assert live["metadata"]["labels"] == {"x": "1"} and live["data"] == {"a": "1", "b": "2"}
     meta = live["metadata"]
@@ -183,6 +193,36 @@ async def test_patch_without_its_whole_answer_returns_the_written_identity(
             "resourceVersion": meta["resourceVersion"],
         },
     }
+    assert asked == [METADATA_ONLY]
+
+
+async def test_an_answer_asked_as_metadata_only_carries_no_data(kit: Kit, namespace: str) -> None:
+    await kit.client.apply(configmap("meta-only", namespace, big="x" * 20_000))
+    path = f"/api/v1/namespaces/{namespace}/configmaps/meta-only"
+    out = await kit.transport.request("GET", path, accept=METADATA_ONLY)
+    assert out["kind"] == "PartialObjectMetadata"
+    assert out["metadata"]["name"] == "meta-only" and "data" not in out
+
+
+async def test_a_strategic_merge_patch_sets_and_removes_labels_and_keeps_the_rest(
+    kit: Kit, namespace: str
+) -> None:
+    """The node label controller's write: a label set, one removed (null), the others and
+    the object's data kept."""
+    cm = configmap("smp", namespace, a="1")
+    cm["metadata"]["labels"] = {"keep": "k", "gone": "g"}
+    await kit.client.apply(cm)
+    await kit.client.patch(
+        CONFIGMAP,
+        "smp",
+        {"metadata": {"labels": {"new": "n", "gone": None}}},
+        namespace=namespace,
+        strategic=True,
+        whole_answer=False,
+    )
+    live = await kit.client.get_live(CONFIGMAP, "smp", namespace)
+    assert live["metadata"]["labels"] == {"keep": "k", "new": "n"}
+    assert live["data"] == {"a": "1"}
 
 
 class _NameOnly(TypedDict, total=False):
