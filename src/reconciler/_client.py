@@ -245,8 +245,8 @@ class Client(LiveReads):
         """A JSON merge patch (labels, annotations, `spec.unschedulable`); an RFC 6902 JSON
         patch with `json_patch=True` (a list of operations, e.g. with a `test`); a strategic
         merge patch with `strategic=True` (built-in kinds only; for labels and annotations it
-        merges as a merge patch does, and the API server applies it to a 24 KB node in
-        four-fifths of the time).
+        merges as a merge patch does, and the API server spends less applying it to a
+        24 KB node: 0.6-0.8 s instead of 0.9 s for 1,000 node label writes).
 
         `quiet`: the caller logs the change itself, in its own words; ours goes to DEBUG so
         the change still makes one INFO line, not two. `whole_answer=False`: the object
@@ -254,6 +254,8 @@ class Client(LiveReads):
         generation), for a caller that does not read the rest; the API server is asked for
         the metadata alone, so it neither encodes nor sends a node's images and status
         (1,000 node label writes in a 1,000-node rollout)."""
+        if json_patch and strategic:
+            raise ValueError("patch: json_patch and strategic name two patch formats; pick one")
         res = await self.mapper.resource_for(gvk)
         if json_patch:
             content_type = JSON_PATCH

@@ -403,3 +403,20 @@ async def test_similar_events_are_combined_into_one_counted_event(kit: Kit, name
     await recorder.event(target, "Normal", "NodeMoved", "node n12: moved")
     events = await kit.client.list_live(EVENT, namespace=namespace)
     assert "node n12: moved" in {e["message"] for e in events}
+
+
+async def test_a_patch_in_two_formats_at_once_is_refused_before_it_is_sent(
+    kit: Kit, namespace: str
+) -> None:
+    await kit.client.apply(configmap("two-formats", namespace, a="1"))
+    with pytest.raises(ValueError, match="pick one"):
+        await kit.client.patch(
+            CONFIGMAP,
+            "two-formats",
+            [{"op": "add", "path": "/data/b", "value": "2"}],
+            namespace=namespace,
+            json_patch=True,
+            strategic=True,
+        )
+    live = await kit.client.get_live(CONFIGMAP, "two-formats", namespace)
+    assert live["data"] == {"a": "1"}
