@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import finish, percentile
 from components.upgrade import IN_PROGRESS, STATE_LABEL
 from gpusim import ClusterConfig, SimulatedCluster, apply_crds, load_documents, parse_os_list
-from reconciler import GVK, Cache, Client, Object, labels_of, name_of
+from reconciler import GVK, Cache, Client, Object, PatchType, labels_of, name_of
 from reconciler.envtest import free_port
 from reconciler.errors import NotFound
 from reconciler.lowlevel import RESTMapper, Transport
@@ -288,7 +288,9 @@ async def _floor(
         suffix = tag.split("-", 1)[1] if "-" in tag else ""
         new = f"{name}:{version}" + (f"-{suffix}" if suffix else "")
         body = {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": new}
-        await c.patch(DAEMONSET, name_of(ds), [body], namespace=NAMESPACE, json_patch=True)
+        await c.patch(
+            DAEMONSET, name_of(ds), [body], namespace=NAMESPACE, patch_type=PatchType.JSON
+        )
     gate = asyncio.Semaphore(parallel)
 
     def new_driver(pod: Object) -> bool:

@@ -60,6 +60,7 @@ from reconciler._predicates import (
     Predicate,
     ResourceVersionChanged,
 )
+from reconciler._transport import PatchType
 from reconciler._written import WrittenCopies
 
 __all__ = [
@@ -93,6 +94,7 @@ __all__ = [
     "ObjectKey",
     "Operation",
     "Or",
+    "PatchType",
     "Predicate",
     "ReconcileFunc",
     "Reconciler",

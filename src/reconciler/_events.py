@@ -32,7 +32,7 @@ from reconciler._client import Client
 from reconciler._exceptions import NotFound, ReconcilerError
 from reconciler._kinds import EVENT
 from reconciler._objects import Object, meta
-from reconciler._transport import MERGE_PATCH
+from reconciler._transport import PatchType
 
 log = logging.getLogger("reconciler.events")
 
@@ -168,7 +168,7 @@ class EventRecorder:
                         "PATCH",
                         res.path(ev_namespace, ev_name),
                         body=body,
-                        content_type=MERGE_PATCH,
+                        content_type=PatchType.MERGE,
                     )
                     self._remember(key, (ev_namespace, ev_name, count + 1))
                     return

@@ -75,6 +75,15 @@ def namespace_of(obj: Mapping[str, Any]) -> str:
     return str(meta(obj).get("namespace") or "")
 
 
+def ref_of(namespace: str, name: str) -> str:
+    """How a log line names an object: `namespace/name`, or `name` when cluster-scoped."""
+    return f"{namespace}/{name}" if namespace else name
+
+
+def ref(obj: Mapping[str, Any]) -> str:
+    return ref_of(namespace_of(obj), name_of(obj))
+
+
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     labels = meta(obj).get("labels")
     return labels if isinstance(labels, dict) else {}

@@ -3,7 +3,7 @@ the annotation `nvidia.com/gpu-driver-upgrade-enabled`.
 
 One request per node. The labels a node should carry are a pure function of its own
 labels and the active ClusterPolicy (`_labels.node_label_patch`); when they already are
-right nothing is written, otherwise one merge patch of just what changes.
+right nothing is written, otherwise one strategic merge patch of just what changes.
 A ClusterPolicy change re-checks every GPU node (and every node that still carries our
 labels); a node is re-checked when its labels change.
 """
@@ -34,6 +34,7 @@ from reconciler import (
     Manager,
     Object,
     Or,
+    PatchType,
     Request,
     Result,
     labels_of,
@@ -110,6 +111,10 @@ class NodeLabelController:
         if notes:
             meta["annotations"] = notes
         await self.client.patch(
-            NODE, request.name, {"metadata": meta}, strategic=True, whole_answer=False
+            NODE,
+            request.name,
+            {"metadata": meta},
+            patch_type=PatchType.STRATEGIC_MERGE,
+            whole_answer=False,
         )
         return None

@@ -31,7 +31,7 @@ from components.nodeagent._report import (
     critical,
     verdicts,
 )
-from reconciler import GVK, Client, Object
+from reconciler import GVK, Client, Object, PatchType
 
 log = logging.getLogger("components.nodeagent")
 
@@ -39,7 +39,6 @@ PROCESSES_ANNOTATION: Final = GPU_PROCESSES_ANNOTATION
 REPLICAS_LABEL: Final = "nvidia.com/gpu.replicas"
 GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
 NODE: Final = GVK("", "v1", "Node")
-STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 RESTART_STATES: Final = frozenset(
     {"wait-for-jobs-required", "pod-deletion-required", "drain-required", "pod-restart-required"}
 )
@@ -83,7 +82,7 @@ class ClusterNodeApi:
             f"/api/v1/nodes/{self.node}/status",
             params={"fieldManager": "gpu-operator-node-agent"},
             body=json.dumps(body).encode(),
-            content_type=STRATEGIC_MERGE_PATCH,
+            content_type=PatchType.STRATEGIC_MERGE,
         )
 
     async def patch_metadata(self, body: Object) -> Object:
@@ -92,7 +91,7 @@ class ClusterNodeApi:
             f"/api/v1/nodes/{self.node}",
             params={"fieldManager": "gpu-operator-node-agent"},
             body=json.dumps(body).encode(),
-            content_type="application/merge-patch+json",
+            content_type=PatchType.MERGE,
         )
 
 

@@ -21,7 +21,7 @@ from components.upgrade._pin import PinChange
 from components.upgrade._reader import Pool
 from components.upgrade._step import Transition
 from components.upgrade._tracker import WriteTracker
-from reconciler import NORMAL, WARNING, Client, EventRecorder, Object
+from reconciler import NORMAL, WARNING, Client, EventRecorder, Object, PatchType
 from reconciler.errors import Conflict as ApiConflict
 from reconciler.errors import Invalid, NotFound
 
@@ -73,7 +73,9 @@ class NodeWriter:
         if not f.ops:
             return obj
         try:
-            written = await self.client.patch(NODE, node.name, f.ops, json_patch=True, quiet=True)
+            written = await self.client.patch(
+                NODE, node.name, f.ops, patch_type=PatchType.JSON, quiet=True
+            )
         except Invalid as exc:
             # The state label (or an annotation) changed since we read it: re-read.
             to = f.steps[-1][1].to

@@ -16,7 +16,7 @@ from typing import Any
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.upgrade import DEVICE_PLUGIN_DEPLOY_LABEL, STATE_LABEL
 from gpusim import SimulatedCluster
-from reconciler import GVK, Object, labels_of, name_of
+from reconciler import GVK, Object, PatchType, labels_of, name_of
 from reconciler.errors import NotFound
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.polling import eventually
@@ -59,7 +59,7 @@ async def _set_policy(
         {"op": "add", "path": "/spec/driver/upgradePolicy", "value": upgrade},
         {"op": "add", "path": "/spec/driver/usePrecompiled", "value": precompiled},
     ]
-    await watch.client.patch(CLUSTER_POLICY, POLICY, ops, json_patch=True)
+    await watch.client.patch(CLUSTER_POLICY, POLICY, ops, patch_type=PatchType.JSON)
 
 
 def _upgraded(watch: Watch, version: str) -> bool:

@@ -6,7 +6,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from reconciler import GVK, Client, EventRecorder, Eviction, Object, Operation
+from reconciler import GVK, Client, EventRecorder, Eviction, Object, Operation, PatchType
 from reconciler.errors import Conflict, Invalid, NotFound
 from reconciler.lowlevel import METADATA_ONLY, desired_hash
 from tests.polling import eventually
@@ -217,7 +217,7 @@ async def test_a_strategic_merge_patch_sets_and_removes_labels_and_keeps_the_res
         "smp",
         {"metadata": {"labels": {"new": "n", "gone": None}}},
         namespace=namespace,
-        strategic=True,
+        patch_type=PatchType.STRATEGIC_MERGE,
         whole_answer=False,
     )
     live = await kit.client.get_live(CONFIGMAP, "smp", namespace)
@@ -405,18 +405,20 @@ async def test_similar_events_are_combined_into_one_counted_event(kit: Kit, name
     assert "node n12: moved" in {e["message"] for e in events}
 
 
-async def test_a_patch_in_two_formats_at_once_is_refused_before_it_is_sent(
-    kit: Kit, namespace: str
-) -> None:
-    await kit.client.apply(configmap("two-formats", namespace, a="1"))
-    with pytest.raises(ValueError, match="pick one"):
+async def test_a_json_patch_whose_test_fails_changes_nothing(kit: Kit, namespace: str) -> None:
+    """The upgrade walk's writes: a transition read from a stale copy carries a `test` of
+    what it read, and none of its operations may land when that test fails."""
+    await kit.client.apply(configmap("stale", namespace, a="1"))
+    with pytest.raises(Invalid):
         await kit.client.patch(
             CONFIGMAP,
-            "two-formats",
-            [{"op": "add", "path": "/data/b", "value": "2"}],
+            "stale",
+            [
+                {"op": "add", "path": "/data/b", "value": "2"},
+                {"op": "test", "path": "/data/a", "value": "0"},
+            ],
             namespace=namespace,
-            json_patch=True,
-            strategic=True,
+            patch_type=PatchType.JSON,
         )
-    live = await kit.client.get_live(CONFIGMAP, "two-formats", namespace)
+    live = await kit.client.get_live(CONFIGMAP, "stale", namespace)
     assert live["data"] == {"a": "1"}
