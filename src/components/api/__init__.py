@@ -36,6 +36,7 @@ from components.api._affinity import (
 from components.api._clusterpolicy import (
     ClusterPolicy,
     ClusterPolicySpec,
+    MIGPodDeletionSpec,
     MIGStrategy,
 )
 from components.api._common import (
@@ -178,6 +179,7 @@ __all__ = [
     "ImageSpec",
     "KataRuntimeClassSpec",
     "Kind",
+    "MIGPodDeletionSpec",
     "MIGStrategy",
     "NVIDIADriver",
     "NVIDIADriverSpec",

@@ -278,12 +278,28 @@ class MIGGPUClientsConfigSpec(ApiModel):
     name: str = ""
 
 
+class MIGPodDeletionSpec(ApiModel):
+    """Ours (the reference's MIG manager evicts no user pod): which GPU pods a MIG change
+    may evict beyond kubectl drain's rules, under the driver upgrade's podDeletion names.
+    Without them a GPU pod no controller manages, or one with emptyDir data, holds the
+    node's change and nothing on the node is evicted."""
+
+    force: bool = Field(
+        default=False,
+        description="Evict GPU pods not managed by a controller too (nothing recreates them).",
+    )
+    delete_empty_dir: bool = Field(
+        default=False, description="Evict GPU pods that use emptyDir volumes (their data is lost)."
+    )
+
+
 class MIGManagerSpec(OperandSpec):
     """The MIG manager DaemonSet (MIG-capable nodes only)."""
 
     enabled: bool = Field(default=True, description="Deploy the MIG manager.")
     config: MIGPartedConfigSpec = Field(default_factory=MIGPartedConfigSpec)
     gpu_clients_config: MIGGPUClientsConfigSpec = Field(default_factory=MIGGPUClientsConfigSpec)
+    pod_deletion: MIGPodDeletionSpec = Field(default_factory=MIGPodDeletionSpec)
 
 
 class NodeStatusExporterSpec(OperandSpec):

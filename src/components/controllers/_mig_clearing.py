@@ -5,10 +5,13 @@ One request per node. It runs when a node's MIG labels change, a pod on a node w
 pending change comes, goes or changes, or a PodDisruptionBudget changes while a node waits;
 a refused eviction is also retried with a doubling delay. Each eviction goes through the
 Eviction API (a 429 from a budget is an answer to wait on, never a reason to delete), and
-every pod evicted gets an Event, as does its node. What blocks a node (a budget, a
-DaemonSet's pod, a host process) is an Event on the node when it changes and, through
-`blocked`, a condition on the ClusterPolicy. With the node agent enabled, a change of the
-node's process list (its annotation) brings a waiting node back too.
+every pod evicted gets an Event, as does its node. What blocks a node (a pod the policy
+does not let go, a budget, a DaemonSet's pod, a host process) is an Event on the node when
+it changes and, through `blocked`, a condition on the ClusterPolicy. With the node agent
+enabled, a change of the node's process list (its annotation) brings a waiting node back
+too, and a change of the active policy's `migManager` brings back every waiting node. The
+pod cache drops `spec.volumes`: whether a GPU pod has emptyDir data is read from the server,
+once a pod, unless the policy lets such pods go anyway.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from components.api import (
     GPU_PROCESSES_ANNOTATION,
@@ -37,10 +41,20 @@ from components.controllers._mig_change import (
     change_pending,
     clearing,
     evicted_message,
+    gpu_users,
+    mig_managed,
+    mig_pod_deletion,
     node_evicted_message,
     refusal,
 )
-from components.upgrade import POD_NODE_INDEX, PodView, pdb_view, pod_node, pod_view
+from components.upgrade import (
+    POD_NODE_INDEX,
+    PodView,
+    PodVolumes,
+    pdb_view,
+    pod_node,
+    pod_view,
+)
 from reconciler import (
     NORMAL,
     WARNING,
@@ -65,9 +79,9 @@ EVICTED_MEMORY_SECONDS = 30.0
 """How long an evicted pod is not asked again while the cache still shows it running."""
 
 
-def _mig_labels(obj: Object) -> tuple[str | None, str | None]:
+def _mig_labels(obj: Object) -> tuple[str | None, str | None, bool]:
     labels = labels_of(obj)
-    return labels.get(MIG_CONFIG_LABEL), labels.get(MIG_CONFIG_STATE_LABEL)
+    return labels.get(MIG_CONFIG_LABEL), labels.get(MIG_CONFIG_STATE_LABEL), mig_managed(labels)
 
 
 def _mig_labels_changed(old: Object, new: Object) -> bool:
@@ -84,6 +98,17 @@ def _node_changed(old: Object, new: Object) -> bool:
 
 def _pending(obj: Object) -> bool:
     return change_pending(labels_of(obj))
+
+
+def _policy_said(obj: Object) -> tuple[Any, bool]:
+    """What of a ClusterPolicy the clearing reads: its MIG manager section, and whether it
+    is going (the next oldest then becomes the active one)."""
+    spec = obj.get("spec") or {}
+    return spec.get("migManager"), bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _policy_changed(old: Object, new: Object) -> bool:
+    return _policy_said(old) != _policy_said(new)
 
 
 def _node_ref(obj: Object) -> Object:
@@ -125,6 +150,7 @@ class MigClearingController:
         """Node -> what keeps its MIG change waiting (only nodes something blocks)."""
         self._attempts: dict[str, int] = {}
         self._evicted: dict[str, float] = {}
+        self._volumes = PodVolumes(self.client)
         self.controller: Controller | None = None
 
     def setup(self) -> Controller:
@@ -139,6 +165,12 @@ class MigClearingController:
         )
         c.watch(_informers.pods_by_node(m), self._pod_to_node, map_old=False)
         c.watch(_informers.pdbs(m), lambda o: self._waiting_nodes(), map_old=False)
+        c.watch(
+            _informers.cluster_policies(m),
+            lambda o: self._waiting_nodes(),
+            Funcs(update=_policy_changed),
+            map_old=False,
+        )
         self.controller = c
         return c
 
@@ -163,15 +195,28 @@ class MigClearingController:
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
         node = self.client.get(NODE, name)
-        if node is None or not _pending(node):
-            self._attempts.pop(name, None)
-            await self._set_blocked(node, name, "")
+        policy = active_cluster_policy(self.client.list(CLUSTER_POLICY))
+        allowed = mig_pod_deletion(policy)
+        if node is None or not _pending(node) or allowed is None:
+            if node is not None and _pending(node):
+                log.debug(
+                    "node %s: MIG change pending, but no ClusterPolicy runs the MIG manager", name
+                )
+            await self._leave(node, name)
+            return None
+        if not mig_managed(labels_of(node)):
+            log.debug("node %s: MIG change pending on a node the MIG manager does not run on", name)
+            await self._leave(node, name)
             return None
         config = labels_of(node)[MIG_CONFIG_LABEL]
         now = self.clock()
         self._evicted = {uid: t for uid, t in self._evicted.items() if t > now}
-        pods = [pod_view(p) for p in self.client.list(POD, index=(POD_NODE_INDEX, name))]
-        plan = clearing(pods, self._evicted, self._processes(node))
+        processes = self._processes(policy, node)
+        listed = self.client.list(POD, index=(POD_NODE_INDEX, name))
+        pods = gpu_users([pod_view(p) for p in listed], processes)
+        if not allowed.delete_empty_dir:
+            pods = await self._volumes.with_local_storage(pods)
+        plan = clearing(pods, allowed, self._evicted, processes)
         asks = (self.client.evict(p.name, p.namespace) for p in plan.evict)
         answers = list(zip(plan.evict, await asyncio.gather(*asks), strict=True))
         refused = [(p, r) for p, r in answers if not r.evicted]
@@ -189,7 +234,8 @@ class MigClearingController:
                 )
         pdbs = [pdb_view(b) for b in self.client.list(PDB)] if refused else []
         blockers = [refusal(p, pdbs, r.message) for p, r in refused] + list(plan.blocked)
-        await self._set_blocked(node, name, blocked_message(config, blockers))
+        message = blocked_message(config, blockers, refused=plan.drain_refused)
+        await self._set_blocked(node, name, message)
         if not refused:
             self._attempts.pop(name, None)
             return None
@@ -198,10 +244,15 @@ class MigClearingController:
         retry_after = max((r.retry_after or 0.0 for _, r in refused), default=0.0)
         return Result(requeue_after=max(backoff(attempts), retry_after))
 
-    def _processes(self, node: Object) -> list[GpuProcessEntry] | None:
+    async def _leave(self, node: Object | None, name: str) -> None:
+        """Nothing to clear on the node (any more): forget what blocked it."""
+        self._attempts.pop(name, None)
+        await self._set_blocked(node, name, "")
+
+    def _processes(self, policy: Object | None, node: Object) -> list[GpuProcessEntry] | None:
         """The node agent's list of the node's GPU processes; None without the agent (a
         list it left behind when disabled is not current)."""
-        if not node_agent_enabled(active_cluster_policy(self.client.list(CLUSTER_POLICY))):
+        if not node_agent_enabled(policy):
             return None
         return gpu_processes(annotations_of(node))
 

@@ -19,8 +19,9 @@ Pure parts, for tests and tools::
     admit(nodes, policy)                          # -> names that may start now
     counts(nodes, policy)                         # -> in progress, unavailable, available
 
-Clearing a node of GPU pods (`deletion_plan`, `disruption_blocker`, `pod_view`,
-`POD_NODE_INDEX`) is shared with the MIG-change clearing in `components.controllers`.
+Clearing a node of GPU pods (`deletion_plan`, `gpu_pods`, `disruption_blocker`, `pod_view`,
+`PodVolumes`, `POD_NODE_INDEX`) is shared with the MIG-change clearing in
+`components.controllers`.
 """
 
 from components.upgrade._clearing import (
@@ -29,6 +30,7 @@ from components.upgrade._clearing import (
     deletion_plan,
     describe,
     disruption_blocker,
+    gpu_pods,
 )
 from components.upgrade._controller import UpgradeController
 from components.upgrade._fold import Fold, fold, patched
@@ -69,6 +71,7 @@ from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._times import format_time, format_time_ms, parse_time
 from components.upgrade._tracker import WriteTracker
+from components.upgrade._volumes import PodVolumes
 
 __all__ = [
     "CORDONED_AT",
@@ -96,6 +99,7 @@ __all__ = [
     "PdbView",
     "PinChange",
     "PodView",
+    "PodVolumes",
     "SelectorError",
     "Step",
     "Transition",
@@ -110,6 +114,7 @@ __all__ = [
     "fold",
     "format_time",
     "format_time_ms",
+    "gpu_pods",
     "is_driver_pod",
     "label_selector_matches",
     "max_unavailable",

@@ -71,7 +71,10 @@ def _static_blocker(pod: PodView, *, force: bool, empty_dir: bool, section: str)
     return None
 
 
-def deletion_plan(pods: Iterable[PodView], spec: PodDeletionSpec) -> ClearPlan:
+def deletion_plan(
+    pods: Iterable[PodView], spec: PodDeletionSpec, *, section: str = "podDeletion"
+) -> ClearPlan:
+    """`section`: where the admin sets `force` and `deleteEmptyDir`, for the reasons."""
     act: list[PodView] = []
     waiting: list[PodView] = []
     blocked: list[Blocker] = []
@@ -83,7 +86,7 @@ def deletion_plan(pods: Iterable[PodView], spec: PodDeletionSpec) -> ClearPlan:
         elif pod.daemonset:
             blocked.append(Blocker(pod, f"DaemonSet {pod.owner_name} would recreate it"))
         elif reason := _static_blocker(
-            pod, force=spec.force, empty_dir=spec.delete_empty_dir, section="podDeletion"
+            pod, force=spec.force, empty_dir=spec.delete_empty_dir, section=section
         ):
             blocked.append(Blocker(pod, reason))
         else:

@@ -13,8 +13,11 @@ through its `nvidia.com/device-plugin.config` label, brings the MPS control daem
 node alone, and the node offers `replicas` clients per GPU.
 
 *With the node agent* (issue 17 item 4): a pod that requests no GPU but sees them all
-(`NVIDIA_VISIBLE_DEVICES=all`) holds a GPU process the agent lists; the MIG change evicts
-it, and goes through only once the agent lists no process.
+(`NVIDIA_VISIBLE_DEVICES=all`) holds a GPU process the agent lists. It is a bare pod (no
+controller: one would start it again at once and hold the GPUs anew), so by `kubectl
+drain`'s rules it holds the change and is named (issue 47 item 2) until the policy lets a
+MIG change evict such pods (`migManager.podDeletion.force`); then it is evicted, and the
+change goes through only once the agent lists no process.
 """
 
 from __future__ import annotations
@@ -311,9 +314,22 @@ async def test_with_the_node_agent_a_pod_holding_a_gpu_process_is_evicted_before
 
     before = await core.read_node(NODE)
     assert before.metadata.labels.get("nvidia.com/mig.config") == CONFIG  # the first test's
-    # The admin turns MIG off on the node: the pod requests no GPU, yet it is evicted,
-    # because the agent saw its process; the change goes through once no process is left.
+    # The admin turns MIG off on the node: the pod requests no GPU, yet the agent saw its
+    # process, so it must go. No controller would bring it back: like `kubectl drain`
+    # without --force, the change holds and names it.
     await operator_cluster.set_node_labels(NODE, {"nvidia.com/mig.config": "all-disabled"})
+
+    async def held() -> dict[str, Any] | None:
+        found = _condition(await policy(kube), "MIGChangeBlocked")
+        return found if found and "all-disabled" in found["message"] else None
+
+    condition = await eventually(held, "the bare pod named as holding the MIG change")
+    assert f"{JOB_NS}/smi-watch (not managed by a controller" in condition["message"]
+    still = await core.read_namespaced_pod("smi-watch", JOB_NS)
+    assert still.metadata.deletion_timestamp is None
+    # The admin lets MIG changes evict bare pods: it is evicted, and the change goes through
+    # once no process is left.
+    await patch_policy(kube, {"migManager": {"podDeletion": {"force": True}}})
 
     async def mig_off() -> Any:
         # `success` alone may still be the previous change's: whole GPUs offered again

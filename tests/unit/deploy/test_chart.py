@@ -244,6 +244,20 @@ def test_gpudirect_sections_reach_the_policy() -> None:
     assert validate_document({**document, "metadata": {"name": "p"}}) == []
 
 
+def test_the_mig_change_pod_deletion_values_reach_the_policy() -> None:
+    # Ours (issue 47): off by default, so a MIG change follows kubectl drain's rules.
+    default = one(render(), "ClusterPolicy")["spec"]["migManager"]["podDeletion"]
+    assert default == {"force": False, "deleteEmptyDir": False}
+    allowed = ("--set", "migManager.podDeletion.force=true")
+    policy = one(
+        render(*allowed, "--set", "migManager.podDeletion.deleteEmptyDir=true"), "ClusterPolicy"
+    )
+    assert policy["spec"]["migManager"]["podDeletion"] == {"force": True, "deleteEmptyDir": True}
+    assert validate_document(policy) == []
+    message = refused("--set", "migManager.podDeletion.forse=true")
+    assert "/migManager/podDeletion" in message and "forse" in message
+
+
 def test_no_policy_when_the_admin_brings_their_own() -> None:
     assert not [
         d for d in render("--set", "clusterPolicy.deployCR=false") if d["kind"] == "ClusterPolicy"

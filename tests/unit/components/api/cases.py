@@ -112,6 +112,12 @@ INVALID: list[Invalid] = [
         "must be of type boolean",
     ),
     Invalid(
+        "mig-pod-deletion-string-for-boolean",
+        policy({"migManager": {"podDeletion": {"force": "yes"}}}),
+        "spec.migManager.podDeletion.force",
+        "must be of type boolean",
+    ),
+    Invalid(
         "number-for-string",
         policy({"driver": {"version": 535.1}}),
         "spec.driver.version",
@@ -252,6 +258,10 @@ VALID: list[Valid] = [
         "precompiled-with-branch", policy({"driver": {"usePrecompiled": True, "version": "595"}})
     ),
     Valid("digest-version", policy({"driver": {"version": "sha256:" + "b" * 64}})),
+    Valid(
+        "mig-pod-deletion",
+        policy({"migManager": {"podDeletion": {"force": True, "deleteEmptyDir": True}}}),
+    ),
     Valid(
         "sandbox-sections",
         policy(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.api import GpuProcessEntry
+from components.api import GpuProcessEntry, MIGPodDeletionSpec
 from components.controllers._mig_change import (
     BACKOFF_MAX,
     HostProcess,
@@ -17,13 +17,15 @@ from components.controllers._mig_change import (
     change_pending,
     clearing,
     evicted_message,
+    mig_managed,
+    mig_pod_deletion,
     node_evicted_message,
     policy_message,
     refusal,
 )
 from components.controllers._mig_clearing import _node_changed
 from components.controllers._status import policy_status, status_patch
-from components.upgrade import PdbView, PodView
+from components.upgrade import Blocker, PdbView, PodView
 from tests.unit.components.controllers.test_status import T0, T1, findings
 
 pytestmark = pytest.mark.unit
@@ -59,23 +61,85 @@ def test_only_a_pending_state_with_a_requested_config_means_clear_the_node() -> 
 
 def test_gpu_pods_are_evicted_terminating_ones_waited_for_others_left_alone() -> None:
     train = pod("train-0")
-    bare = pod("notebook", owner_kind="", owner_name="", local_storage=True)
     leaving = pod("train-1", terminating=True)
     cpu = pod("web", gpu=False)
     done = pod("job-0", phase="Succeeded")
-    plan = clearing([train, bare, leaving, cpu, done])
-    # A pod without a controller or with emptyDir goes too: the change ends it anyway,
-    # and its eviction says so in an Event.
-    assert plan.evict == (train, bare)
+    plan = clearing([train, leaving, cpu, done])
+    assert plan.evict == (train,)
     assert plan.waiting == (leaving,)
-    assert plan.blocked == ()
+    assert plan.blocked == () and not plan.drain_refused
+
+
+def test_a_bare_or_emptydir_gpu_pod_refuses_the_node_as_it_refuses_kubectl_drain() -> None:
+    train = pod("train-0")
+    bare = pod("notebook", owner_kind="", owner_name="")
+    scratch = pod("scratch", local_storage=True)
+    unknown = pod("unread", volumes_known=False)
+    leaving = pod("train-1", terminating=True)
+    plan = clearing([train, bare, scratch, unknown, leaving])
+    # Nothing is evicted, not even the pod free to go; each pod that holds the node is named.
+    assert plan.evict == ()
+    assert plan.held == (train,)
+    assert plan.waiting == (leaving,)
+    assert [b.pod for b in plan.blocked if isinstance(b, Blocker)] == [bare, scratch, unknown]
+    assert plan.drain_refused and not plan.clear
+    message = blocked_message("all-1g.10gb", plan.blocked, refused=plan.drain_refused)
+    assert message == (
+        "MIG change to all-1g.10gb waits for GPU pods to leave: ml/notebook (not managed by "
+        "a controller; set migManager.podDeletion.force to remove it); ml/scratch (uses "
+        "emptyDir, whose data would be lost; set migManager.podDeletion.deleteEmptyDir); "
+        "ml/unread (uses emptyDir, whose data would be lost; set "
+        "migManager.podDeletion.deleteEmptyDir); no GPU pod is evicted while these block"
+    )
+
+
+def test_the_policy_lets_bare_and_emptydir_gpu_pods_go_each_on_its_own_field() -> None:
+    train = pod("train-0")
+    bare = pod("notebook", owner_kind="", owner_name="")
+    scratch = pod("scratch", local_storage=True)
+    pods = [train, bare, scratch]
+    forced = clearing(pods, MIGPodDeletionSpec(force=True))
+    assert forced.evict == () and [b.pod for b in forced.blocked] == [scratch]
+    emptied = clearing(pods, MIGPodDeletionSpec(delete_empty_dir=True))
+    assert emptied.evict == () and [b.pod for b in emptied.blocked] == [bare]
+    both = clearing(pods, MIGPodDeletionSpec(force=True, delete_empty_dir=True))
+    assert both.evict == (train, bare, scratch)
+    assert both.blocked == () and both.held == ()
+
+
+def test_which_policy_lets_a_mig_change_evict_and_what() -> None:
+    def policy(manager: Any = None, **meta: Any) -> dict[str, Any]:
+        spec = {} if manager is None else {"migManager": manager}
+        return {"metadata": {"name": "p", **meta}, "spec": spec}
+
+    assert mig_pod_deletion(None) is None
+    assert mig_pod_deletion(policy({"enabled": False})) is None
+    # The MIG manager is on unless turned off; drain's rules unless the policy says more.
+    assert mig_pod_deletion(policy()) == MIGPodDeletionSpec()
+    assert mig_pod_deletion(policy({"enabled": True})) == MIGPodDeletionSpec()
+    allowed = mig_pod_deletion(policy({"podDeletion": {"force": True}}))
+    assert allowed is not None and allowed.force and not allowed.delete_empty_dir
+    # Not a policy the API server accepts: nothing beyond drain's rules.
+    assert mig_pod_deletion(policy({"podDeletion": {"force": "yes"}})) == MIGPodDeletionSpec()
+
+
+def test_only_a_node_our_mig_manager_runs_on_is_cleared() -> None:
+    deploy = "nvidia.com/gpu.deploy.mig-manager"
+    capable = {"nvidia.com/mig.capable": "true"}
+    assert mig_managed({**capable, deploy: "true"})
+    assert not mig_managed(capable)  # not (yet) labelled for the MIG manager
+    assert not mig_managed({**capable, deploy: "false"})
+    assert not mig_managed({deploy: "true", "nvidia.com/mig.capable": "false"})
+    assert not mig_managed({**capable, deploy: "true", "nvidia.com/gpu.deploy.operands": "false"})
 
 
 def test_a_daemonset_or_static_gpu_pod_cannot_be_cleared_and_is_reported() -> None:
     ds = pod("agent-x", owner_kind="DaemonSet", owner_name="gpu-agent")
     static = pod("static-x", mirror=True, owner_kind="Node", owner_name="n1")
-    plan = clearing([ds, static])
-    assert plan.evict == ()
+    train = pod("train-0")
+    plan = clearing([ds, static, train])
+    # Skipped as kubectl drain skips them: the others still go, the change waits for them.
+    assert plan.evict == (train,) and not plan.drain_refused
     assert [b.pod for b in plan.blocked] == [ds, static]
     assert "DaemonSet gpu-agent would recreate it" in str(plan.blocked[0])
     assert "static pod" in str(plan.blocked[1])
