@@ -10,16 +10,13 @@ non-empty list); `enabled: false` or the default value needs no action, so it is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic
-
 from components.api._base import ApiModel
-from components.api._clusterpolicy import ClusterPolicy, ClusterPolicySpec
-from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
-from components.api._validate import YAMLProblem, is_ours, load_documents
+from components.api._clusterpolicy import ClusterPolicySpec
+from components.api._nvidiadriver import NVIDIADriverSpec
 
 #: The condition type on the ClusterPolicy, and its reason.
 UNSUPPORTED_CONDITION = "Unsupported"
@@ -86,24 +83,3 @@ def not_acted_on(field: str) -> str:
 def unsupported_message(fields: Sequence[str]) -> str:
     """The condition's message: every field, in the list's order."""
     return "; ".join(not_acted_on(f) for f in fields)
-
-
-def unsupported_in_text(text: str, source: str) -> Iterator[str]:
-    """`validate`'s warning lines for a YAML stream (documents that do not parse are the
-    schema checks' business, so they are passed over here)."""
-    try:
-        documents = load_documents(text)
-    except YAMLProblem:
-        return
-    numbered = len(documents) > 1
-    for index, document in enumerate(documents, start=1):
-        if not is_ours(document):
-            continue
-        model = ClusterPolicy if document.get("kind") == "ClusterPolicy" else NVIDIADriver
-        try:
-            spec = model.from_dict(document).spec
-        except pydantic.ValidationError:
-            continue
-        where = f"{source} (document {index})" if numbered else source
-        for field in unsupported_fields(spec):
-            yield f"{where}: warning: {not_acted_on(field)}"

@@ -12,7 +12,7 @@ from components.api._clusterpolicy import ClusterPolicy
 from components.api._crd import CLUSTER_POLICY, KINDS, render, render_all, write_all
 from components.api._nvidiadriver import NVIDIADriver
 from components.api._unsupported import not_acted_on, unsupported_fields
-from components.api._validate import Report, validate_bytes, validate_files
+from components.api._validate import Report, validate_files, validate_stream
 from components.errors import CommandError
 
 
@@ -44,16 +44,15 @@ def run_crds(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Problems make the exit status 1; fields accepted but not acted on, and resources too
-    large for the API server, are warnings (also printed with --quiet), as the operator's
-    `Unsupported` condition would name them."""
+    """Problems (what the API server would refuse, and what cannot be read) make the exit
+    status 1; fields accepted but not acted on, as the operator's `Unsupported` condition
+    would name them, and a `status` the API server drops, are warnings (also printed with
+    --quiet)."""
     reports: list[Report] = []
     files: list[str] = args.files
     for name in files:
         if name == "-":
-            stdin = getattr(sys.stdin, "buffer", None)  # bytes, so bad encodings are reported
-            data = stdin.read() if stdin is not None else sys.stdin.read().encode()
-            reports.append(validate_bytes(data, "<stdin>"))
+            reports.append(validate_stream(getattr(sys.stdin, "buffer", sys.stdin)))
         else:
             reports.extend(validate_files([name]))
     for report in reports:
@@ -67,6 +66,6 @@ def run_validate(args: argparse.Namespace) -> int:
 def _unsupported(report: Report) -> Iterator[str]:
     for label, document in report.resources:
         model = ClusterPolicy if document.get("kind") == CLUSTER_POLICY.kind else NVIDIADriver
-        spec = model.from_dict(document).spec  # it passed validation, so it parses
+        spec = model.from_dict(document).spec  # it passed validation (status left out)
         for field in unsupported_fields(spec):
             yield f"{report.where(label)}: warning: {not_acted_on(field)}"

@@ -148,3 +148,46 @@ async def test_validate_and_the_api_server_agree(
     offline = {p.path for p in problems}
     online = named_online(message)
     assert offline == online, (policy["spec"], problems, message)
+
+
+def _policy(name: str, **fields: Any) -> dict[str, Any]:
+    return {**document({}), "metadata": {"name": name}, **fields}
+
+
+def _env(entries: int) -> dict[str, Any]:
+    return {"driver": {"env": [{"name": f"V{i}", "value": "x" * 100} for i in range(entries)]}}
+
+
+@pytest.mark.parametrize(
+    ("policy", "refused"),
+    [
+        # JSON integers are int64: past it a float (not an integer), past float64 undecodable.
+        (_policy("long", spec={"driver": {"upgradePolicy": {"maxUnavailable": 10**399}}}), True),
+        (_policy("past", spec={"driver": {"resources": {"limits": {"cpu": 2**63}}}}), True),
+        (_policy("status", status={"x": 10**399}), True),
+        # A status is dropped, not judged.
+        (_policy("dropped", status={"state": "disabled"}), False),
+        # etcd stores at most 1.5 MiB an object: 1.47 MiB is stored, 1.65 MiB is not.
+        (_policy("large", spec=_env(12000)), False),
+        (_policy("larger", spec=_env(13500)), True),
+        ({**_policy("case"), "kind": "Clusterpolicy"}, True),
+    ],
+    ids=["400-digits", "2^63", "in-status", "status", "1.47MiB", "1.65MiB", "kind-case"],
+)
+async def test_validate_and_the_api_server_agree_on_what_cannot_be_stored(
+    custom: client.CustomObjectsApi, policy: dict[str, Any], refused: bool
+) -> None:
+    """Created for real (a dry run never reaches etcd), then deleted."""
+    problems = validate_text(yaml.safe_dump(policy), "policy.yaml").problems
+    name = policy["metadata"]["name"]
+    try:
+        await custom.create_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies", copy.deepcopy(policy)
+        )
+        await custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
+        message = ""
+    except ApiException as exc:
+        assert exc.status in (400, 422, 500), reason(exc)
+        message = reason(exc)
+    assert bool(message) == refused, message
+    assert bool(problems) == refused, problems

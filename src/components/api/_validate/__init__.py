@@ -8,33 +8,43 @@ than a `kubectl apply`: unknown fields (the API server would silently drop them)
 duplicate keys are reported.
 
 It reads what kubectl reads: YAML streams and JSON, a `kind: List` (its items), a top-level
-YAML list of resources, a directory (its manifests). No input shows a traceback: what
-cannot be read is one sentence (`_files`, `_yaml`).
+YAML list of resources, a directory (its manifests), standard input. A document is judged
+when it is ours (`is_ours`: any kind of nvidia.com, and a case or spelling variant of our
+kinds); other resources in the same file are passed over, and a file with none of ours is
+a problem. No input shows a traceback or takes the machine: what cannot be read is one
+sentence (`_files`, `_yaml`), within the limits of `_limits`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from components.api._crd import KINDS
 from components.api._validate._files import (
     EXTENSIONS,
     Unreadable,
-    decode,
     expand,
-    mebibytes,
+    read_stream,
     read_text,
+)
+from components.api._validate._limits import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_FILE_VALUES,
+    MAX_OBJECT_BYTES,
+    MAX_VALUES,
 )
 from components.api._validate._problems import Problem, Report
 from components.api._validate._rules import is_ours, validate_document
-from components.api._validate._yaml import MAX_DEPTH, YAMLProblem, load_documents
+from components.api._validate._yaml import YAMLProblem, load_documents
 
-#: etcd refuses a request over 1.5 MiB by default, so the API server cannot store a larger
-#: object (and it refuses a request body over 3 MiB before reading it).
-MAX_OBJECT_BYTES = 1536 * 1024
+_STATUS_IGNORED = Problem(
+    "",
+    "status is ignored: the API server takes it only through the status subresource, so a "
+    "create or apply drops it; leave it out of the file",
+)
 
 
 def resources(documents: list[Any]) -> Iterator[tuple[str | None, Any]]:
@@ -63,17 +73,6 @@ def _items(document: Any) -> list[Any] | None:
     return None
 
 
-def _size_warning(document: dict[str, Any]) -> Problem | None:
-    size = len(json.dumps(document, separators=(",", ":"), default=str).encode())
-    if size <= MAX_OBJECT_BYTES:
-        return None
-    return Problem(
-        "",
-        f"this resource is {mebibytes(size)} as JSON, more than the API server can store "
-        "(etcd takes 1.5 MiB per request; the API server reads at most 3 MiB)",
-    )
-
-
 def validate_text(text: str, source: str = "<stdin>") -> Report:
     """Validate every ClusterPolicy / NVIDIADriver in a YAML stream or JSON text."""
     known = " or ".join(k.kind for k in KINDS)
@@ -93,10 +92,11 @@ def validate_text(text: str, source: str = "<stdin>") -> Report:
         seen = True
         problems = validate_document(document)
         found.extend((label, p) for p in problems)
-        if (warning := _size_warning(document)) is not None:
-            warnings.append((label, warning))
-        if not problems:
-            passed.append((label, document))
+        if problems:
+            continue
+        if "status" in document:
+            warnings.append((label, _STATUS_IGNORED))
+        passed.append((label, {k: v for k, v in document.items() if k != "status"}))
     if not seen:
         return Report(source, [(None, Problem("", f"no {known} found"))])
     return Report(source, found, warnings, passed)
@@ -124,10 +124,13 @@ def validate_files(paths: Iterable[str | Path]) -> list[Report]:
     return reports
 
 
-def validate_bytes(data: bytes, source: str = "<stdin>") -> Report:
-    """What standard input holds, decoded as a file's bytes are."""
+def validate_stream(stream: IO[bytes] | IO[str] | None, source: str = "<stdin>") -> Report:
+    """Standard input (bytes where it has them, so bad encodings are reported), read no
+    further than `MAX_FILE_BYTES`."""
+    if stream is None:
+        return Report(source, [(None, Problem("", "standard input is closed"))])
     try:
-        text = decode(data)
+        text = read_stream(stream)
     except Unreadable as exc:
         return Report(source, [(None, Problem("", str(exc)))])
     return validate_text(text, source)
@@ -135,16 +138,19 @@ def validate_bytes(data: bytes, source: str = "<stdin>") -> Report:
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_FILE_VALUES",
     "MAX_OBJECT_BYTES",
+    "MAX_VALUES",
     "Problem",
     "Report",
     "YAMLProblem",
     "is_ours",
     "load_documents",
     "resources",
-    "validate_bytes",
     "validate_document",
     "validate_file",
     "validate_files",
+    "validate_stream",
     "validate_text",
 ]
