@@ -21,7 +21,8 @@ Status (the body of a status-subresource write)::
     status.mark_not_ready(Reason.DRIVER_NOT_READY, "driver not ready on 2 nodes")
     {"status": status.to_dict(defaults=True)}
 
-CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)`.
+CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)`; YAML read
+with bounds (depth, aliases; libyaml where built), whatever the text: `load_documents(text)`.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ from components.api._upgrade import (
     PodDeletionSpec,
     scaled_value,
 )
-from components.api._validate import validate_document, validate_text
+from components.api._validate import YAMLProblem, load_documents, validate_document, validate_text
 
 __all__ = [
     "CLUSTER_POLICY",
@@ -195,11 +196,13 @@ __all__ = [
     "ServiceMonitorConfig",
     "UpgradeState",
     "UpgradeStatus",
+    "YAMLProblem",
     "crd",
     "driver_image",
     "driver_manager_image",
     "driver_side_image",
     "gpu_processes",
+    "load_documents",
     "node_agent_enabled",
     "operand_image",
     "os_tag",

@@ -4,8 +4,9 @@ One reconcile, level-based, all from the cache:
 
 1. the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
    naming the active one, and nothing else is done for it;
-2. the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner reference)
-   is built and every enabled operand rendered, in the reference's order;
+2. the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner reference,
+   the user's ConfigMaps an operand reads, read once per version: `ConfigDocuments`) is
+   built and every enabled operand rendered, in the reference's order;
 3. each rendered object is server-side applied (`_operand_sync`), skipped when the cached
    copy already carries the desired hash; what we own but no longer want is deleted (a driver
    DaemonSet only once no node depends on it alone);
@@ -55,9 +56,9 @@ from components.controllers._status import (
 )
 from components.controllers._status_writer import StatusWriter
 from components.controllers._view import (
+    ConfigDocuments,
     GpuNodeViews,
     any_nfd_labels,
-    config_map_data,
     config_map_keys,
     views_of_gpu_nodes,
 )
@@ -153,6 +154,7 @@ class ClusterPolicyController:
         self.mig_blocked = mig_blocked
         self._parsed: Parsed | None = None
         self._gpu_node_views = GpuNodeViews()
+        self.config_documents = ConfigDocuments()
         self._label_wait = LabelWait()
         self.events = PolicyEvents(self.client, namespace, self._label_wait)
         self.status = StatusWriter(
@@ -217,7 +219,7 @@ class ClusterPolicyController:
         policy = parsed
         nodes = self.client.list(NODE)
         with_gpu = self.client.list(NODE, index=(GPU_NODE_INDEX, "true"))
-        view = self._view(obj, with_gpu)
+        view = await self._view(obj, policy, with_gpu)
         # Asked after the prerequisites were written: the labels may have landed meanwhile.
         sync = await self.operands.sync(
             policy,
@@ -264,16 +266,24 @@ class ClusterPolicyController:
         self._parsed = (key, parsed) if key is not None else None
         return parsed
 
-    def _view(self, obj: Object, with_gpu: Sequence[Object]) -> ClusterView:
+    async def _view(
+        self, obj: Object, policy: ClusterPolicy, with_gpu: Sequence[Object]
+    ) -> ClusterView:
         crds = self.client.list(CRD)
         config_maps = self.client.list(CONFIG_MAP, namespace=self.namespace)
+        read = {
+            name
+            for operand in self.operands.operands
+            if self.operands.enabled(operand, policy)
+            for name in operand.config_maps_read(policy)
+        }
         return ClusterView(
             namespace=self.namespace,
             gpu_nodes=views_of_gpu_nodes(with_gpu, self._gpu_node_views),
             has_service_monitor_crd=any(name_of(c) == SERVICE_MONITOR_CRD for c in crds),
             owner=owner_reference(obj),
             config_map_keys=config_map_keys(config_maps),
-            config_map_data=config_map_data(config_maps),
+            config_documents=await self.config_documents.documents(config_maps, read),
         )
 
     # -- status, events, metrics ---------------------------------------------------------

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from components.controllers._labels import has_gpu, has_nfd_labels
-from components.operands import GPUNode
+from components.operands import ConfigDocument, GPUNode, read_config
 from reconciler import Object, labels_of, name_of
 
 
@@ -72,6 +73,37 @@ def config_map_keys(config_maps: Iterable[Object]) -> dict[str, list[str]]:
     }
 
 
-def config_map_data(config_maps: Iterable[Object]) -> dict[str, dict[str, str]]:
-    """ConfigMap name -> its data (the renderers that read a config's content)."""
-    return {name_of(cm): dict(cm.get("data") or {}) for cm in config_maps}
+class ConfigDocuments:
+    """The ConfigMaps whose content the renderers read (`Operand.config_maps_read`), each
+    key read (`read`) once per version of its ConfigMap (uid and resourceVersion): the view
+    is built for every reconcile, and a user's ConfigMap rarely changes. A ConfigMap's
+    reading runs in a worker thread, so even the largest config (1 MiB of keys of
+    `MAX_CONFIG_BYTES`) leaves the event loop to the leader election's renewals and the
+    other controllers. Only the ConfigMaps read now are kept."""
+
+    def __init__(self, read: Callable[[str], ConfigDocument] = read_config) -> None:
+        self.read = read
+        self._kept: dict[str, tuple[tuple[str, str], dict[str, ConfigDocument]]] = {}
+
+    async def documents(
+        self, config_maps: Iterable[Object], names: Collection[str]
+    ) -> dict[str, dict[str, ConfigDocument]]:
+        """ConfigMap name -> key -> what it holds, for the ConfigMaps named in `names`."""
+        kept: dict[str, tuple[tuple[str, str], dict[str, ConfigDocument]]] = {}
+        for cm in config_maps:
+            name = name_of(cm)
+            if name not in names:
+                continue
+            meta = cm.get("metadata") or {}
+            version = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+            found = self._kept.get(name)
+            if found is not None and found[0] == version and version[1]:
+                kept[name] = found
+                continue
+            data = dict(cm.get("data") or {})
+            kept[name] = (version, await asyncio.to_thread(self._read_all, data))
+        self._kept = kept
+        return {name: documents for name, (_, documents) in kept.items()}
+
+    def _read_all(self, data: Mapping[str, str]) -> dict[str, ConfigDocument]:
+        return {key: self.read(str(text)) for key, text in data.items()}

@@ -17,6 +17,10 @@ Every object carries `app.kubernetes.io/managed-by: gpu-operator` and
 it owns) and the ClusterPolicy's owner reference; namespaced ones live in
 `view.namespace`. DaemonSet pods keep the reference's `app` labels.
 
+An operand that decides on what a ConfigMap of the user's holds names it
+(`config_maps_read`); the controller reads each key with `read_config` (bounded: a sentence,
+never an exception, for what cannot be read) into `ClusterView.config_documents`.
+
 `daemonset_ready` applies the reference's readiness rules. NFD is not deployed by the
 operator (see `gfd`).
 """
@@ -25,8 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from components.operands._contract import ClusterView, GPUNode, Operand, Rendered
+from components.operands._contract import ClusterView, ConfigDocument, GPUNode, Operand, Rendered
 from components.operands._names import safe_name
+from components.operands._user_config import MAX_CONFIG_BYTES, read_config
 from components.operands.cc_manager import CCManager
 from components.operands.dcgm import DCGM
 from components.operands.dcgm_exporter import DCGMExporter
@@ -78,9 +83,11 @@ OPERANDS: Sequence[Operand] = (
 
 __all__ = [
     "DCGM",
+    "MAX_CONFIG_BYTES",
     "OPERANDS",
     "CCManager",
     "ClusterView",
+    "ConfigDocument",
     "DCGMExporter",
     "DevicePlugin",
     "Driver",
@@ -103,5 +110,6 @@ __all__ = [
     "VGPUManager",
     "Validator",
     "daemonset_ready",
+    "read_config",
     "safe_name",
 ]

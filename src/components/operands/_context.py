@@ -5,7 +5,7 @@ switches the operand on."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +140,10 @@ class BaseOperand(ABC):
 
     @abstractmethod
     def enabled(self, policy: ClusterPolicy) -> bool: ...
+
+    def config_maps_read(self, policy: ClusterPolicy) -> Sequence[str]:
+        """None, unless what the operand renders depends on what a ConfigMap holds."""
+        return ()
 
     def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered:
         if not self.enabled(policy):

@@ -51,6 +51,15 @@ class GPUNode:
 
 
 @dataclass(frozen=True)
+class ConfigDocument:
+    """One key of a user's ConfigMap, read: its content (the YAML document; None when
+    empty), or `problem`, why it cannot be read, in words."""
+
+    content: Any = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class ClusterView:
     """What the renderers may know about the cluster."""
 
@@ -66,9 +75,11 @@ class ClusterView:
     #: policy names whose files are mounted one by one (driver `kernelModuleConfig`,
     #: `repoConfig`, `certConfig`). A named ConfigMap missing here gives a condition.
     config_map_keys: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    #: The data of the ConfigMaps in `namespace` (name -> key -> text), for the ones whose
-    #: content decides what is deployed (the device plugin's configs: MPS sharing).
-    config_map_data: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The ConfigMaps in `namespace` whose content decides what is deployed (the device
+    #: plugin's configs: MPS sharing), each key read (`read_config`): name -> key -> what it
+    #: holds or why it cannot be read. Only those some operand reads
+    #: (`Operand.config_maps_read`); the controller reads each once per version.
+    config_documents: Mapping[str, Mapping[str, ConfigDocument]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,5 +98,10 @@ class Operand(Protocol):
     deploy_label: str | None
 
     def enabled(self, policy: ClusterPolicy) -> bool: ...
+
+    def config_maps_read(self, policy: ClusterPolicy) -> Sequence[str]:
+        """The ConfigMaps (in the operator's namespace) whose content `render` reads from
+        `ClusterView.config_documents`."""
+        ...
 
     def render(self, policy: ClusterPolicy, view: ClusterView) -> Rendered: ...

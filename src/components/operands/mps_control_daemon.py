@@ -13,7 +13,12 @@ same fact without waiting for GFD.
 
 A node that uses an MPS config where the daemon cannot run (the node sets
 `nvidia.com/gpu.deploy.mps-control-daemon=false`) and a config that cannot be read are
-reported as conditions: the policy says what is wrong, nothing is deployed half-way.
+reported as conditions: the policy says what is wrong, nothing is deployed half-way. A
+config that cannot be read (not YAML, nested past 100 levels, over 64 KiB: `read_config`)
+counts as not asking for MPS: the daemon serves the nodes of the configs that do, none runs
+for the nodes that use the unreadable one, and the rest of the policy is applied as usual.
+The ConfigMap is the user's, so the controller reads it once per version, with bounds and
+off the event loop (`ClusterView.config_documents`); a renderer never parses it.
 Like the device plugin, the daemon's own config-manager follows the node's label, so a
 label change reconfigures it in place.
 """
@@ -24,11 +29,9 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import GPUNode, Rendered
+from components.operands._contract import ConfigDocument, GPUNode, Rendered
 from components.operands._names import deploy_label, nodes_phrase, wants_operand
 from components.operands._pods import (
     apply_component,
@@ -61,29 +64,27 @@ MPS_WITHOUT_DAEMON = "MPSControlDaemonMissing"
 CONFIG_UNREADABLE = "DevicePluginConfigUnreadable"
 
 
-def asks_for_mps(config_text: str) -> bool:
-    """Whether one device-plugin config shares GPUs through MPS (`sharing.mps` set)."""
-    config = yaml.safe_load(config_text)
+def asks_for_mps(config: Any) -> bool:
+    """Whether one device-plugin config (as read) shares GPUs through MPS (`sharing.mps`)."""
     if not isinstance(config, Mapping):
         return False
     sharing = config.get("sharing")
     return isinstance(sharing, Mapping) and bool(sharing.get("mps"))
 
 
-def mps_configs(configs: Mapping[str, str]) -> tuple[set[str], list[str]]:
-    """The config names that ask for MPS, and those that are not valid YAML."""
+def mps_configs(configs: Mapping[str, ConfigDocument]) -> tuple[set[str], dict[str, str]]:
+    """The config names that ask for MPS, and those that cannot be read (name -> why)."""
     mps: set[str] = set()
-    unreadable: list[str] = []
-    for name, text in sorted(configs.items()):
-        try:
-            if asks_for_mps(text):
-                mps.add(name)
-        except yaml.YAMLError:
-            unreadable.append(name)
+    unreadable: dict[str, str] = {}
+    for name, document in sorted(configs.items()):
+        if document.problem is not None:
+            unreadable[name] = document.problem
+        elif asks_for_mps(document.content):
+            mps.add(name)
     return mps, unreadable
 
 
-def node_config(node: GPUNode, default: str, configs: Mapping[str, str]) -> str | None:
+def node_config(node: GPUNode, default: str, configs: Mapping[str, object]) -> str | None:
     """The device-plugin config a node uses: its label, else the default, else the only one."""
     chosen = node.labels.get(CONFIG_LABEL) or default
     if not chosen and len(configs) == 1:
@@ -91,7 +92,7 @@ def node_config(node: GPUNode, default: str, configs: Mapping[str, str]) -> str 
     return chosen if chosen in configs else None
 
 
-def _affinity(mps: set[str], default: str, configs: Mapping[str, str]) -> dict[str, Any]:
+def _affinity(mps: set[str], default: str, configs: Mapping[str, object]) -> dict[str, Any]:
     """Nodes whose config label names an MPS config, or that have none and the default is."""
     keep_in = {"key": OPT_OUT_LABEL, "operator": "NotIn", "values": ["false"]}
     terms = [
@@ -124,18 +125,21 @@ class MPSControlDaemon(BaseOperand):
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.device_plugin.enabled and bool(policy.spec.device_plugin.config.name)
 
+    def config_maps_read(self, policy: ClusterPolicy) -> Sequence[str]:
+        return (policy.spec.device_plugin.config.name,) if self.enabled(policy) else ()
+
     def _render(self, ctx: Ctx) -> Rendered:
         plugin = ctx.spec.device_plugin
-        configs = ctx.view.config_map_data.get(plugin.config.name) or {}
+        configs = ctx.view.config_documents.get(plugin.config.name) or {}
         mps, unreadable = mps_configs(configs)
         rendered = Rendered()
-        if unreadable:
+        where = f"ConfigMap {ctx.view.namespace}/{plugin.config.name}"
+        for name, problem in unreadable.items():
             rendered.conditions.append(
                 (
                     CONFIG_UNREADABLE,
-                    f"device-plugin config {', '.join(unreadable)} in ConfigMap "
-                    f"{plugin.config.name} is not valid YAML; whether it asks for MPS "
-                    "sharing is unknown, so no MPS control daemon runs for it",
+                    f"device-plugin config {name} in {where} cannot be read: {problem}; no "
+                    "MPS control daemon runs for the nodes that use it until it is fixed",
                 )
             )
         users = [
@@ -168,7 +172,7 @@ class MPSControlDaemon(BaseOperand):
         return rendered
 
     def _daemonset(
-        self, ctx: Ctx, image: str, mps: set[str], configs: Mapping[str, str]
+        self, ctx: Ctx, image: str, mps: set[str], configs: Mapping[str, object]
     ) -> dict[str, Any]:
         plugin = ctx.spec.device_plugin
         mps_root = plugin.mps.root or DEFAULT_MPS_ROOT

@@ -59,6 +59,7 @@ def test_the_reference_reads_its_manifests_from_opt_and_keeps_its_pid(
     stand_in.chmod(0o755)
     command = scale.reference_command(folder, 18080, 18081)
     env = scale.reference_env(tmp_path / "kubeconfig")
+    machine = machine_opt()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 0, out
@@ -69,9 +70,33 @@ def test_the_reference_reads_its_manifests_from_opt_and_keeps_its_pid(
         "args --metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081"
     )
     assert lines[3].startswith("env gpu-operator true nvcr.io/")
-    # The machine's own /opt is left as it was.
-    assert not Path("/opt/gpu-operator/state-driver/0500_daemonset.yaml").exists()
+    # The machine's own /opt is left as it was, whatever it holds (a machine with the
+    # reference operator installed has its manifests there).
+    assert machine_opt() == machine
     assert env["KUBECONFIG"] == str(tmp_path / "kubeconfig")
+
+
+def machine_opt() -> dict[str, object]:
+    """What a run could change of the machine's /opt: the file system mounted there, its
+    entries, and every file under /opt/gpu-operator (if there is one) with its mtime and
+    content."""
+    opt = Path("/opt")
+    seen: dict[str, object] = {"/opt": _identity(opt)}
+    if opt.is_dir():
+        seen["/opt entries"] = sorted(p.name for p in opt.iterdir())
+    reference = opt / "gpu-operator"
+    for path in [reference, *(sorted(reference.rglob("*")) if reference.is_dir() else ())]:
+        content = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        seen[str(path)] = (_identity(path), content)
+    return seen
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
 def _daemonset(desired: int | None, observed: int, **status: int) -> dict[str, object]:

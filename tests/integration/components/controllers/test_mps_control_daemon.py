@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from components.api import ClusterPolicy
-from components.operands import ClusterView, GPUNode, MPSControlDaemon
+from components.operands import ClusterView, GPUNode, MPSControlDaemon, read_config
 from reconciler import owner_reference
 from tests.integration.components.controllers.conftest import CLUSTER_POLICY, NODE, Cluster
 from tests.polling import eventually
@@ -57,7 +57,7 @@ async def test_mps_daemon_follows_the_device_plugin_config(cluster: Cluster) -> 
         gpu_nodes=sorted(nodes, key=lambda n: n.name),
         has_service_monitor_crd=False,
         owner=owner_reference(live_policy),
-        config_map_data={configs: {"mps-2": MPS, "plain": PLAIN}},
+        config_documents={configs: {"mps-2": read_config(MPS), "plain": read_config(PLAIN)}},
     )
     rendered = MPSControlDaemon().render(ClusterPolicy.from_dict(live_policy), view)
     (wanted,) = [o for o in rendered.objects if o["kind"] == "DaemonSet"]
@@ -123,3 +123,59 @@ async def test_an_edited_config_is_acted_on_at_once(
 
 async def _daemonset(cluster: Cluster, name: str) -> Any:
     return (await cluster.daemonsets()).get(name)
+
+
+async def test_a_config_that_cannot_be_read_is_reported_and_the_rest_applied(
+    cluster: Cluster,
+) -> None:
+    """A user's device-plugin config nested 5,000 deep (past Python's recursion limit, where
+    every reconcile used to fail): the policy's status and a Warning Event name the ConfigMap
+    and the key, while the device plugin and the daemon for the readable MPS config are
+    applied. A reconcile with the ConfigMap unchanged reads none of it again."""
+    configs = cluster.name("plugin-configs")
+    deep = "version: v1\nsharing: " + "[" * 5000 + "]" * 5000 + "\n"
+    await plugin_configs(cluster, configs, {"mps-2": MPS, "deep": deep})
+    await cluster.add_node("gpu-u", labels={CONFIG_LABEL: "mps-2"})
+    await cluster.add_node("gpu-d", labels={CONFIG_LABEL: "deep"})
+    policy = (await cluster.create_policy("mps", {"devicePlugin": {"config": {"name": configs}}}))[
+        "metadata"
+    ]["name"]
+    said = (
+        f"device-plugin config deep in ConfigMap {cluster.namespace}/{configs} cannot be read: "
+        "invalid YAML: nested deeper than 100 levels"
+    )
+
+    async def reported() -> Any:
+        ready = await cluster.condition(policy)
+        return ready if ready is not None and said in ready["message"] else None
+
+    ready = await eventually(reported, "the DevicePluginConfigUnreadable condition")
+    assert (ready["status"], ready["reason"]) == ("False", "DevicePluginConfigUnreadable")
+    events = await cluster.events(policy)
+    assert any(e["type"] == "Warning" and said in e["message"] for e in events), events
+    daemonsets = await cluster.daemonsets()
+    assert "nvidia-device-plugin-daemonset" in daemonsets
+    (term, *_) = daemonsets[APP]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == ["mps-2"]  # not the unreadable one
+
+    reads: list[str] = []
+    documents = cluster.operator.cluster_policy.config_documents
+    read = documents.read
+
+    def counted(text: str) -> Any:
+        reads.append(text)
+        return read(text)
+
+    documents.read = counted
+    await cluster.assert_second_reconcile_writes_nothing()
+    assert reads == []
+    await plugin_configs(cluster, configs, {"mps-2": MPS, "deep": "version: v1\n"})
+    await eventually(lambda: _cleared(cluster, policy), "the condition to clear")
+    assert sorted(reads) == sorted([MPS, "version: v1\n"])
+
+
+async def _cleared(cluster: Cluster, policy: str) -> bool:
+    ready = await cluster.condition(policy)
+    return ready is not None and ready["reason"] != "DevicePluginConfigUnreadable"

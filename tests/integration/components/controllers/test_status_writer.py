@@ -1,6 +1,7 @@
 """A policy's status as the API server ends up storing it, written through `StatusWriter`
-by a real client: read-your-writes over a cache that lags, paced progress, and the Events
-a `kubectl describe` shows for readiness changes.
+by a real client: read-your-writes over a cache that lags, paced progress, a part of the
+status that goes (a merge patch's null deletes it), and the Events a `kubectl describe`
+shows for readiness changes.
 
 No operator runs here: the writer is driven directly, with the cached copy a reconcile
 would have read, so each step's staleness is the test's choice, not the watch's timing.
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from components.api import NodeAgentStatus
 from components.controllers._status import Findings, OperandReadiness, policy_status
 from components.controllers._status_writer import StatusWriter
 from gpusim import apply_crds, load_documents
@@ -61,7 +63,9 @@ async def writer(api_client: client.ApiClient) -> AsyncIterator[Writer]:
         await w.cache.stop()
 
 
-def status(*, driver_ready: bool, plugin_nodes_ready: int = 3) -> Any:
+def status(
+    *, driver_ready: bool, plugin_nodes_ready: int = 3, node_agent: NodeAgentStatus | None = None
+) -> Any:
     operands = [
         OperandReadiness("state-driver", enabled=True, ready=driver_ready),
         OperandReadiness(
@@ -72,7 +76,13 @@ def status(*, driver_ready: bool, plugin_nodes_ready: int = 3) -> Any:
             nodes_ready=plugin_nodes_ready,
         ),
     ]
-    found = Findings(namespace="gpu-operator", generation=1, operands=operands, gpu_nodes=3)
+    found = Findings(
+        namespace="gpu-operator",
+        generation=1,
+        operands=operands,
+        gpu_nodes=3,
+        node_agent=node_agent,
+    )
     return policy_status(None, found)
 
 
@@ -142,3 +152,40 @@ async def test_progress_alone_waits_its_turn_and_a_milestone_does_not(writer: Wr
     assert wait is None
     components = {c["name"]: c for c in (await writer.stored())["status"]["components"]}
     assert components["state-device-plugin"]["nodesReady"] == 1
+
+
+async def test_once_the_cache_has_caught_up_it_is_read_again(writer: Writer) -> None:
+    cached = await writer.stored()
+    await writer.status.write(cached, status(driver_ready=False))
+
+    # The watch brings our write, then someone else's (a label): the cache is newest.
+    await writer.client.patch(
+        CLUSTER_POLICY, writer.name, {"metadata": {"labels": {"edited": "by-someone"}}}
+    )
+    newer = await writer.stored()
+    assert writer.status.latest(newer) is newer
+    # And what our write returned is forgotten, even for an older copy seen later.
+    assert writer.status.latest(cached) is cached
+    # Nothing to write: the cache's copy already says notReady.
+    await writer.status.write(newer, status(driver_ready=False))
+    stored = await writer.stored()
+    assert stored["metadata"]["resourceVersion"] == newer["metadata"]["resourceVersion"]
+
+
+async def test_a_part_that_goes_is_gone_from_the_server(writer: Writer) -> None:
+    """The node agent switched off: its summary leaves the status. The writer sends
+    `nodeAgent: null`, and the API server deletes the field (a JSON merge patch, RFC 7386),
+    so the next reconcile's same status is unchanged and writes nothing. (The unit test's
+    fake server kept the field: there the writer saw a change, and wrote, every reconcile.)"""
+    agent = NodeAgentStatus(nodes=3)
+    await writer.status.write(await writer.stored(), status(driver_ready=True, node_agent=agent))
+    assert (await writer.stored())["status"]["nodeAgent"]["nodes"] == 3
+
+    await writer.status.write(await writer.stored(), status(driver_ready=True))
+    stored = await writer.stored()
+    assert "nodeAgent" not in stored["status"]
+    assert stored["status"]["state"] == "ready"
+
+    await writer.status.write(stored, status(driver_ready=True))
+    again = await writer.stored()
+    assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.api import ClusterPolicy
-from components.operands import OPERANDS, ClusterView, GPUNode, Operand, Rendered
+from components.operands import OPERANDS, ClusterView, GPUNode, Operand, Rendered, read_config
 
 NAMESPACE = "gpu-operator"
 OWNER: Mapping[str, Any] = {
@@ -71,7 +71,10 @@ def view(
         owner=OWNER,
         image_env={},
         config_map_keys=dict(config_map_keys or {}),
-        config_map_data=dict(config_map_data or {}),
+        config_documents={
+            name: {key: read_config(text) for key, text in data.items()}
+            for name, data in (config_map_data or {}).items()
+        },
     )
 
 

@@ -199,3 +199,35 @@ def test_user_settings_reach_the_daemon() -> None:
     assert volumes(ds)["mps-shm"]["hostPath"]["path"] == "/var/mps/shm"
     assert env_of(container(ds, "mps-control-daemon-ctr"))["EXTRA"] == "1"
     assert pod(ds)["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+DEEP = "version: v1\nsharing: " + "[" * 5000 + "]" * 5000 + "\n"
+"""Nesting that took the pure-Python YAML parser past Python's recursion limit."""
+FLOW_900KB = "version: v1\nflags: [" + ", ".join(["1"] * 300_000) + "]\n"
+"""A 900 KB flow list: 16 s of the pure-Python parser's CPU on every reconcile."""
+
+
+def test_a_deeply_nested_config_is_a_condition_and_the_rest_still_renders() -> None:
+    rendered = render(data={**DATA, "deep": DEEP})
+    ((reason, message),) = rendered.conditions
+    assert reason == "DevicePluginConfigUnreadable"
+    assert message.startswith(
+        "device-plugin config deep in ConfigMap gpu-operator/plugin-configs cannot be read: "
+        "invalid YAML: nested deeper than 100 levels"
+    )
+    assert message.endswith(
+        "; no MPS control daemon runs for the nodes that use it until it is fixed"
+    )
+    assert daemonsets(rendered)  # the readable MPS config still gets its daemon
+
+
+def test_a_config_too_large_to_read_is_a_condition() -> None:
+    rendered = render(data={**DATA, "flags": FLOW_900KB})
+    ((reason, message),) = rendered.conditions
+    assert reason == "DevicePluginConfigUnreadable"
+    assert message == (
+        "device-plugin config flags in ConfigMap gpu-operator/plugin-configs cannot be read: "
+        "it is 879 KiB, over the 64 KiB a device-plugin config may be; no MPS control "
+        "daemon runs for the nodes that use it until it is fixed"
+    )
+    assert daemonsets(rendered)
