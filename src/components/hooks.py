@@ -1,9 +1,17 @@
 """What the Helm chart's hook Jobs do (their command lines: `components.commands.hooks`).
 
 `apply-crds` server-side applies the CRDs rendered from this version's models, the same
-documents as the chart's crds/. `delete-policies` deletes every ClusterPolicy and waits
-until the API no longer has one: the operator's finalizer holds each policy until its
-operands are gone, so when this returns the uninstall may remove the operator itself.
+documents as the chart's crds/.
+
+`delete-policies` deletes the ClusterPolicies of one Helm release, and no other: those
+whose annotations `meta.helm.sh/release-name` and `meta.helm.sh/release-namespace` (written
+by Helm on every object of a release) name it. It deletes them with foreground propagation
+and waits until they are gone. The operator holds no finalizer: every object it creates for
+a policy names the policy as its owner (an ownerReference with blockOwnerDeletion), so the
+API server's garbage collector (kube-controller-manager) deletes those objects first, a
+DaemonSet's pods before the DaemonSet, and removes the policy only once they are gone. When
+this returns, nothing the policy owned is left and the uninstall may remove the operator;
+the operator need not be running for it.
 """
 
 from __future__ import annotations
@@ -18,13 +26,15 @@ from components.api import KINDS, crd
 from components.errors import CommandError
 from components.kinds import CLUSTER_POLICY
 from components.run import api_client, plain_client
-from reconciler import Client, name_of
-from reconciler.errors import ApiError, ApiUnreachable
+from reconciler import Client, Object, annotations_of, name_of
+from reconciler.errors import ApiError, ApiUnreachable, NotFound
 
 log = logging.getLogger("components.hooks")
 FIELD_MANAGER = "gpu-operator-hooks"
 # Polled, not watched: a one-off Job that waits at most minutes for one or two objects.
 POLL_SECONDS = 2.0
+RELEASE_NAME = "meta.helm.sh/release-name"
+RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 
 
 def _client(api: Any) -> Client:
@@ -38,19 +48,53 @@ async def apply_crds(kubeconfig: str | None) -> None:
             await client.apply(crd(kind))
 
 
-async def delete_policies(kubeconfig: str | None, seconds: float) -> int:
-    """Delete every ClusterPolicy; return how many remain after `seconds` (0: all gone)."""
+def of_release(policy: Object, release: str, namespace: str) -> bool:
+    """Whether Helm's annotations say `policy` belongs to release `namespace/release`."""
+    annotations = annotations_of(policy)
+    return (
+        annotations.get(RELEASE_NAME) == release and annotations.get(RELEASE_NAMESPACE) == namespace
+    )
+
+
+async def _present(client: Client, name: str, uid: str) -> bool:
+    try:
+        live = await client.get_live(CLUSTER_POLICY, name)
+    except NotFound:
+        return False
+    return bool(live["metadata"].get("uid") == uid)
+
+
+async def delete_policies(
+    kubeconfig: str | None, release: str, namespace: str, seconds: float
+) -> list[str]:
+    """Delete the ClusterPolicies of Helm release `namespace/release` (foreground: the
+    garbage collector removes what each owns before the policy); return the names of those
+    still present after `seconds` ([]: all gone, and everything they owned)."""
     deadline = time.monotonic() + seconds
     async with await api_client(kubeconfig) as api:
         client = _client(api)
-        policies = await client.list_live(CLUSTER_POLICY)
-        for policy in policies:
-            await client.delete(CLUSTER_POLICY, name_of(policy), missing_ok=True)
-        while policies and time.monotonic() < deadline:
+        deleting: dict[str, str] = {}
+        for policy in await client.list_live(CLUSTER_POLICY):
+            name = name_of(policy)
+            if not of_release(policy, release, namespace):
+                log.info(
+                    "ClusterPolicy %s: not of release %s/%s, left alone", name, namespace, release
+                )
+                continue
+            uid = str(policy["metadata"]["uid"])
+            await client.delete(
+                CLUSTER_POLICY, name, propagation_policy="Foreground", uid=uid, missing_ok=True
+            )
+            deleting[name] = uid
+        while True:
+            left = [n for n, uid in deleting.items() if await _present(client, n, uid)]
+            if not left or time.monotonic() >= deadline:
+                break
+            log.debug("waiting for the objects ClusterPolicy %s owns to be deleted", left)
             await asyncio.sleep(POLL_SECONDS)
-            policies = await client.list_live(CLUSTER_POLICY)
-            log.debug("waiting for %d ClusterPolicies to be released", len(policies))
-        return len(policies)
+        for name in deleting.keys() - set(left):
+            log.info("ClusterPolicy %s is gone, after every object it owned", name)
+        return left
 
 
 def _logging() -> None:
@@ -69,12 +113,21 @@ def run_apply_crds(args: argparse.Namespace) -> int:
 def run_delete_policies(args: argparse.Namespace) -> int:
     _logging()
     try:
-        left = asyncio.run(delete_policies(args.kubeconfig, args.timeout))
+        left = asyncio.run(
+            delete_policies(args.kubeconfig, args.release, args.release_namespace, args.timeout)
+        )
     except (ApiUnreachable, ApiError) as exc:
         raise CommandError(f"could not delete the ClusterPolicies: {exc}") from exc
     if left:
-        raise CommandError(
-            f"{left} ClusterPolicy still present after {args.timeout:.0f}s: is the operator "
-            "running? Its finalizer removes the operands before the policy goes."
-        )
+        raise CommandError(still_present(left, args.release_namespace, args.timeout))
     return 0
+
+
+def still_present(names: list[str], namespace: str, seconds: float) -> str:
+    """The hook's failure: which policies the garbage collector still holds, and what to do."""
+    return (
+        f"ClusterPolicy {', '.join(sorted(names))} still present after {seconds:.0f}s: the "
+        "garbage collector (kube-controller-manager) removes it only after every object it "
+        "owns; check that kube-controller-manager runs and what `kubectl get daemonsets,pods "
+        f"-n {namespace}` shows still terminating, then run `helm uninstall` again."
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -37,6 +37,10 @@ class Connection(Protocol):
 
     async def auth_headers(self) -> dict[str, str]: ...
 
+    def auth_rejected(self, sent: Mapping[str, str]) -> None:
+        """The server answered 401 to a request that carried the headers `sent`."""
+        ...
+
     def pool(self) -> aiohttp.ClientSession:
         """A session whose connector (TLS context, connection pool) requests share; it is
         closed with the connection."""
@@ -46,12 +50,20 @@ class Connection(Protocol):
 class Credentials(Protocol):
     async def headers(self) -> dict[str, str]: ...
 
+    def rejected(self, sent: Mapping[str, str]) -> None:
+        """A 401 answered a request sent with `sent`: a source that can find a newer
+        credential looks again before the next request."""
+        ...
+
 
 class NoCredentials:
     """Client certificates (in the TLS context) or an anonymous client."""
 
     async def headers(self) -> dict[str, str]:
         return {}
+
+    def rejected(self, sent: Mapping[str, str]) -> None:
+        pass
 
 
 class StaticToken:
@@ -61,9 +73,14 @@ class StaticToken:
     async def headers(self) -> dict[str, str]:
         return self._header
 
+    def rejected(self, sent: Mapping[str, str]) -> None:
+        pass
+
 
 class TokenFile:
-    """A bearer token read from a file, again every `TOKEN_REREAD_SECONDS` (rotation)."""
+    """A bearer token read from a file, again every `TOKEN_REREAD_SECONDS` (rotation), and
+    before the next request once the server rejects it (401), as client-go does: a token
+    revoked before its file's next read costs one failed request, not a minute of them."""
 
     def __init__(
         self,
@@ -85,6 +102,12 @@ class TokenFile:
                 self._token = token
             self._read_at = now
         return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+
+    def rejected(self, sent: Mapping[str, str]) -> None:
+        # Only for the token read last: a request sent before the file was read again says
+        # nothing about the new token.
+        if self._token and sent.get("Authorization") == f"Bearer {self._token}":
+            self._read_at = float("-inf")
 
 
 class ApiConnection:
@@ -111,6 +134,9 @@ class ApiConnection:
 
     async def auth_headers(self) -> dict[str, str]:
         return await self.credentials.headers()
+
+    def auth_rejected(self, sent: Mapping[str, str]) -> None:
+        self.credentials.rejected(sent)
 
     def pool(self) -> aiohttp.ClientSession:
         session = self._session
@@ -160,6 +186,9 @@ class _ApiClientConnection:
             if setting.get("in") == "header" and setting.get("value"):
                 headers[str(setting["key"])] = str(setting["value"])
         return headers
+
+    def auth_rejected(self, sent: Mapping[str, str]) -> None:
+        pass  # kubernetes_asyncio refreshes its own credentials (exec plugins' expiry)
 
     def pool(self) -> aiohttp.ClientSession:
         session: aiohttp.ClientSession = self._api.rest_client.pool_manager

@@ -31,6 +31,10 @@ from reconciler._connection import (
 from reconciler._exceptions import ReconcilerError
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_DIR_ENV = "GPU_OPERATOR_SERVICEACCOUNT_DIR"
+"""Read the in-cluster `token` and `ca.crt` from this directory instead of SERVICE_ACCOUNT:
+for tests (which cannot write there) and pods that mount the token elsewhere. Ours alone:
+client-go has no such setting."""
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
 
@@ -43,18 +47,30 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-def in_cluster_connection(account: Path = SERVICE_ACCOUNT) -> ApiConnection:
+def service_account_dir() -> Path:
+    """Where the pod's service account is mounted: SERVICE_ACCOUNT, unless
+    $GPU_OPERATOR_SERVICEACCOUNT_DIR says otherwise."""
+    return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT)
+
+
+def in_cluster_connection(account: Path | None = None) -> ApiConnection:
     """The service account's view: the server at KUBERNETES_SERVICE_HOST:PORT, trusted by
-    the cluster CA, with the pod's (rotated) token."""
+    the cluster CA, with the pod's (rotated) token, from `account` (default:
+    `service_account_dir()`)."""
     host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         raise KubeconfigError("not in a cluster: KUBERNETES_SERVICE_HOST is not set")
+    account = account or service_account_dir()
+    named = os.environ.get(SERVICE_ACCOUNT_DIR_ENV)
     token, ca = account / "token", account / "ca.crt"
     for path in (token, ca):
         if not path.is_file():
             raise KubeconfigError(
-                f"{path} is missing: is automountServiceAccountToken off for this pod?"
+                f"{path} is missing: {SERVICE_ACCOUNT_DIR_ENV}={named} names a directory "
+                "without the service account's token and ca.crt"
+                if named and account == Path(named)
+                else f"{path} is missing: is automountServiceAccountToken off for this pod?"
             )
     if ":" in host:  # IPv6
         host = f"[{host}]"

@@ -250,6 +250,8 @@ class Transport:
                 self._observe(method, str(resp.status), path)
                 raw = await resp.read()
                 if resp.status >= 400:
+                    if resp.status == 401:
+                        self.connection.auth_rejected(headers)
                     raise error_from_status(resp.status, raw, _retry_after(resp.headers))
                 return resp.status, raw
         except (TimeoutError, aiohttp.ClientConnectionError) as exc:
@@ -286,6 +288,8 @@ class Transport:
                     self._observe("WATCH", str(resp.status), path)
                     if resp.status >= 400:
                         raw = await resp.read()
+                        if resp.status == 401:
+                            self.connection.auth_rejected(headers)
                         raise error_from_status(resp.status, raw, _retry_after(resp.headers))
                     yield _lines(resp, inactivity_timeout)
         except TimeoutError as exc:  # before ClientError: aiohttp's timeouts are both

@@ -2,8 +2,9 @@
 
 The Helm chart's hook Jobs run them from the operator's own image (it has no kubectl):
 `apply-crds` before an upgrade, since Helm installs a chart's CRDs only on install, and
-`delete-policies` before an uninstall, so the operator still runs while the policy's
-finalizer removes every operand. The work is in `components.hooks`, imported when they run.
+`delete-policies` before an uninstall: it deletes the release's ClusterPolicy with
+foreground propagation, so the garbage collector removes every operand the policy owns
+before the policy goes. The work is in `components.hooks`, imported when they run.
 """
 
 from __future__ import annotations
@@ -28,13 +29,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     delete = sub.add_parser(
         "delete-policies",
-        help="delete every ClusterPolicy and wait until it is gone (Helm pre-delete hook)",
+        help="delete a Helm release's ClusterPolicies and wait until they are gone "
+        "(Helm pre-delete hook)",
         description=(
-            "Delete every ClusterPolicy and wait until the operator has removed its operands "
-            "and let the policy go, so an uninstall leaves nothing behind."
+            "Delete the ClusterPolicies that Helm's annotations (meta.helm.sh/release-name, "
+            "meta.helm.sh/release-namespace) tie to one release, with foreground "
+            "propagation, and wait until they are gone: the garbage collector deletes every "
+            "object a policy owns (its operands) before the policy. Other ClusterPolicies "
+            "are left alone."
         ),
     )
     delete.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster)")
+    delete.add_argument("--release", required=True, metavar="NAME", help="the Helm release")
+    delete.add_argument(
+        "--release-namespace", required=True, metavar="NAMESPACE", help="its namespace"
+    )
     delete.add_argument(
         "--timeout",
         type=float,

@@ -1,23 +1,28 @@
 """The README's install paths on a simulated cluster. Helm: `helm install --wait`, then
 `helm upgrade` with a new driver version walks every GPU node through the driver upgrade,
-then `helm uninstall` leaves no operand behind. kustomize: config/default, then a sample
-policy.
+then the pre-delete hook's command deletes the release's ClusterPolicy and returns only once
+the garbage collector has deleted every object it owned, and `helm uninstall` leaves no
+operand behind. kustomize: config/default, then a sample policy.
 
 kwok runs no containers, so the operator runs as a local process against the cluster (as in
 tests/e2e/operator) while the chart's Deployment pod is only marked ready; the hook Jobs'
-pods are marked complete the same way (their commands are tested in
+pods are marked complete the same way, so the pre-delete hook's command is run here as a
+local process with the Job's arguments (both commands are also tested in
 tests/integration/deploy/test_hooks.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
 
 from gpusim import ClusterConfig, SimulatedCluster
-from reconciler import GVK, Cache, Client, labels_of
+from reconciler import GVK, Cache, Client, PatchType, labels_of, owner_references_of
+from reconciler.errors import ApiError, NotFound
 from reconciler.lowlevel import RESTMapper, Transport
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.polling import eventually
@@ -32,7 +37,30 @@ DEPLOYMENT = GVK("apps", "v1", "Deployment")
 POD = GVK("", "v1", "Pod")
 NODE = GVK("", "v1", "Node")
 STATE = "nvidia.com/gpu-driver-upgrade-state"
+# Where the operands live: what the operator creates for a policy, owned by it.
+OPERAND_KINDS = (
+    *(
+        (GVK(group, "v1", kind), NAMESPACE)
+        for group, kind in (
+            ("apps", "DaemonSet"),
+            ("", "ServiceAccount"),
+            ("", "ConfigMap"),
+            ("", "Service"),
+            ("rbac.authorization.k8s.io", "Role"),
+            ("rbac.authorization.k8s.io", "RoleBinding"),
+        )
+    ),
+    *(
+        (GVK(group, "v1", kind), None)
+        for group, kind in (
+            ("rbac.authorization.k8s.io", "ClusterRole"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            ("node.k8s.io", "RuntimeClass"),
+        )
+    ),
+)
 NEW_VERSION = "600.10.01"
+HOLD = "e2e.test/hold"
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +88,72 @@ def helm(cluster: SimulatedCluster, *args: str) -> str:
 async def drivers(client: Client) -> list[dict[str, object]]:
     pods = await client.list_live(POD, namespace=NAMESPACE)
     return [p for p in pods if p["metadata"]["name"].startswith("nvidia-driver-daemonset")]
+
+
+async def owned_by(client: Client, uid: str) -> list[str]:
+    """Kind/name of every object the policy `uid` owns, and of those objects' pods."""
+    found: list[str] = []
+    owners: set[str] = {uid}
+    for gvk, namespace in OPERAND_KINDS:
+        for obj in await client.list_live(gvk, namespace=namespace):
+            if any(r.get("uid") == uid for r in owner_references_of(obj)):
+                found.append(f"{gvk.kind}/{obj['metadata']['name']}")
+                owners.add(obj["metadata"]["uid"])
+    for pod in await client.list_live(POD, namespace=NAMESPACE):
+        if any(r.get("uid") in owners for r in owner_references_of(pod)):
+            found.append(f"Pod/{pod['metadata']['name']}")
+    return found
+
+
+async def policy_uid(client: Client) -> str | None:
+    try:
+        return str((await client.get_live(CLUSTER_POLICY, "cluster-policy"))["metadata"]["uid"])
+    except NotFound:
+        return None
+
+
+async def release(client: Client, daemonset: str) -> bool:
+    """Take our finalizer off `daemonset` (and only ours: the garbage collector's
+    `foregroundDeletion` may be beside it); False to try again."""
+    live = await client.get_live(DAEMONSET, daemonset, NAMESPACE)
+    finalizers = live["metadata"].get("finalizers") or []
+    if HOLD not in finalizers:
+        return True
+    at = f"/metadata/finalizers/{finalizers.index(HOLD)}"
+    try:
+        await client.patch(
+            DAEMONSET,
+            daemonset,
+            [{"op": "test", "path": at, "value": HOLD}, {"op": "remove", "path": at}],
+            namespace=NAMESPACE,
+            patch_type=PatchType.JSON,
+        )
+    except ApiError:
+        return False
+    return True
+
+
+async def run_pre_delete_hook(cluster: SimulatedCluster) -> None:
+    """`gpu-operator` with the arguments of the release's pre-delete Job (`helm get hooks`),
+    against the cluster; it must succeed."""
+    hooks = yaml.safe_load_all(helm(cluster, "get", "hooks", "gpu-operator"))
+    (job,) = [
+        h
+        for h in hooks
+        if h and h["kind"] == "Job" and h["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+    ]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "components.cli",
+        *args,
+        f"--kubeconfig={cluster.kubeconfig}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate()
+    assert process.returncode == 0, output.decode()
 
 
 async def test_install_upgrade_uninstall(cluster: SimulatedCluster, client: Client) -> None:
@@ -128,6 +222,31 @@ async def test_install_upgrade_uninstall(cluster: SimulatedCluster, client: Clie
             )
 
         await eventually(upgraded, f"every GPU node walked to driver {NEW_VERSION}", 600)
+
+        # The pre-delete hook's command as the chart renders it (kwok runs no container: its
+        # Job's pod is only marked complete), here against the cluster's garbage collector.
+        # One operand is slow to go (held by a finalizer of another controller, say): the
+        # policy must outlast it, and the hook wait for both.
+        uid = (await client.get_live(CLUSTER_POLICY, "cluster-policy"))["metadata"]["uid"]
+        owned = await owned_by(client, uid)
+        assert sum(o.startswith("DaemonSet/") for o in owned) >= 3, owned
+        assert sum(o.startswith("Pod/") for o in owned) >= gpu_nodes, owned
+        held = next(o.removeprefix("DaemonSet/") for o in owned if o.startswith("DaemonSet/"))
+        hold = {"metadata": {"finalizers": [HOLD]}}
+        await client.patch(DAEMONSET, held, hold, namespace=NAMESPACE)
+        hook = asyncio.create_task(run_pre_delete_hook(cluster))
+
+        async def held_deleted() -> bool:
+            ds = await client.get_live(DAEMONSET, held, NAMESPACE)
+            return bool(ds["metadata"].get("deletionTimestamp"))
+
+        await eventually(held_deleted, f"the garbage collector deleting DaemonSet {held}")
+        assert await policy_uid(client) == uid, "the policy went before an object it owned"
+        assert not hook.done(), "the hook returned while the policy was there"
+        await eventually(lambda: release(client, held), f"DaemonSet {held} released")
+        await hook
+        assert await owned_by(client, uid) == []
+        assert await policy_uid(client) is None
 
         helm(cluster, "uninstall", "gpu-operator", "--wait", "--timeout", "5m")
 

@@ -23,38 +23,42 @@ NAME = "rbac-check-gpu-operator"
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{NAME}"
 
 
-def renamed(document: dict[str, Any]) -> dict[str, Any]:
+def renamed(
+    document: dict[str, Any], namespace: str = NAMESPACE, name: str = NAME
+) -> dict[str, Any]:
     """The document with our namespace and name (the files use gpu-operator for both)."""
     text = yaml.safe_dump(document)
     out: dict[str, Any] = yaml.safe_load(
-        text.replace("namespace: gpu-operator", f"namespace: {NAMESPACE}").replace(
-            "name: gpu-operator", f"name: {NAME}"
+        text.replace("namespace: gpu-operator", f"namespace: {namespace}").replace(
+            "name: gpu-operator", f"name: {name}"
         )
     )
     return out
 
 
-async def apply_rbac(api: client.ApiClient) -> None:
+async def apply_rbac(api: client.ApiClient, namespace: str = NAMESPACE, name: str = NAME) -> None:
+    """config/rbac in `namespace` (created), every object's name starting with `name`: the
+    operator's ServiceAccount is `name`."""
     core = client.CoreV1Api(api)
     rbac = client.RbacAuthorizationV1Api(api)
     try:
-        await core.create_namespace({"metadata": {"name": NAMESPACE}})
+        await core.create_namespace({"metadata": {"name": namespace}})
     except ApiException as exc:
         if exc.status != 409:
             raise
     creators: dict[str, Any] = {
-        "ServiceAccount": lambda body: core.create_namespaced_service_account(NAMESPACE, body),
+        "ServiceAccount": lambda body: core.create_namespaced_service_account(namespace, body),
         "ClusterRole": rbac.create_cluster_role,
         "ClusterRoleBinding": rbac.create_cluster_role_binding,
-        "Role": lambda body: rbac.create_namespaced_role(NAMESPACE, body),
-        "RoleBinding": lambda body: rbac.create_namespaced_role_binding(NAMESPACE, body),
+        "Role": lambda body: rbac.create_namespaced_role(namespace, body),
+        "RoleBinding": lambda body: rbac.create_namespaced_role_binding(namespace, body),
     }
     for path in sorted(RBAC.glob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue
         for document in yaml.safe_load_all(path.read_text()):
             try:
-                await creators[document["kind"]](renamed(document))
+                await creators[document["kind"]](renamed(document, namespace, name))
             except ApiException as exc:
                 if exc.status != 409:
                     raise

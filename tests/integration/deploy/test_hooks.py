@@ -1,39 +1,62 @@
 """The commands the chart's hook Jobs run, against a real API server: `apply-crds` installs
-this version's CRDs, and `delete-policies` waits while a finalizer holds a policy (the
-operator removing operands) and returns once it is gone."""
+this version's CRDs, and `delete-policies` deletes the release's ClusterPolicy, and no
+other, with foreground propagation.
+
+This control plane has no kube-controller-manager, so no garbage collector ever lets a
+policy deleted in the foreground go: here the hook finds it still present when its time is
+up. That it returns once the operands are gone, and only then, is checked with a garbage
+collector on a simulated cluster (tests/e2e/helm/test_helm_lifecycle.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from components.api import KINDS, crd
-from components.hooks import apply_crds, delete_policies
+from components.hooks import RELEASE_NAME, RELEASE_NAMESPACE, apply_crds, delete_policies
 from components.kinds import CLUSTER_POLICY
-from reconciler import GVK, Cache, Client
+from reconciler import GVK, Cache, Client, Object, PatchType, name_of
 from reconciler.envtest import ControlPlane
+from reconciler.errors import NotFound
 from reconciler.lowlevel import RESTMapper, Transport
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
 CRD = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
-MERGE = "application/merge-patch+json"
+RELEASE, RELEASE_NS = "hook-check", "hook-check-ns"
+# name -> the Helm annotations it carries (none: applied by hand).
+POLICIES: dict[str, dict[str, str]] = {
+    "hook-check-release": {RELEASE_NAME: RELEASE, RELEASE_NAMESPACE: RELEASE_NS},
+    "hook-check-same-name-other-namespace": {RELEASE_NAME: RELEASE, RELEASE_NAMESPACE: "other"},
+    "hook-check-other-release": {RELEASE_NAME: "other", RELEASE_NAMESPACE: RELEASE_NS},
+    "hook-check-by-hand": {},
+}
 
 
-async def test_apply_crds_then_delete_policies(
-    control_plane: ControlPlane, api_client: Any
-) -> None:
-    kubeconfig = str(control_plane.kubeconfig)
-    await apply_crds(kubeconfig)
+@pytest.fixture
+async def client(api_client: Any) -> AsyncIterator[Client]:
     transport = Transport(api_client)
     mapper = RESTMapper(transport)
-    client = Client(transport, mapper, Cache(transport, mapper), field_manager="hooks-check")
+    yield Client(transport, mapper, Cache(transport, mapper), field_manager="hooks-check")
+
+
+async def test_apply_crds(control_plane: ControlPlane, client: Client) -> None:
+    await apply_crds(str(control_plane.kubeconfig))
     for kind in KINDS:
         live = await client.get_live(CRD, crd(kind)["metadata"]["name"])
         assert live["spec"]["versions"] == crd(kind)["spec"]["versions"]
+
+
+async def test_delete_policies_deletes_only_the_release_policy_in_the_foreground(
+    control_plane: ControlPlane, client: Client
+) -> None:
+    kubeconfig = str(control_plane.kubeconfig)
+    await apply_crds(kubeconfig)
 
     async def served() -> bool:
         try:
@@ -43,24 +66,64 @@ async def test_apply_crds_then_delete_policies(
         return True
 
     await eventually(served, "ClusterPolicy served")
-    await client.apply(
-        {
-            "apiVersion": "nvidia.com/v1",
-            "kind": "ClusterPolicy",
-            "metadata": {"name": "hook-check", "finalizers": ["test.example/hold"]},
-            "spec": {},
-        }
-    )
-    # Held by the finalizer, as the operator holds it while it removes operands.
-    assert await delete_policies(kubeconfig, 1.0) >= 1
-    waiting = asyncio.create_task(delete_policies(kubeconfig, 60.0))
-    await asyncio.sleep(0.5)
-    assert not waiting.done()
+    for name, helm_annotations in POLICIES.items():
+        await client.create(
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": name, "annotations": helm_annotations},
+                "spec": {},
+            }
+        )
+    try:
+        left = await delete_policies(kubeconfig, RELEASE, RELEASE_NS, 0.5)
+        live = {name_of(p): p for p in await client.list_live(CLUSTER_POLICY)}
+        untouched = {n for n in POLICIES if n in live and not deletion(live[n])}
+        assert untouched == set(POLICIES) - {"hook-check-release"}, "another policy was deleted"
+        # Held: deleting its dependents first, and no garbage collector here to do it.
+        assert left == ["hook-check-release"]
+        deleted = live["hook-check-release"]["metadata"]
+        assert deleted.get("deletionTimestamp")
+        assert deleted.get("finalizers") == ["foregroundDeletion"]
+
+        # What the hook Job prints when its time is up.
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "components.cli",
+            "delete-policies",
+            f"--kubeconfig={kubeconfig}",
+            f"--release={RELEASE}",
+            f"--release-namespace={RELEASE_NS}",
+            "--timeout=0",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await process.communicate()
+        assert process.returncode == 1
+        assert (
+            "gpu-operator: ClusterPolicy hook-check-release still present after 0s: the garbage "
+            "collector (kube-controller-manager) removes it only after every object it owns"
+        ) in err.decode()
+    finally:
+        await release_and_delete(client, list(POLICIES))
+
+
+def deletion(policy: Object) -> bool:
+    return bool(policy["metadata"].get("deletionTimestamp"))
+
+
+async def release_and_delete(client: Client, names: list[str]) -> None:
+    """Clean up: no garbage collector will, on this shared control plane."""
     resource = await client.resource(CLUSTER_POLICY)
-    await client.request(
-        "PATCH",
-        resource.path("", "hook-check"),
-        body={"metadata": {"finalizers": None}},
-        content_type=MERGE,
-    )
-    assert await waiting == 0
+    for name in names:
+        try:
+            await client.request(
+                "PATCH",
+                resource.path("", name),
+                body={"metadata": {"finalizers": None}},
+                content_type=PatchType.MERGE,
+            )
+        except NotFound:
+            continue
+        await client.delete(CLUSTER_POLICY, name, missing_ok=True)

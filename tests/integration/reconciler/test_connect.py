@@ -1,19 +1,23 @@
 """`connect` against a real API server: the kubeconfig's client certificate authenticates
 us (we are in system:masters), the cluster CA is what the server is checked against, and
-`insecure-skip-tls-verify` is the only way around it."""
+`insecure-skip-tls-verify` is the only way around it. A token file the server rejects is
+read again at once."""
 
 from __future__ import annotations
 
+import ssl
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes_asyncio import client
 
-from reconciler import connect
+from reconciler import ApiConnection, connect
 from reconciler.envtest import ControlPlane
 from reconciler.envtest._pki import generate
-from reconciler.errors import ApiUnreachable
-from reconciler.lowlevel import Transport
+from reconciler.errors import ApiUnreachable, Unauthorized
+from reconciler.lowlevel import TokenFile, Transport
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +66,39 @@ async def test_insecure_skip_tls_verify_is_honoured(
     async with await connect(str(path)) as conn:
         version = await Transport(conn).request("GET", "/version")
         assert version["major"] == "1"
+
+
+async def test_a_token_the_server_rejects_is_read_again_from_its_file(
+    control_plane: ControlPlane, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    """A token file whose token the server refuses (401) is read again before the next
+    request, not a minute later: the clock here never moves."""
+    core = client.CoreV1Api(api_client)
+    namespace = f"token-{uuid.uuid4().hex[:6]}"
+    await core.create_namespace({"metadata": {"name": namespace}})
+    await core.create_namespaced_service_account(namespace, {"metadata": {"name": "reader"}})
+    minted = await core.create_namespaced_service_account_token(
+        "reader", namespace, {"spec": {"expirationSeconds": 600}}
+    )
+    token = tmp_path / "token"
+    token.write_text("revoked-long-ago")
+    connection = ApiConnection(
+        control_plane.api_url,
+        ssl_context=ssl.create_default_context(cafile=str(control_plane.pki.ca_cert)),
+        credentials=TokenFile(token, clock=lambda: 0.0),
+    )
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    transport = Transport(connection)
+    try:
+        with pytest.raises(Unauthorized):
+            await transport.request("POST", path, body=review)
+        token.write_text(str(minted.status.token))  # the kubelet's rotation
+        answer = await transport.request("POST", path, body=review)
+        assert answer["status"]["userInfo"]["username"] == (
+            f"system:serviceaccount:{namespace}:reader"
+        )
+    finally:
+        await transport.close()
+        await connection.close()
+        await core.delete_namespace(namespace)

@@ -163,7 +163,13 @@ def test_hooks_update_crds_before_upgrade_and_delete_the_policy_before_uninstall
         hook: job["spec"]["template"]["spec"]["containers"][0]["args"] for hook, job in jobs.items()
     }
     assert args["pre-upgrade"] == ["apply-crds"]
-    assert args["pre-delete"][0] == "delete-policies"
+    # Only this release's policy: `helm template gpu ... --namespace gpu-operator`.
+    assert args["pre-delete"] == [
+        "delete-policies",
+        "--release=gpu",
+        "--release-namespace=gpu-operator",
+        "--timeout=240",
+    ]
     no_upgrade = render("--set", "operator.upgradeCRD=false")
     assert [j["metadata"]["name"] for j in no_upgrade if j["kind"] == "Job"] == [
         "gpu-operator-pre-delete"

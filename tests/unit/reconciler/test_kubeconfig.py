@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from reconciler import ApiConnection, KubeconfigError, connect
-from reconciler._kubeconfig import in_cluster_connection, load_kubeconfig
+from reconciler._kubeconfig import in_cluster_connection, load_kubeconfig, service_account_dir
 from reconciler.envtest._pki import Pki, generate
 from reconciler.lowlevel import TokenFile, Transport
 
@@ -99,6 +99,23 @@ async def test_a_token_file_is_read_again_after_rotation(tmp_path: Path) -> None
     assert await source.headers() == {"Authorization": "Bearer second"}
     token.write_text("")  # caught mid-rotation
     now[0] = 130.0
+    assert await source.headers() == {"Authorization": "Bearer second"}
+
+
+async def test_a_rejected_token_file_is_read_again_before_the_next_request(
+    tmp_path: Path,
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first")
+    source = TokenFile(token, clock=lambda: 0.0)  # never a minute later
+    sent = await source.headers()
+    token.write_text("second")
+    source.rejected({"Authorization": "Bearer stale"})  # a token it no longer holds
+    assert await source.headers() == sent
+    source.rejected(sent)
+    assert await source.headers() == {"Authorization": "Bearer second"}
+    source.rejected(sent)  # the 401 of a request sent before the new token was read
+    token.write_text("third")
     assert await source.headers() == {"Authorization": "Bearer second"}
 
 
@@ -215,6 +232,22 @@ async def test_in_cluster(pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     conn = in_cluster_connection(account)
     assert conn.host == "https://[fd00::1]:443"
     assert await conn.auth_headers() == {"Authorization": "Bearer pod-token"}
+
+
+async def test_in_cluster_files_come_from_the_standard_mount_unless_the_env_names_another(
+    pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPU_OPERATOR_SERVICEACCOUNT_DIR", raising=False)
+    assert service_account_dir() == Path("/var/run/secrets/kubernetes.io/serviceaccount")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("GPU_OPERATOR_SERVICEACCOUNT_DIR", str(tmp_path))
+    with pytest.raises(KubeconfigError, match=f"GPU_OPERATOR_SERVICEACCOUNT_DIR={tmp_path}"):
+        await connect()
+    (tmp_path / "ca.crt").write_bytes(pki.ca_cert.read_bytes())
+    (tmp_path / "token").write_text("mounted-elsewhere")
+    conn = await connect()
+    assert isinstance(conn, ApiConnection) and conn.host == "https://10.0.0.1:443"
+    assert await conn.auth_headers() == {"Authorization": "Bearer mounted-elsewhere"}
 
 
 def test_the_operator_never_imports_the_generated_client() -> None:
