@@ -19,6 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+import yaml
+
+from gpusim._admission import gate_pod_ready
 from gpusim._binaries import SimBinaries
 from gpusim._components import Components
 from gpusim._errors import SimError
@@ -146,8 +149,7 @@ class SimulatedCluster:
                 f"kwok's stage configs are missing in {self.binaries.kwok_stages}; "
                 "run `bash hack/build-binaries.sh` to install them"
             )
-        stages += sorted(OWN_STAGES.glob("*.yaml"))
-        stages.append(KWOK_CONFIGURATION)
+        own = [*sorted(OWN_STAGES.glob("*.yaml")), KWOK_CONFIGURATION]
         if self._workdir is None and not self._die_with_parent:
             raise SimError("a cluster that outlives this process needs a workdir")
         try:
@@ -179,7 +181,8 @@ class SimulatedCluster:
                 on_process=self._on_process,
             )
             self.processes = self._components.processes
-            self._components.start(stages)
+            gated = _gate_pod_ready(stages, plane.workdir / "kwok-stages")
+            self._components.start([*gated, *own])
             self._progress(
                 f"creating {self.config.gpu_nodes} GPU nodes "
                 f"({self.config.gpus_per_node} x {self.config.product}) and "
@@ -368,6 +371,30 @@ class SimulatedCluster:
                     _preload_content=False,
                 )
             )
+
+
+def _gate_pod_ready(stages: Sequence[Path], folder: Path) -> list[Path]:
+    """kwok's stages, its `pod-ready` stage replaced by a copy in `folder` that starts a
+    pod asking for GPUs only once the simulated kubelet admitted it (`gpusim._admission`).
+    """
+    out: list[Path] = []
+    for path in stages:
+        documents = list(yaml.safe_load_all(path.read_text()))
+        gated = [gate_pod_ready(d) if isinstance(d, dict) else None for d in documents]
+        if not any(gated):
+            out.append(path)
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        copy = folder / path.name
+        kept = [new or old for new, old in zip(gated, documents, strict=True)]
+        copy.write_text(yaml.safe_dump_all(kept, sort_keys=False))
+        out.append(copy)
+    if out == list(stages):
+        raise SimError(
+            f"kwok's pod-ready stage is missing in {stages[0].parent}; "
+            "run `bash hack/build-binaries.sh` to install kwok's stages"
+        )
+    return out
 
 
 def _with_kernel(spec: NodeSpec, kernel: str) -> NodeSpec:

@@ -49,6 +49,9 @@ class Plan:
     labels: dict[str, str | None] = field(default_factory=dict)
     annotations: dict[str, str | None] = field(default_factory=dict)
     resources: dict[str, str | None] = field(default_factory=dict)
+    offered: dict[str, str] = field(default_factory=dict)
+    """The device resources the node's plugins serve once the plan is written (what the
+    simulated device manager admits GPU pods against)."""
     mig: MigProgress | None = None  # reconfiguration under way after this plan
     recheck_after: float | None = None
 
@@ -289,6 +292,7 @@ def plan_node(
     if driver and NodeSoftware.DEVICE_PLUGIN in ready and serving:
         wanted = gpu_resources(hardware, applied, strategy, sharing)
     wanted.update(passthrough_resources(hardware, pods, driver_pod is not None))
+    plan.offered = wanted
     for key in sorted(set(wanted) | set(node.capacity) | set(node.allocatable)):
         value = wanted.get(key)
         if node.capacity.get(key) != value or node.allocatable.get(key) != value:

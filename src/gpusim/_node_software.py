@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from components.upgrade import pod_view
+from gpusim._admission import ANNOTATION_ADMITTED, DEVICE_PREFIX, device_pod
 from gpusim._hardware import PRODUCTS, GpuProduct
 from gpusim._nodes import (
     ANNOTATION_GPUS,
@@ -78,7 +79,8 @@ LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 """The device-plugin config (a key of its ConfigMap) a node uses; else `DEFAULT_CONFIG`."""
 ANNOTATION_MIG_APPLIED = SIM_PREFIX + "mig-applied"
 ANNOTATION_MIG_FAILED = SIM_PREFIX + "mig-failed"
-RESOURCE_PREFIX = "nvidia.com/"
+RESOURCE_PREFIX = DEVICE_PREFIX
+"""The resources the simulated device plugins advertise (`nvidia.com/`)."""
 
 _GFD_GPU_KEYS = frozenset(
     "nvidia.com/gpu." + key
@@ -344,9 +346,60 @@ def trim_node(node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _device_resources(container: Mapping[str, Any]) -> dict[str, Any]:
+    """The container's `resources`, cut down to the device resources."""
+    resources = container.get("resources") or {}
+    kept: dict[str, Any] = {}
+    for part in ("limits", "requests"):
+        values = resources.get(part) or {}
+        if devices := {k: v for k, v in values.items() if k.startswith(RESOURCE_PREFIX)}:
+            kept[part] = devices
+    return kept
+
+
+def _device_containers(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What admission reads of the containers: each one's device resources (the app
+    containers keep their `NVIDIA_VISIBLE_DEVICES` too, which `sees_gpus` reads) and
+    whether an init container restarts."""
+    containers = []
+    for container in spec.get("containers") or []:
+        kept: dict[str, Any] = {}
+        if resources := _device_resources(container):
+            kept["resources"] = resources
+        env = [e for e in container.get("env") or [] if e.get("name") == "NVIDIA_VISIBLE_DEVICES"]
+        if env:
+            kept["env"] = env
+        containers.append(kept)
+    out: dict[str, Any] = {"containers": containers}
+    if init := _device_init_containers(spec):
+        out["initContainers"] = init
+    return out
+
+
+def _device_init_containers(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    init = []
+    for container in spec.get("initContainers") or []:
+        kept: dict[str, Any] = {"resources": _device_resources(container)}
+        if "restartPolicy" in container:
+            kept["restartPolicy"] = container["restartPolicy"]
+        init.append(kept)
+    return init if any(c["resources"] for c in init) else []
+
+
+def _keep_admission(meta: Mapping[str, Any], kept: dict[str, Any]) -> None:
+    """Keep what admission reads of the metadata: the uid, the creation time and the
+    admission annotation."""
+    for key in ("uid", "creationTimestamp"):
+        if key in meta:
+            kept[key] = meta[key]
+    admitted = (meta.get("annotations") or {}).get(ANNOTATION_ADMITTED)
+    if admitted is not None:
+        kept["annotations"] = {ANNOTATION_ADMITTED: admitted}
+
+
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A Pod cut down to what `pod_info`, `gpu_workload_node` and `gpu_workload` read; any
-    other pod keeps its name alone."""
+    """A Pod cut down to what `pod_info`, `gpu_workload_node`, `gpu_workload` and
+    `device_pod` (admission) read; any other pod keeps its name alone."""
     meta = pod.get("metadata") or {}
     kept: dict[str, Any] = {
         key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta
@@ -357,28 +410,32 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     if software_of(labels) is None:
-        node = gpu_workload_node(pod)
-        if node is None:
+        if gpu_workload_node(pod) is None and device_pod(pod) is None:
             return {"metadata": {k: v for k, v in kept.items() if k != "deletionTimestamp"}}
-        # A GPU workload: its node, its phase, its uid (the simulated processes' cgroup)
-        # and how many GPUs it limits are all the model and the node agents read.
-        if "uid" in meta:
-            kept["uid"] = meta["uid"]
-        gpu = {"limits": {f"{RESOURCE_PREFIX}gpu": str(_gpu_limit(spec) or 1)}}
+        # A GPU workload: its node, its phase, its uid (the simulated processes' cgroup),
+        # the devices it asks for (how many GPUs its processes use; admission) and whether
+        # and when it was admitted are all the model, the node agents and admission read.
+        _keep_admission(meta, kept)
         return {
             "metadata": kept,
-            "spec": {"nodeName": node, "containers": [{"resources": gpu}]},
+            "spec": {"nodeName": spec.get("nodeName"), **_device_containers(spec)},
             "status": {"phase": status.get("phase")},
         }
     kept["labels"] = dict(labels)
-    containers = [
-        {
+    if device_pod(pod) is not None:
+        _keep_admission(meta, kept)
+    containers = []
+    for container in spec.get("containers") or []:
+        trimmed: dict[str, Any] = {
             "image": container.get("image", ""),
             "env": [e for e in container.get("env") or [] if "name" in e and "value" in e],
         }
-        for container in spec.get("containers") or []
-    ]
+        if resources := _device_resources(container):
+            trimmed["resources"] = resources
+        containers.append(trimmed)
     kept_spec: dict[str, Any] = {"nodeName": spec.get("nodeName"), "containers": containers}
+    if init := _device_init_containers(spec):
+        kept_spec["initContainers"] = init
     if names := _config_map_names(spec):
         kept_spec["volumes"] = [{"configMap": {"name": name}} for name in names]
     return {

@@ -32,6 +32,11 @@ node the way the real node software would:
   through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
   its conditions and GPU processes, as the real pod would (the annotation
   `sim.gpu-operator.io/xids` makes a GPU raise an XID).
+* **the kubelet's device admission**: a pod bound to the node that asks for `nvidia.com/`
+  resources starts only if the node's plugins offer enough of them now, less what the
+  pods admitted before hold; otherwise it is failed (`UnexpectedAdmissionError`) as a
+  real kubelet's device manager fails it, and never runs (`gpusim._admission`; kwok's
+  `pod-ready` stage waits for the admission annotation this writes).
 
 The MIG strategy is read the way the real pods read it: the `MIG_STRATEGY` env of the device
 plugin (then GFD) container, else the node label `nvidia.com/mig.strategy`, else `single`.
@@ -64,6 +69,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpusim._admission import ANNOTATION_ADMITTED, admit, device_pod, offered_counts
 from gpusim._node_agents import SimulatedNodeAgents, node_facts
 from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
@@ -87,13 +93,15 @@ from reconciler import (
     enqueue_object,
     resource_version_of,
 )
+from reconciler.errors import NotFound
 from reconciler.kinds import CONFIG_MAP, NODE, POD
 
 log = logging.getLogger("gpusim.gpu_node_behaviour")
 
 FIELD_MANAGER = "gpu-node-behaviour"
 PODS_BY_NODE = "gpusim.node"
-"""Index of the node-software pods (and GPU workload pods) by the node they run on."""
+"""Index of the node-software pods (and GPU workload pods, and pods asking for device
+resources) by the node they are bound to."""
 AGENT_SECONDS = 5.0
 """How often a simulated node agent looks again with nothing new (changes wake it)."""
 PODS_BY_CONFIG_MAP = "gpusim.config-map"
@@ -116,6 +124,8 @@ def _software_pod_node(pod: Object) -> Iterable[str]:
     if info is not None:
         return (info.node,)
     node = gpu_workload_node(pod)
+    if node is None and (admission := device_pod(pod)) is not None:
+        node = admission.node
     return (node,) if node is not None else ()
 
 
@@ -135,6 +145,7 @@ def _pod_facts_changed(old: Object, new: Object) -> bool:
         pod_info(old) != pod_info(new)
         or gpu_workload_node(old) != gpu_workload_node(new)
         or gpu_workload(old) != gpu_workload(new)
+        or device_pod(old) != device_pod(new)
     )
 
 
@@ -151,7 +162,8 @@ class GpuNodeBehaviour:
     Registers its informers and controller on `manager`; `manager.run()` runs it. What it
     remembers between reconciles is only what real node software keeps in memory: the MIG
     reconfigurations under way (and the version of its own last write per node, so a
-    reconcile never plans from a cache that has not seen that write yet).
+    reconcile never plans from a cache that has not seen that write yet), and the pods it
+    admitted or refused whose write its cache has not shown yet.
     """
 
     def __init__(
@@ -168,6 +180,8 @@ class GpuNodeBehaviour:
         self._mig_seconds = mig_reconfigure_seconds
         self._mig: dict[str, MigProgress] = {}
         self._written: dict[str, int] = {}
+        self._admitted: dict[str, set[str]] = {}
+        self._rejected: dict[str, set[str]] = {}
         self.writes = 0
         nodes = manager.informer(NODE, transform=trim_node)
         pods = manager.informer(
@@ -190,6 +204,8 @@ class GpuNodeBehaviour:
         if node is None:
             self._mig.pop(name, None)
             self._written.pop(name, None)
+            self._admitted.pop(name, None)
+            self._rejected.pop(name, None)
             self.agents.forget(name)
             return None
         if _version(node) < self._written.get(name, 0):
@@ -221,6 +237,8 @@ class GpuNodeBehaviour:
             self._mig.pop(name, None)
         else:
             self._mig[name] = plan.mig
+        # After the resources: a pod is admitted against what the node offers from now on.
+        await self._admit(name, on_node, plan.offered)
         again = plan.recheck_after
         if await self._agent(node, pods, on_node):
             again = min(again if again is not None else self._agent_seconds, self._agent_seconds)
@@ -248,9 +266,56 @@ class GpuNodeBehaviour:
             driver=driver or None,
             driver_container=serving,
             toolkit=NodeSoftware.CONTAINER_TOOLKIT in ready,
-            workloads=[w for w in map(gpu_workload, on_node) if w is not None],
+            # The pods that hold its GPUs (a pod bound to vfio-pci GPUs runs no process).
+            workloads=[
+                w for w in map(gpu_workload, filter(gpu_workload_node, on_node)) if w is not None
+            ],
         )
         await self.agents.step(info.name, facts)
+        return True
+
+    async def _admit(
+        self, name: str, on_node: Sequence[Object], offered: Mapping[str, str]
+    ) -> None:
+        """The kubelet's device admission for the pods bound to the node that wait for it:
+        the annotation that lets kwok start a pod, or the status that fails it."""
+        pods = [p for p in map(device_pod, on_node) if p is not None and p.node == name]
+        present = {p.uid for p in pods}
+        # What the cache shows now (or what is gone) needs remembering no more.
+        admitted = self._admitted.setdefault(name, set())
+        admitted.intersection_update(present - {p.uid for p in pods if p.admitted})
+        rejected = self._rejected.setdefault(name, set())
+        rejected.intersection_update(present)
+        waiting = [p for p in pods if p.uid not in rejected]
+        decision = admit(offered_counts(offered), waiting, admitted=admitted)
+        for pod in decision.admitted:
+            body = {"metadata": {"annotations": {ANNOTATION_ADMITTED: "true"}}}
+            if await self._patch_pod(pod.key, body):
+                admitted.add(pod.uid)
+                log.info("%s: admitted %s", name, pod.key)
+        for pod, why in decision.rejected:
+            if await self._patch_pod(pod.key, {"status": why.status}, subresource="status"):
+                rejected.add(pod.uid)
+                log.info("%s: rejected %s: %s: %s", name, pod.key, why.reason, why.message)
+
+    async def _patch_pod(
+        self, key: str, body: dict[str, Any], *, subresource: str | None = None
+    ) -> bool:
+        """Whether the pod was written (False: it is gone)."""
+        namespace, _, name = key.partition("/")
+        try:
+            await self._client.patch(
+                POD,
+                name,
+                body,
+                namespace=namespace,
+                subresource=subresource,
+                quiet=True,
+                whole_answer=False,
+            )
+        except NotFound:
+            return False
+        self.writes += 1
         return True
 
     def _nodes_mounting(self, config_map: Object) -> list[Request]:

@@ -136,6 +136,38 @@ async def test_gpu_pod_waits_for_the_device_plugin_then_runs_on_a_gpu_node(
 
     await eventually(withdrawn, "GPU resources gone once the driver pods are gone")
 
+    # A GPU pod bound to a GPU node all the same (a scheduler acting on an older view):
+    # the node's kubelet refuses it, as a real one's device manager does, and it never
+    # runs. A pod that asks for no GPU, bound the same way, runs.
+    target = sorted(gpu_nodes)[0]
+    stale = gpu_pod("stale")
+    stale["spec"]["nodeName"] = target
+    plain = {
+        "metadata": {"name": "plain"},
+        "spec": {"nodeName": target, "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    await call(core.create_namespaced_pod, namespace, stale)
+    await call(core.create_namespaced_pod, namespace, plain)
+
+    async def refused() -> dict[str, Any] | None:
+        pod = await call(core.read_namespaced_pod, "stale", namespace)
+        status: dict[str, Any] = pod["status"]
+        assert status.get("phase") != "Running", f"a GPU pod runs on {target}, which has none"
+        return status if status.get("phase") == "Failed" else None
+
+    status = await eventually(refused, "the GPU pod refused by its node's kubelet")
+    assert status["reason"] == "UnexpectedAdmissionError"
+    assert status["message"] == (
+        "Pod was rejected: Allocate failed due to no healthy devices present; "
+        "cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected"
+    )
+    assert not status.get("containerStatuses")  # nothing ever started
+
+    async def plain_runs() -> bool:
+        return running(await call(core.read_namespaced_pod, "plain", namespace))
+
+    await eventually(plain_runs, "the pod asking for no GPU Running on the same node")
+
 
 async def test_gpu_feature_discovery_labels_follow_the_running_driver(
     sim_cluster: SimulatedCluster, sim_api: Any, namespace: str

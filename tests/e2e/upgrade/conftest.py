@@ -53,17 +53,19 @@ def is_gpu_pod(pod: Object) -> bool:
     return bool(gpu_resources(pod))
 
 
-def offers(node: Object, resources: set[str]) -> bool:
-    """The node's allocatable has some of each resource: a kubelet could admit a pod
-    asking for them."""
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return all(str(allocatable.get(r, "0")) not in ("0", "") for r in resources)
-
-
 def is_driver(pod: Object) -> bool:
     return (pod["metadata"].get("namespace") == NAMESPACE) and labels_of(pod).get(
         "app.kubernetes.io/component"
     ) == "nvidia-driver"
+
+
+def started(pod: Object) -> bool:
+    """Running with a container started: the kubelet admitted it and it runs."""
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        "running" in (c.get("state") or {}) or c.get("started")
+        for c in status.get("containerStatuses") or []
+    )
 
 
 def pod_ready(pod: Object) -> bool:
@@ -90,16 +92,14 @@ class Invariants:
     device_plugin_paused: set[str] = field(default_factory=set)
     """Nodes seen with the device plugin paused for their driver restart."""
     refused: set[str] = field(default_factory=set)
-    """GPU pods (by uid) first seen bound to a node that offered none of their GPUs then.
+    """GPU pods (by uid) a kubelet refused (`UnexpectedAdmissionError`).
 
-    A real kubelet's device manager refuses to admit such a pod (UnexpectedAdmissionError),
-    so it never runs; kwok has no device manager and reports it Running all the same. The
-    walk relies on exactly that: once the paused device plugin's GPUs are gone from the
-    node, a pod the scheduler binds from an older view cannot run under the restarting
+    The walk relies on that refusal: once the paused device plugin's GPUs are gone from
+    the node, a pod the scheduler binds from an older view cannot run under the restarting
     driver (`components.upgrade._restart`). The cordon does not stop a pod that tolerates
     every taint, and the walk's last live look at the node's pods cannot see a binding
-    that lands after it."""
-    _seen_bound: set[str] = field(default_factory=set)
+    that lands after it. The simulated kubelet refuses as a real one does
+    (`gpusim._admission`), so a GPU pod seen running there is a broken limit."""
     armed: bool = True
     _last: dict[str, str] = field(default_factory=dict)
 
@@ -143,25 +143,15 @@ class Invariants:
             for p in pods
             if is_driver(p) and pod_ready(p) and not p["metadata"].get("deletionTimestamp")
         }
-        by_name = {name_of(n): n for n in nodes}
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
-            wanted = gpu_resources(p)
-            if node not in by_name or not wanted:
+            if node not in states or not is_gpu_pod(p):
                 continue
-            uid = p["metadata"].get("uid", "")
-            if uid not in self._seen_bound:
-                self._seen_bound.add(uid)
-                if not offers(by_name[node], wanted):
-                    self.refused.add(uid)
-            phase = (p.get("status") or {}).get("phase")
-            if (
-                uid not in self.refused
-                and phase in ("Pending", "Running")
-                and node not in drivers_ready
-            ):
+            if (p.get("status") or {}).get("reason") == "UnexpectedAdmissionError":
+                self.refused.add(p["metadata"].get("uid", ""))
+            if started(p) and node not in drivers_ready:
                 self.violations.append(
-                    f"GPU pod {p['metadata']['namespace']}/{name_of(p)} on {node} "
+                    f"GPU pod {p['metadata']['namespace']}/{name_of(p)} running on {node} "
                     f"({states.get(node)}) while its driver is not running"
                 )
 

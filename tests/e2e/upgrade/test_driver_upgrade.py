@@ -8,20 +8,22 @@ controller makes a new revision) and watches the whole rollout through `Invarian
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
 from components.upgrade import DEVICE_PLUGIN_DEPLOY_LABEL, STATE_LABEL
 from gpusim import SimulatedCluster
 from reconciler import GVK, Object, PatchType, labels_of, name_of
-from reconciler.errors import NotFound
+from reconciler.errors import NotFound, ReconcilerError
 from tests.e2e.operator._harness import NAMESPACE, OperatorProcess
 from tests.polling import eventually
 
-from .conftest import POD, Watch, is_gpu_pod, pod_ready
+from .conftest import POD, Watch, is_driver, is_gpu_pod, pod_ready
 
 S = UpgradeState
 POLICY = "cluster-policy"
@@ -358,31 +360,116 @@ async def test_precompiled_drivers_follow_a_new_kernel_only_through_the_safe_pat
     await watch.client.delete(DEPLOYMENT, "infer", namespace="work")
 
 
+@dataclass
+class StaleScheduler:
+    """Binds one GPU pod that tolerates every taint to each node the moment the node is
+    seen in `pod-restart-required` with its driver pod gone or not ready, as a scheduler
+    still acting on a view from before the node stopped offering GPUs would (how often
+    kube-scheduler itself does that is up to timing; this does it on every node). Only
+    the kubelet's device admission stands between such a pod and the restarting driver.
+    """
+
+    watch: Watch
+    bound: dict[str, str] = field(default_factory=dict)
+    """Node -> the pod bound to it."""
+    errors: list[str] = field(default_factory=list)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def on_add(self, obj: Object) -> None:
+        self._look()
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self._look()
+
+    def on_delete(self, obj: Object) -> None:
+        self._look()
+
+    def _look(self) -> None:
+        drivers_ready = {
+            p["spec"].get("nodeName")
+            for p in self.watch.cache.list(POD, namespace=NAMESPACE)
+            if is_driver(p) and pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+        }
+        for name, state in self.watch.states().items():
+            if state != S.POD_RESTART_REQUIRED or name in drivers_ready or name in self.bound:
+                continue
+            self.bound[name] = f"stale-{name}"
+            task = asyncio.get_running_loop().create_task(self._bind(name))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _bind(self, node: str) -> None:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.bound[node], "namespace": "work", "labels": {"stale": "1"}},
+            "spec": {
+                "nodeName": node,
+                "tolerations": [{"operator": "Exists"}],
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "cuda",
+                        "image": "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04",
+                        "resources": {"limits": {"nvidia.com/gpu": 1}},
+                    }
+                ],
+            },
+        }
+        try:
+            await self.watch.client.create(pod)
+        except ReconcilerError as exc:  # reported by the test
+            self.errors.append(f"{node}: {exc}")
+
+
 async def test_gpu_pods_tolerating_every_taint_never_run_under_a_restarting_driver(
     operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
 ) -> None:
     """A training Deployment whose pods tolerate every taint (the cordon included): the
     scheduler puts its replacements straight back on the node being cleared. The walk must
-    see them before it restarts the driver and while it validates, and clear again."""
+    see them before it restarts the driver and while it validates, and clear again. And a
+    GPU pod bound to a node once its driver is going (from a stale view) is refused by the
+    node's kubelet: no GPU pod ever runs on a node without a ready driver."""
     upgrade = {
         "autoUpgrade": True,
         "maxParallelUpgrades": 2,
         "maxUnavailable": "25%",
-        "podDeletion": {"timeoutSeconds": 0},
+        # The stale pods have no controller: the walk may delete them if it sees them
+        # before their kubelet refuses them.
+        "podDeletion": {"timeoutSeconds": 0, "force": True},
     }
     await _set_policy(watch, "595.130.01", upgrade)
     await _rollout_done(watch, "595.130.01")
     await _workload(watch, "tolerant", 16, tolerate_everything=True)
     inv = watch.invariants(2, 5, set())
+    stale = StaleScheduler(watch)
+    watch.nodes.add_handler(stale)
+    watch.pods.add_handler(stale)
 
     await _set_policy(watch, "595.130.02", upgrade)
     await _rollout_done(watch, "595.130.02")
     watch.drop(inv)
+    watch.nodes.remove_handler(stale)
+    watch.pods.remove_handler(stale)
 
     assert not inv.violations, inv.violations[:5]
+    assert not stale.errors, stale.errors[:5]
+    assert len(stale.bound) == 20  # one stale pod per node, each while its driver was gone
+    # Refused by the kubelet, as a real one refuses a pod its device manager cannot serve
+    # (the walk may have deleted a few first).
+    assert inv.refused
+    for pod in watch.cache.list(POD, namespace="work"):
+        if labels_of(pod).get("stale") and pod["status"].get("phase") == "Failed":
+            assert pod["status"]["message"] == (
+                "Pod was rejected: Allocate failed due to no healthy devices present; "
+                "cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected"
+            )
     assert len(inv.cordons_seen) == 20
     assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
     # Each node stopped offering GPUs for its driver restart, and offers them again.
     assert inv.device_plugin_paused == inv.cordons_seen
     assert all(labels_of(n).get(DEVICE_PLUGIN_DEPLOY_LABEL) == "true" for n in watch.gpu_nodes())
     await watch.client.delete(DEPLOYMENT, "tolerant", namespace="work")
+    for name in stale.bound.values():
+        with contextlib.suppress(NotFound):
+            await watch.client.delete(POD, name, namespace="work")
