@@ -56,6 +56,7 @@ from gpusim._nodes import (
     parse_os_list,
 )
 from gpusim._reference import (
+    REFERENCE_DRIVER_DAEMONSET,
     ReferenceDaemonSet,
     ReferenceInstall,
     reference_daemonsets,
@@ -80,6 +81,7 @@ __all__ = [
     "MIG_BALANCED",
     "MIG_PROFILES",
     "PRODUCTS",
+    "REFERENCE_DRIVER_DAEMONSET",
     "ClusterConfig",
     "GpuProduct",
     "MigConfigError",

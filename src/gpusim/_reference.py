@@ -60,11 +60,19 @@ class ReferenceDaemonSet:
     """Selector labels besides `app` (the validator and GFD select on `part-of` too)."""
 
 
-def reference_daemonsets(driver_version: str = DRIVER_VERSION) -> list[ReferenceDaemonSet]:
-    """Its DaemonSets on an Ubuntu 22.04 cluster with MIG manager and MPS deployed."""
+REFERENCE_DRIVER_DAEMONSET = "nvidia-driver-daemonset"
+"""The name of its driver DaemonSet for a ClusterPolicy on a single-OS cluster, ours too."""
+
+
+def reference_daemonsets(
+    driver_version: str = DRIVER_VERSION, driver_daemonset: str = REFERENCE_DRIVER_DAEMONSET
+) -> list[ReferenceDaemonSet]:
+    """Its DaemonSets on an Ubuntu 22.04 cluster with MIG manager and MPS deployed; the
+    driver's named `driver_daemonset` (another name than ours: a takeover fences it rather
+    than adopting it)."""
     return [
         ReferenceDaemonSet(
-            "nvidia-driver-daemonset",
+            driver_daemonset,
             "driver",
             f"nvcr.io/nvidia/driver:{driver_version}-ubuntu22.04",
             "nvidia-driver",
@@ -149,12 +157,15 @@ def _meta(name: str, owner: dict[str, Any], namespace: str | None, **labels: str
 def _daemonset(ds: ReferenceDaemonSet, owner: dict[str, Any], namespace: str) -> Object:
     selector = {"app": ds.name, **ds.selector}
     labels = {**selector, **ds.template_labels}
+    # The reference names its driver's container alike whatever its DaemonSet's name (a
+    # precompiled one's has the kernel in it, dots a container name must not have).
+    short = "nvidia-driver" if ds.deploy == "driver" else ds.name.removeprefix("nvidia-")
     pod: Object = {
         "nodeSelector": {f"nvidia.com/gpu.deploy.{ds.deploy}": "true"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "system-node-critical",
         "serviceAccountName": ds.account,
-        "containers": [{"name": ds.name.removeprefix("nvidia-") + "-ctr", "image": ds.image}],
+        "containers": [{"name": f"{short}-ctr", "image": ds.image}],
     }
     strategy: Object = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
     if ds.deploy == "driver":
@@ -244,14 +255,16 @@ async def reference_install(
     namespace: str,
     gpu_nodes: Sequence[str],
     driver_version: str = DRIVER_VERSION,
+    driver_daemonset: str = REFERENCE_DRIVER_DAEMONSET,
     upgrade_state: str | None = "upgrade-done",
 ) -> ReferenceInstall:
     """Create, as the reference operator would have, its objects for `policy` (as read from
     the server, with its uid), its node labels and annotations on `gpu_nodes`, and its
-    `ready` status on the policy. The DaemonSet controller then runs its pods (kwok)."""
+    `ready` status on the policy. The DaemonSet controller then runs its pods (kwok).
+    `driver_daemonset` names its driver DaemonSet (`reference_daemonsets`)."""
     owner = owner_of(policy)
     installed = ReferenceInstall()
-    daemonsets = reference_daemonsets(driver_version)
+    daemonsets = reference_daemonsets(driver_version, driver_daemonset)
     accounts = list(dict.fromkeys(ds.account for ds in daemonsets))
     for obj in _others(owner, namespace, accounts):
         await client.create(obj)

@@ -118,11 +118,13 @@ from components.api._status import (
 )
 from components.api._takeover import (
     DRIVER_TAKEOVER_LABEL,
+    FENCED_REVISIONS_ANNOTATION,
     KEEP_OFF_TAKEN_OVER,
     fence_patch,
     is_driver_template,
     is_fenced,
     is_foreign,
+    revisions_before_fence,
 )
 from components.api._text import names_and_more
 from components.api._unsupported import (
@@ -248,8 +250,10 @@ __all__ += [
 
 # -- taking over from NVIDIA's operator (issue 12, item 4) ---------------------------------
 __all__ += [
+    "FENCED_REVISIONS_ANNOTATION",
     "fence_patch",
     "is_driver_template",
     "is_fenced",
     "is_foreign",
+    "revisions_before_fence",
 ]

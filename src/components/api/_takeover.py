@@ -11,11 +11,17 @@ reference's DaemonSet is *fenced*: it is made to require it present (and `OnDele
 edit restarts nothing). The label is the hand-over: when the walk has cordoned and cleared
 the node, it removes the label, the DaemonSet controller deletes the reference's pod there
 and ours schedules. The same shape as the precompiled kernel pin.
+
+The fence also records the revisions its pods ran (`FENCED_REVISIONS_ANNOTATION`): a pod
+at any other revision was created after the fence, in place of one that was deleted (the
+admin restarting the node's driver, as an `OnDelete` driver is restarted), and gives way to
+ours at once. The fenced template's own revision cannot be told apart otherwise: the
+ControllerRevision that names it may reach a cache after the pod does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from components.api._affinity import template_pod_spec
@@ -24,6 +30,11 @@ from components.api._labels import COMPONENT_LABEL
 DRIVER_TAKEOVER_LABEL: Final = "nvidia.com/gpu-driver-takeover"
 """On a node whose driver pod is still the reference operator's: `true` until the upgrade
 walk hands the node to our driver DaemonSet."""
+
+FENCED_REVISIONS_ANNOTATION: Final = "nvidia.com/gpu-driver-takeover.revisions"
+"""On a fenced reference driver DaemonSet: the `controller-revision-hash` of each pod it had
+when fenced, comma-separated."""
+_REVISION_LABEL = "controller-revision-hash"
 
 DRIVER_TEMPLATE_LABELS: Final = (
     ("app", "nvidia-driver-daemonset"),
@@ -75,11 +86,15 @@ def is_fenced(daemonset: Mapping[str, Any]) -> bool:
     return bool(terms) and all(_FENCE in (t.get("matchExpressions") or ()) for t in terms)
 
 
-def fence_patch(daemonset: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The merge patch that fences a reference driver DaemonSet (None: fenced already).
+def fence_patch(
+    daemonset: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """The merge patch that fences a reference driver DaemonSet whose pods are `pods` (None:
+    fenced already).
 
     One write sets `OnDelete` and the affinity together, so the template change restarts
-    no pod; the label is ANDed into each existing node selector term (terms are ORed)."""
+    no pod; the label is ANDed into each existing node selector term (terms are ORed). The
+    pods' revisions go with it (`FENCED_REVISIONS_ANNOTATION`)."""
     if is_fenced(daemonset):
         return None
     pod_spec = template_pod_spec(daemonset)
@@ -87,11 +102,24 @@ def fence_patch(daemonset: Mapping[str, Any]) -> dict[str, Any] | None:
         {**t, "matchExpressions": [*(t.get("matchExpressions") or ()), _FENCE]}
         for t in _terms(pod_spec)
     ] or [{"matchExpressions": [_FENCE]}]
+    revisions = sorted(
+        {str((_meta(p).get("labels") or {}).get(_REVISION_LABEL) or "") for p in pods} - {""}
+    )
     return {
+        "metadata": {"annotations": {FENCED_REVISIONS_ANNOTATION: ",".join(revisions)}},
         "spec": {
             "updateStrategy": {"type": "OnDelete", "rollingUpdate": None},
             "template": {
                 "spec": {"affinity": {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": terms}}}}
             },
-        }
+        },
     }
+
+
+def revisions_before_fence(daemonset: Mapping[str, Any]) -> frozenset[str] | None:
+    """The revisions a fenced DaemonSet's pods ran when it was fenced (None: not recorded,
+    fenced by an older operator): a pod at another revision was created since."""
+    value = (_meta(daemonset).get("annotations") or {}).get(FENCED_REVISIONS_ANNOTATION)
+    if value is None:
+        return None
+    return frozenset(r for r in str(value).split(",") if r)

@@ -55,6 +55,7 @@ from components.controllers._status import (
     policy_status,
 )
 from components.controllers._status_writer import StatusWriter
+from components.controllers._takeover_wait import CONDITION as TAKEOVER
 from components.controllers._view import (
     ConfigDocuments,
     GpuNodeViews,
@@ -240,9 +241,13 @@ class ClusterPolicyController:
             unsupported=unsupported_fields(policy.spec),
             node_agent=node_agent_summary(nodes) if policy.spec.node_agent.enabled else None,
             mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
+            takeover=sync.takeover,
         )
         status = policy_status(obj.get("status"), findings)
         await self._report(obj, sync.changes)
+        notice = self.operands.takeover.announce(name_of(obj), sync.takeover)
+        if notice is not None:
+            await self.recorder.event(obj, NORMAL, TAKEOVER, notice)
         was_ready = (obj.get("status") or {}).get("state") == READY
         if self.ready_hold.holds(was_ready=was_ready, is_ready=status.state == READY):
             log.debug("ClusterPolicy %s: ready once the upgrade's own writes land", request)

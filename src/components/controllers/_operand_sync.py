@@ -32,6 +32,7 @@ from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover import ReferenceTakeover, with_reference_driver
+from components.controllers._takeover_wait import TakeoverWait
 from components.controllers._unready_names import UnreadyNames
 from components.kinds import PODS_NOT_CACHED_OF
 from components.operands import ClusterView, Operand, Rendered
@@ -60,7 +61,7 @@ class Sync:
     changes: list[Change] = field(default_factory=list)
     driver_daemonsets: list[Object] | None = None
     """The driver DaemonSets that should serve the nodes (None: the driver is disabled)."""
-    reference_driver_nodes: set[str] = field(default_factory=set)
+    takeover: TakeoverWait | None = None
     """Nodes whose driver is still the reference operator's (a takeover in progress)."""
     held: list[str] = field(default_factory=list)
     """DaemonSets not created yet: they wait for the node labels (`_label_wait`)."""
@@ -157,7 +158,7 @@ class OperandSync:
             applied=not sync.failed,
             service_monitors=view.has_service_monitor_crd,
         )
-        sync.reference_driver_nodes = self.takeover.waiting(policy_uid)
+        sync.takeover = TakeoverWait.of(self.takeover.waiting(policy_uid), policy)
         return sync
 
     def _is_new(self, obj: Object) -> bool:
@@ -282,7 +283,7 @@ class OperandSync:
             daemonsets = self._daemonsets(operand, policy, sync)
             readiness = operand_readiness(self.client, self.pods, operand.name, daemonsets)
             if operand.name == self.driver:
-                readiness = with_reference_driver(readiness, sync.reference_driver_nodes)
+                readiness = with_reference_driver(readiness, sync.takeover)
             out.append(readiness)
         return out
 

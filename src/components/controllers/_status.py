@@ -41,6 +41,8 @@ from components.api import (
     unsupported_message,
 )
 from components.controllers._mig_change import BLOCKED_REASON, policy_message
+from components.controllers._takeover_wait import CONDITION as TAKEOVER_CONDITION
+from components.controllers._takeover_wait import TakeoverWait
 
 EVICTION_BLOCKED = "EvictionBlocked"
 """The `MIGChangeBlocked` condition's reason."""
@@ -100,6 +102,8 @@ class Findings:
     """The node agents' conditions summed up (`node_agent_summary`), with the agent on."""
     mig_blocked: Mapping[str, str] = field(default_factory=dict)
     """Nodes whose MIG change waits for GPU pods that cannot leave yet, and why."""
+    takeover: TakeoverWait | None = None
+    """Nodes still on NVIDIA's operator's driver, and what moves them."""
 
 
 def agent_conditions(node: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -184,7 +188,20 @@ def policy_status(
     status = _policy_status(previous, findings, now=now)
     set_unsupported(status, findings.unsupported, now=now)
     set_mig_blocked(status, findings.mig_blocked, now=now)
+    set_takeover(status, findings.takeover, now=now)
     return status
+
+
+def set_takeover(
+    status: ClusterPolicyStatus, wait: TakeoverWait | None, *, now: str | None = None
+) -> None:
+    """`DriverTakeover=True` while nodes run NVIDIA's operator's driver, saying which and
+    what moves them (the upgrade walk, or the admin: `TakeoverWait.message`); no condition
+    once every node runs ours."""
+    if wait is not None:
+        status.set_condition(TAKEOVER_CONDITION, True, wait.reason, wait.message, now=now)
+    else:
+        status.conditions = [c for c in status.conditions if c.type != TAKEOVER_CONDITION]
 
 
 def set_mig_blocked(

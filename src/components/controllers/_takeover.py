@@ -4,12 +4,18 @@ The rules are in `components.api` (`is_foreign`, `fence_patch`); this carries th
 three places of a reconcile:
 
 1. `fence`, before anything is applied: every node a reference driver pod runs on gets
-   `DRIVER_TAKEOVER_LABEL`, then the reference's driver DaemonSet is fenced to those nodes.
+   `DRIVER_TAKEOVER_LABEL`, then the reference's driver DaemonSet is fenced to those nodes
+   (with the revisions those pods run, so a pod it creates later is known as such).
    Our driver DaemonSets, created next, stay off them; the upgrade walk hands each node
    over (`components.upgrade`). A reference DaemonSet with the name of one we render is
    not fenced: the apply adopts it, and its pods are outdated like any driver change.
 2. `waiting`, for readiness: nodes whose driver is still the reference's. The driver is not
    ready until there are none, so the policy is not `ready` before every node runs ours.
+   `TakeoverWait` says what moves them: the upgrade walk with auto upgrade on; with it off
+   the admin, node by node (drain it, delete its driver pod: the reference's DaemonSet is
+   `OnDelete`, and the pod deleted comes back as ours), or all at once by turning it on.
+   It is the policy's `DriverTakeover` condition, and an Event and an INFO line each time
+   it changes (`announce`).
 3. `clean`, after the apply: the reference's other DaemonSets go once ours are applied
    (those we also render were adopted by the apply and are ours now); its driver DaemonSet
    once no node depends on it; everything else it owned (ConfigMaps, RBAC, RuntimeClasses,
@@ -38,6 +44,7 @@ from components.controllers._apply import Change, ObjectRef, describe, ref_of
 from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED, TAKEOVER_NODE_INDEX
 from components.controllers._status import OperandReadiness
+from components.controllers._takeover_wait import TakeoverWait
 from reconciler import GVK, OWNER_INDEX, Client, Object, labels_of, name_of, namespace_of
 from reconciler.errors import Conflict, NotFound
 
@@ -46,6 +53,7 @@ log = logging.getLogger("components.controllers.takeover")
 COMPONENT = "reference-operator"
 """How Changes and Events name what the takeover did."""
 SERVICE_MONITOR = GVK("monitoring.coreos.com", "v1", "ServiceMonitor")
+DONE = "every node runs our driver: the takeover from NVIDIA's operator is done"
 
 
 def _uid(obj: Object) -> str:
@@ -58,6 +66,9 @@ class ReferenceTakeover:
         self.namespace = namespace
         self._swept: set[str] = set()
         """Policy uids with nothing of the reference's left (in this process)."""
+        self._announced: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+        """Per policy, what `announce` last said (its reason and, waiting for the admin,
+        the nodes)."""
 
     # -- reads from the cache --------------------------------------------------------------
 
@@ -70,14 +81,18 @@ class ReferenceTakeover:
             if is_foreign(ds, policy_uid)
         ]
 
-    def _pod_nodes(self, ds: Object) -> set[str]:
-        """Nodes a live pod of `ds` is bound to."""
+    def _live_pods(self, ds: Object) -> list[Object]:
+        """The live pods of `ds` bound to a node."""
         pods = self.client.list(POD, namespace=self.namespace, index=(OWNER_INDEX, _uid(ds)))
-        return {
-            str(p["spec"]["nodeName"])
+        return [
+            p
             for p in pods
             if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")
-        }
+        ]
+
+    def _pod_nodes(self, ds: Object) -> set[str]:
+        """Nodes a live pod of `ds` is bound to."""
+        return {str(p["spec"]["nodeName"]) for p in self._live_pods(ds)}
 
     def _labelled_nodes(self) -> set[str]:
         return {name_of(n) for n in self.client.list(NODE, index=(TAKEOVER_NODE_INDEX, "true"))}
@@ -91,6 +106,21 @@ class ReferenceTakeover:
                 nodes |= self._pod_nodes(ds)
         return nodes
 
+    def announce(self, policy: str, wait: TakeoverWait | None) -> str | None:
+        """What to tell the admin about `policy`'s takeover (an Event), when it changed since
+        last told; logged (INFO). Waiting for the admin, each node moved is a change; during
+        a walk only its start and end are (the walk reports each node)."""
+        said = None if wait is None else (wait.reason, () if wait.walks else wait.nodes)
+        first = policy not in self._announced
+        if not first and self._announced[policy] == said:
+            return None
+        self._announced[policy] = said
+        if said is None and first:
+            return None  # no takeover, nothing to say
+        message = DONE if wait is None else wait.message
+        log.info("ClusterPolicy %s: %s", policy, message)
+        return message
+
     # -- 1. before the apply ---------------------------------------------------------------
 
     async def fence(self, policy_uid: str, desired: Iterable[ObjectRef]) -> list[Change]:
@@ -100,10 +130,11 @@ class ReferenceTakeover:
         for ds in self.foreign_daemonsets(policy_uid):
             if not is_driver_template(ds) or ref_of(ds) in wanted:
                 continue
-            patch = fence_patch(ds)
+            pods = self._live_pods(ds)
+            patch = fence_patch(ds, pods)
             if patch is None:
                 continue
-            for name in sorted(self._pod_nodes(ds)):
+            for name in sorted({str(p["spec"]["nodeName"]) for p in pods}):
                 await self._label(name)
             await self.client.patch(
                 DAEMONSET, name_of(ds), patch, namespace=namespace_of(ds), quiet=True
@@ -188,16 +219,18 @@ class ReferenceTakeover:
         return [Change("deleted", describe(obj), COMPONENT)]
 
 
-def with_reference_driver(readiness: OperandReadiness, nodes: Iterable[str]) -> OperandReadiness:
+def with_reference_driver(
+    readiness: OperandReadiness, wait: TakeoverWait | None
+) -> OperandReadiness:
     """The driver's readiness with the nodes still on the reference operator's driver: not
     ready while there is one, so the policy is `ready` only once every node runs ours."""
-    waiting = set(nodes)
-    if not waiting:
+    if wait is None:
         return readiness
+    waiting = set(wait.nodes)
     return replace(
         readiness,
         ready=False,
         nodes_desired=readiness.nodes_desired + len(waiting - set(readiness.not_ready_nodes)),
         not_ready_nodes=sorted(set(readiness.not_ready_nodes) | waiting),
-        message=f"{len(waiting)} nodes still run the reference operator's driver",
+        message=wait.message,
     )

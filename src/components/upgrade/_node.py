@@ -22,6 +22,7 @@ from components.api import (
     UpgradeState,
     is_fenced,
     pod_spec_targets,
+    revisions_before_fence,
     template_pod_spec,
 )
 from components.upgrade._clearing import gpu_pods
@@ -187,15 +188,18 @@ class NodeReconciler:
         node = self.reader.views.node(obj)
         foreign = driver is not None and ds is not None and COMPONENT_LABEL not in labels_of(ds)
         replacing = foreign and ds is not None and is_fenced(ds)
-        walk_moves_it = pool is not None and pool.enabled
         release = takeover_release(
-            node, driver, foreign=foreign, replacing=replacing, walk_moves_it=walk_moves_it
+            node,
+            driver,
+            foreign=foreign,
+            replacing=replacing,
+            before_fence=revisions_before_fence(ds) if replacing and ds is not None else None,
         )
         pin = pin_change(
             node,
             driver,
             precompiled=pool.precompiled if pool is not None else None,
-            walk_moves_it=walk_moves_it,
+            walk_moves_it=pool is not None and pool.enabled,
         )
         return _Seen(node, pods, driver, ds, pool, replacing, release, pin)
 

@@ -15,7 +15,7 @@ from tests.e2e.operator._harness import NAMESPACE, REPO, OperatorProcess, attach
 from tests.e2e.upgrade.conftest import Watch, watching
 
 TAKEOVER_CLUSTER = ClusterConfig(
-    gpu_nodes=6, cpu_nodes=1, gpus_per_node=2, os=parse_os_list("ubuntu22.04")
+    gpu_nodes=4, cpu_nodes=1, gpus_per_node=2, os=parse_os_list("ubuntu22.04")
 )
 
 

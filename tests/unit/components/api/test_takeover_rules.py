@@ -8,11 +8,13 @@ from typing import Any
 from components.api import (
     COMPONENT_LABEL,
     DRIVER_TAKEOVER_LABEL,
+    FENCED_REVISIONS_ANNOTATION,
     fence_patch,
     is_driver_template,
     is_fenced,
     is_foreign,
     pod_spec_targets,
+    revisions_before_fence,
     template_pod_spec,
 )
 
@@ -58,13 +60,21 @@ def test_foreign_means_owned_by_the_policy_and_not_labelled_as_ours() -> None:
     assert is_driver_template(ds())
 
 
+def pod(revision: str) -> dict[str, Any]:
+    return {"metadata": {"labels": {"controller-revision-hash": revision}}}
+
+
 def test_the_fence_keeps_only_labelled_nodes_and_restarts_nothing() -> None:
     original = ds()
-    patch = fence_patch(original)
+    assert revisions_before_fence(original) is None
+    patch = fence_patch(original, [pod("b"), pod("a"), pod("b"), {"metadata": {}}])
     assert patch is not None
     fenced = merged(original, patch)
     assert fenced["spec"]["updateStrategy"] == {"type": "OnDelete"}
-    assert is_fenced(fenced) and fence_patch(fenced) is None
+    assert is_fenced(fenced) and fence_patch(fenced, []) is None
+    # The revisions its pods ran then: a pod at another one was created after the fence.
+    assert fenced["metadata"]["annotations"] == {FENCED_REVISIONS_ANNOTATION: "a,b"}
+    assert revisions_before_fence(fenced) == {"a", "b"}
     spec = template_pod_spec(fenced)
     gpu = {"nvidia.com/gpu.deploy.driver": "true"}
     assert pod_spec_targets(spec, {**gpu, DRIVER_TAKEOVER_LABEL: "true"})
@@ -83,7 +93,7 @@ def test_the_fence_is_anded_into_every_existing_term() -> None:
             }
         }
     )
-    fenced = merged(original, fence_patch(original) or {})
+    fenced = merged(original, fence_patch(original, []) or {})
     spec = template_pod_spec(fenced)
     assert pod_spec_targets(
         spec, {"nvidia.com/gpu.deploy.driver": "true", "b": "", DRIVER_TAKEOVER_LABEL: "true"}

@@ -1,7 +1,7 @@
 """A node on the reference operator's driver moves to ours only through the walk: its
 driver is outdated, the restart step removes the takeover label (never deletes the pod
 itself), and outside a walk the label goes only when nothing of the reference's is left to
-protect or auto upgrade is off."""
+protect: never because auto upgrade is off."""
 
 from __future__ import annotations
 
@@ -56,21 +56,39 @@ def test_validation_never_passes_on_the_reference_driver() -> None:
     assert step.transition is not None and step.transition.to is S.POD_RESTART_REQUIRED
 
 
+BEFORE = frozenset({"rev", "older"})
+"""The revisions the reference's pods ran when its DaemonSet was fenced."""
+
+
 def release(
-    *, driver: object = "live", foreign: bool = True, replacing: bool = True, walk: bool = True
+    *,
+    driver: object = "live",
+    revision: str = "rev",
+    foreign: bool = True,
+    replacing: bool = True,
+    before: frozenset[str] | None = BEFORE,
 ) -> str | None:
-    pod = None if driver is None else driver_pod("rev", terminating=driver == "terminating")
-    return takeover_release(taken(), pod, foreign=foreign, replacing=replacing, walk_moves_it=walk)
+    pod = None if driver is None else driver_pod(revision, terminating=driver == "terminating")
+    return takeover_release(taken(), pod, foreign=foreign, replacing=replacing, before_fence=before)
 
 
 def test_outside_a_walk_the_label_goes_only_when_nothing_needs_protecting() -> None:
-    assert release() is None  # the walk hands it over
-    assert release(replacing=False, walk=False) is None  # not fenced yet: wait for it
+    assert release() is None  # the walk hands it over, or the admin does
+    assert release(replacing=False, before=None) is None  # not fenced yet: wait for it
     assert release(driver=None) is not None
     assert release(driver="terminating") is not None
     assert release(foreign=False, replacing=False) is not None
-    off = release(walk=False)
-    assert off is not None and "auto upgrade is off" in off
-    assert (
-        takeover_release(node(), None, foreign=False, replacing=False, walk_moves_it=True) is None
-    )
+    assert takeover_release(node(), None, foreign=False, replacing=False, before_fence=None) is None
+
+
+def test_the_reference_driver_stays_until_its_pod_is_deleted_as_with_on_delete() -> None:
+    """Auto upgrade off is not a reason to move a node: the reference's pod keeps running
+    (as its `OnDelete` DaemonSet keeps it) until the admin deletes it. The pod its DaemonSet
+    controller then puts back runs a revision the fence did not record: the node gets ours."""
+    assert release(revision="rev") is None
+    assert release(revision="older") is None  # mid-way through the reference's own upgrade
+    recreated = release(revision="fenced")
+    assert recreated is not None and "replaces one that was deleted" in recreated
+    # Fenced by an older operator (nothing recorded), or a pod without a revision: it stays.
+    assert release(revision="fenced", before=None) is None
+    assert release(revision="") is None
