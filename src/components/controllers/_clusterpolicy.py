@@ -5,7 +5,9 @@ One reconcile, level-based, all from the cache:
 1. the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
    naming the active one, and nothing else is done for it;
 2. the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner reference)
-   is built and every enabled operand rendered, in the reference's order;
+   is built and every enabled operand rendered, in the reference's order; with
+   `spec.psa.enabled` the operator's namespace first gets its Pod Security labels
+   (`_pod_security`);
 3. each rendered object is server-side applied (`_operand_sync`), skipped when the cached
    copy already carries the desired hash; what we own but no longer want is deleted (a driver
    DaemonSet only once no node depends on it alone);
@@ -44,6 +46,7 @@ from components.controllers._constants import (
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
+from components.controllers._pod_security import NamespacePodSecurity
 from components.controllers._policies import parse_spec, spec_key
 from components.controllers._policy_events import PolicyEvents
 from components.controllers._ready_hold import RECHECK_SECONDS, ReadyHold
@@ -159,6 +162,7 @@ class ClusterPolicyController:
             self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
         )
         self.ready_hold = ReadyHold(settling, lambda: self.requeue_active(unpaced=True))
+        self.pod_security = NamespacePodSecurity(self.client, namespace)
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -218,6 +222,8 @@ class ClusterPolicyController:
         nodes = self.client.list(NODE)
         with_gpu = self.client.list(NODE, index=(GPU_NODE_INDEX, "true"))
         view = self._view(obj, with_gpu)
+        # Before the operands: their privileged pods need the namespace's labels.
+        labelled, psa_problems = await self.pod_security.ensure(policy)
         # Asked after the prerequisites were written: the labels may have landed meanwhile.
         sync = await self.operands.sync(
             policy,
@@ -231,7 +237,7 @@ class ClusterPolicyController:
             namespace=self.namespace,
             generation=generation_of(obj),
             operands=readiness,
-            problems=sync.problems,
+            problems=[*psa_problems, *sync.problems],
             # A GPU is known by an NFD label: with one GPU node, there are NFD labels.
             has_nfd_labels=bool(with_gpu) or any_nfd_labels(nodes),
             gpu_nodes=len(with_gpu),
@@ -240,7 +246,7 @@ class ClusterPolicyController:
             mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
         )
         status = policy_status(obj.get("status"), findings)
-        await self._report(obj, sync.changes)
+        await self._report(obj, [*labelled, *sync.changes])
         was_ready = (obj.get("status") or {}).get("state") == READY
         if self.ready_hold.holds(was_ready=was_ready, is_ready=status.state == READY):
             log.debug("ClusterPolicy %s: ready once the upgrade's own writes land", request)
