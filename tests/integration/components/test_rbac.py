@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from components.hooks import apply_crds, delete_policies
+from gpusim import apply_crds as serve_crds
+from gpusim import load_documents
 from reconciler import ApiConnection, Client, Object
 from reconciler.envtest import ControlPlane
 from reconciler.lowlevel import StaticToken
@@ -32,7 +36,7 @@ from tests.integration.components._accounts import (
     refused_by,
     user_of,
 )
-from tests.tools import CHART, run
+from tests.tools import CHART, REPO, run
 from tests.unit.components.operands.test_operand_rbac import every_operand_rbac, every_operand_role
 
 pytestmark = pytest.mark.integration
@@ -345,6 +349,7 @@ async def can(
     group: str = "",
     namespace: str | None = None,
     subresource: str | None = None,
+    name: str | None = None,
 ) -> bool:
     """RBAC's answer for `user` (a ServiceAccount, with its groups): a SubjectAccessReview."""
     account_namespace = user.split(":")[2]
@@ -364,6 +369,7 @@ async def can(
                 "resource": resource,
                 **({"namespace": namespace} if namespace else {}),
                 **({"subresource": subresource} if subresource else {}),
+                **({"name": name} if name else {}),
             },
         },
     }
@@ -632,24 +638,90 @@ def hooks_role() -> Object:
 
 
 async def test_the_hooks_apply_our_crds_and_delete_policies_only(
-    admin: Client, api_client: client.ApiClient
+    control_plane: ControlPlane, admin: Client, api_client: client.ApiClient, tmp_path: Path
 ) -> None:
-    await install_account(admin, NAMESPACE, "gpu-operator-hooks", [hooks_role()], prefix=PREFIX)
-    hooks = actor(api_client, NAMESPACE, "gpu-operator-hooks")
+    """The hook Jobs' commands, run with a token of their account (as in their pods), do
+    their work; the account may do nothing else."""
+    account = "gpu-operator-hooks"
+    await install_account(admin, NAMESPACE, account, [hooks_role()], prefix=PREFIX)
+    token = await admin.request(
+        "POST",
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    kubeconfig = tmp_path / "hooks.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "envtest",
+                        "cluster": {
+                            "server": control_plane.api_url,
+                            "certificate-authority": str(control_plane.pki.ca_cert),
+                        },
+                    }
+                ],
+                "users": [{"name": account, "user": {"token": token["status"]["token"]}}],
+                "contexts": [{"name": "hooks", "context": {"cluster": "envtest", "user": account}}],
+                "current-context": "hooks",
+            }
+        )
+    )
+    # The CRDs served already (as on an upgrade), then the hook's apply over them.
+    await serve_crds(api_client, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
+    await apply_crds(str(kubeconfig))
+    await admin.apply(
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "rbac-check-hooks"},
+            "spec": {},
+        }
+    )
+    assert await delete_policies(str(kubeconfig), 10.0) == 0
+
+    hooks = actor(api_client, NAMESPACE, account)
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    policies = "/apis/nvidia.com/v1/clusterpolicies"
-    assert await hooks.attempt("PATCH", f"{crds}/clusterpolicies.nvidia.com", {}) == ALLOWED
-    assert await hooks.attempt("DELETE", f"{policies}/cluster-policy") == ALLOWED
-    assert await hooks.attempt("GET", policies) == ALLOWED
-    for method, path in (
-        ("PATCH", f"{crds}/nodefeatures.nfd.k8s-sigs.io"),
-        ("DELETE", f"{crds}/clusterpolicies.nvidia.com"),
-        ("PATCH", f"{policies}/cluster-policy"),
-        ("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets"),
-        ("DELETE", f"/api/v1/nodes/{NODE_A}"),
+    other_crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.rbac-check.example"},
+        "spec": {
+            "group": "rbac-check.example",
+            "scope": "Cluster",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+    for method, path, body in (
+        ("POST", crds, other_crd),
+        ("PATCH", f"{crds}/nodefeatures.nfd.k8s-sigs.io", {}),
+        ("DELETE", f"{crds}/clusterpolicies.nvidia.com", None),
+        ("PATCH", "/apis/nvidia.com/v1/clusterpolicies/cluster-policy", {}),
+        ("GET", "/apis/nvidia.com/v1/clusterpolicies/cluster-policy", None),
+        ("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets", None),
+        ("DELETE", f"/api/v1/nodes/{NODE_A}", None),
     ):
-        answer = await hooks.attempt(method, path, {} if method == "PATCH" else None)
-        assert refused_by(answer, "cannot"), (method, path, answer)  # fmt: skip
+        answer = await hooks.attempt(method, path, body)
+        assert refused_by(answer, "cannot"), (method, path, answer)
+    user = user_of(NAMESPACE, account)
+    crd = "customresourcedefinitions"
+    assert not await can(api_client, user, "watch", "clusterpolicies", group="nvidia.com")
+    assert not await can(api_client, user, "create", crd, group="apiextensions.k8s.io")
+    # A server-side apply that creates a CRD asks `create` with the CRD's name: ours only.
+    for name, may in (("nvidiadrivers.nvidia.com", True), ("widgets.rbac-check.example", False)):
+        group = "apiextensions.k8s.io"
+        assert await can(api_client, user, "create", crd, group=group, name=name) is may
 
 
 def operand_accounts() -> list[str]:
