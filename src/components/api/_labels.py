@@ -76,6 +76,15 @@ upgrade controller writes it: right away where no driver runs yet (or auto upgra
 off), and, once the node is cordoned and cleared, as the step that restarts its driver.
 """
 
+# -- Pod Security Admission -------------------------------------------------------------------
+
+POD_SECURITY_LABELS: Final = {
+    f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")
+}
+"""With `spec.psa.enabled`, the labels the operator puts on its own namespace (as the
+reference does): its operands are privileged pods, which a namespace at the cluster's
+default Pod Security level (`baseline` or `restricted`) refuses."""
+
 # -- labels on what the operator renders ---------------------------------------------------
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"

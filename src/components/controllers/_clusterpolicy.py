@@ -6,7 +6,9 @@ One reconcile, level-based, all from the cache:
    naming the active one, and nothing else is done for it;
 2. the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner reference,
    the user's ConfigMaps an operand reads, read once per version: `ConfigDocuments`) is
-   built and every enabled operand rendered, in the reference's order;
+   built and every enabled operand rendered, in the reference's order; with
+   `spec.psa.enabled` the operator's namespace first gets its Pod Security labels
+   (`_pod_security`);
 3. each rendered object is server-side applied (`_operand_sync`), skipped when the cached
    copy already carries the desired hash; what we own but no longer want is deleted (a driver
    DaemonSet only once no node depends on it alone);
@@ -45,6 +47,7 @@ from components.controllers._constants import (
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._label_wait import LabelWait
 from components.controllers._operand_sync import OperandSync
+from components.controllers._pod_security import NamespacePodSecurity
 from components.controllers._policies import parse_spec, spec_key
 from components.controllers._policy_events import PolicyEvents
 from components.controllers._ready_hold import RECHECK_SECONDS, ReadyHold
@@ -162,6 +165,7 @@ class ClusterPolicyController:
             self.client, self.recorder, CLUSTER_POLICY, report_ready_changes=True
         )
         self.ready_hold = ReadyHold(settling, lambda: self.requeue_active(unpaced=True))
+        self.pod_security = NamespacePodSecurity(self.client, namespace)
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -221,6 +225,8 @@ class ClusterPolicyController:
         nodes = self.client.list(NODE)
         with_gpu = self.client.list(NODE, index=(GPU_NODE_INDEX, "true"))
         view = await self._view(obj, policy, with_gpu)
+        # Before the operands: their privileged pods need the namespace's labels.
+        labelled, psa_problems = await self.pod_security.ensure(policy)
         # Asked after the prerequisites were written: the labels may have landed meanwhile.
         sync = await self.operands.sync(
             policy,
@@ -234,7 +240,7 @@ class ClusterPolicyController:
             namespace=self.namespace,
             generation=generation_of(obj),
             operands=readiness,
-            problems=sync.problems,
+            problems=[*psa_problems, *sync.problems],
             # A GPU is known by an NFD label: with one GPU node, there are NFD labels.
             has_nfd_labels=bool(with_gpu) or any_nfd_labels(nodes),
             gpu_nodes=len(with_gpu),
@@ -244,7 +250,7 @@ class ClusterPolicyController:
             takeover=sync.takeover,
         )
         status = policy_status(obj.get("status"), findings)
-        await self._report(obj, sync.changes)
+        await self._report(obj, [*labelled, *sync.changes])
         notice = self.operands.takeover.announce(name_of(obj), sync.takeover)
         if notice is not None:
             await self.recorder.event(obj, NORMAL, TAKEOVER, notice)

@@ -42,8 +42,18 @@ from reconciler.errors import BadRequest, Forbidden, Invalid
 log = logging.getLogger("components.controllers.clusterpolicy")
 
 APPLY_CONCURRENCY = 8
-"""Objects applied at once, at most: prerequisites (RBAC, ConfigMaps, Services,
-RuntimeClasses) first, then the DaemonSets."""
+"""Objects applied at once, at most: prerequisites (ServiceAccounts, roles, ConfigMaps,
+Services, RuntimeClasses) first, then the bindings, then the DaemonSets."""
+
+_BINDINGS = frozenset({"RoleBinding", "ClusterRoleBinding"})
+
+
+def _wave(obj: Object) -> int:
+    """When an object is applied: 0 with the prerequisites, 1 with the bindings (after the
+    roles they name), 2 with the DaemonSets."""
+    kind = obj.get("kind")
+    return 2 if kind == DAEMONSET.kind else 1 if kind in _BINDINGS else 0
+
 
 RENDER_FAILED = "RenderFailed"
 APPLY_FAILED = "ApplyFailed"
@@ -130,7 +140,11 @@ class OperandSync:
             async with gate:
                 await self._apply(obj, name, sync)
 
-        await asyncio.gather(*(apply(n, o) for n, o in objects if o.get("kind") != DAEMONSET.kind))
+        # Bindings after the roles they name: the API server checks a binding made by
+        # anyone without `bind` (the operator) against the rules of its role, and refuses
+        # it while that role does not exist yet.
+        for wave in (0, 1):
+            await asyncio.gather(*(apply(n, o) for n, o in objects if _wave(o) == wave))
         # A new DaemonSet waits while nodes still lack their labels (`_label_wait`).
         hold: float | None = None
         daemonsets: list[tuple[str, Object]] = []

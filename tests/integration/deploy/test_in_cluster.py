@@ -30,6 +30,7 @@ from gpusim import apply_crds, load_documents
 from reconciler import GVK, Cache, Client
 from reconciler.envtest import ControlPlane, free_port
 from reconciler.lowlevel import RESTMapper, Transport
+from tests.integration.components._accounts import install_operator
 from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
     DAEMONSET,
@@ -39,7 +40,6 @@ from tests.integration.components.controllers.conftest import (
     clean_slate,
     node_manifest,
 )
-from tests.integration.components.test_rbac import apply_rbac
 from tests.polling import eventually
 from tests.tools import REPO
 
@@ -105,7 +105,8 @@ async def test_run_in_cluster_under_the_shipped_rbac_through_a_token_rotation(
 ) -> None:
     await apply_crds(api_client, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
     namespace = f"in-cluster-{uuid.uuid4().hex[:6]}"
-    account = f"{namespace}-gpu-operator"
+    # The shipped account name: the admission policies (config/rbac) bound it by name.
+    account = "gpu-operator"
     node, policy = f"{namespace}-gpu", f"{namespace}-policy"
     mount = tmp_path / "serviceaccount"
     log_path = tmp_path / "operator.log"
@@ -130,7 +131,7 @@ async def test_run_in_cluster_under_the_shipped_rbac_through_a_token_rotation(
         return renewed if renewed > time else None
 
     try:
-        await apply_rbac(api_client, namespace, account)
+        await install_operator(admin, namespace, prefix=namespace)
         await clean_slate(admin)
         await admin.create(node_manifest(node))
         await admin.create(
@@ -206,16 +207,14 @@ async def test_run_in_cluster_under_the_shipped_rbac_through_a_token_rotation(
         if process is not None and process.returncode is None:
             process.kill()
             await process.wait()
-        await clean_up(admin, api_client, namespace, account, node)
+        await clean_up(admin, api_client, namespace, node)
 
 
 async def rejected(control_plane: ControlPlane, token: str) -> bool:
     return await status_of(control_plane, token) == 401
 
 
-async def clean_up(
-    admin: Client, api: client.ApiClient, namespace: str, account: str, node: str
-) -> None:
+async def clean_up(admin: Client, api: client.ApiClient, namespace: str, node: str) -> None:
     """What this test made, on a control plane the session shares and no garbage collector
     tidies: the policy and its objects, the node, the RBAC and the namespace."""
     await clean_slate(admin)
@@ -225,10 +224,10 @@ async def clean_up(
             await admin.delete(gvk, obj["metadata"]["name"], namespace=namespace, missing_ok=True)
     rbac = client.RbacAuthorizationV1Api(api)
     for binding in (await rbac.list_cluster_role_binding()).items:
-        if binding.metadata.name.startswith(account):
+        if binding.metadata.name.startswith(namespace):
             await rbac.delete_cluster_role_binding(binding.metadata.name)
     for role in (await rbac.list_cluster_role()).items:
-        if role.metadata.name.startswith(account):
+        if role.metadata.name.startswith(namespace):
             await rbac.delete_cluster_role(role.metadata.name)
     with contextlib.suppress(client.ApiException):
         await client.CoreV1Api(api).delete_namespace(namespace)

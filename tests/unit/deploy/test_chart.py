@@ -70,6 +70,8 @@ def test_default_values_install_the_operator_and_a_valid_policy() -> None:
         "RoleBinding",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ]
     policy = one(docs, "ClusterPolicy")
     assert validate_document(policy) == []
@@ -298,16 +300,24 @@ def test_unknown_key_is_refused_by_name(helm: str) -> None:
 def test_chart_copies_match_config_and_models() -> None:
     for crd in (REPO / "config" / "crd").glob("nvidia.com_*.yaml"):
         assert filecmp.cmp(crd, CHART / "crds" / crd.name, shallow=False), crd.name
-    for role in ("cluster_role.yaml", "role.yaml"):
+    for role in ("cluster_role.yaml", "role.yaml", "admission_policies.yaml"):
         assert filecmp.cmp(
             REPO / "config" / "rbac" / role, CHART / "files" / "rbac" / role, shallow=False
         ), f"{role}: run hack/generate-crds.sh"
-    rbac = {d["kind"]: d for d in render() if d["metadata"]["name"] == "gpu-operator"}
+    documents = render()
+    rbac = {d["kind"]: d for d in documents if d["metadata"]["name"] == "gpu-operator"}
     for kind, file in (("ClusterRole", "cluster_role.yaml"), ("Role", "role.yaml")):
         assert (
             rbac[kind]["rules"]
             == yaml.safe_load((REPO / "config" / "rbac" / file).read_text())["rules"]
         )
+    # The admission policies that bound the operator's RBAC writes and the node agent's node
+    # writes: the chart renders config/'s, spec for spec.
+    policies = REPO / "config" / "rbac" / "admission_policies.yaml"
+    for policy in yaml.safe_load_all(policies.read_text()):
+        rendered = one(documents, policy["kind"], policy["metadata"]["name"])
+        assert rendered["spec"] == policy["spec"]
+        assert rendered["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
 
 
 def test_value_checks_are_current() -> None:

@@ -22,6 +22,15 @@ def all_documents() -> list[dict[str, Any]]:
     return out
 
 
+def admission_policies() -> dict[tuple[str, str], dict[str, Any]]:
+    """The admission policies and their bindings, by (kind, name)."""
+    return {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in all_documents()
+        if d["apiVersion"].startswith("admissionregistration.k8s.io/")
+    }
+
+
 def documents() -> dict[str, dict[str, Any]]:
     """The operator's own objects (named gpu-operator), by kind."""
     return {d["kind"]: d for d in all_documents() if d["metadata"]["name"] == "gpu-operator"}
@@ -85,87 +94,81 @@ def test_every_rule_says_why(name: str) -> None:
             assert lines[number - 1].strip().startswith("#"), f"{name}:{number + 1} has no comment"
 
 
-@pytest.mark.parametrize(
-    ("kind", "group", "resource", "verbs"),
-    [
-        # update: only to grant it to the driver and MIG managers (their images update nodes)
-        ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch", "update"}),
-        # read only, to grant it to the driver manager
-        ("ClusterRole", "apps", "daemonsets", {"get", "list", "watch"}),
-        ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
-        ("ClusterRole", "", "pods/eviction", {"create"}),
-        ("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}),
-        ("ClusterRole", "", "events", {"create", "patch"}),
-        (
-            "ClusterRole",
-            "node.k8s.io",
-            "runtimeclasses",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-        (
-            "ClusterRole",
-            "rbac.authorization.k8s.io",
-            "clusterroles",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-        (
-            "ClusterRole",
-            "rbac.authorization.k8s.io",
-            "clusterrolebindings",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-        (
-            "ClusterRole",
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            {"get", "list", "watch"},
-        ),
-        (
-            "ClusterRole",
-            "nvidia.com",
-            "clusterpolicies",
-            {"get", "list", "watch", "update", "patch"},
-        ),
-        ("ClusterRole", "nvidia.com", "nvidiadrivers", {"get", "list", "watch", "update", "patch"}),
-        ("ClusterRole", "nvidia.com", "clusterpolicies/status", {"get", "update", "patch"}),
-        ("ClusterRole", "nvidia.com", "nvidiadrivers/status", {"get", "update", "patch"}),
-        ("ClusterRole", "nvidia.com", "clusterpolicies/finalizers", {"update"}),
-        ("ClusterRole", "authentication.k8s.io", "tokenreviews", {"create"}),
-        ("ClusterRole", "authorization.k8s.io", "subjectaccessreviews", {"create"}),
-        (
-            "Role",
-            "apps",
-            "daemonsets",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-        ("Role", "apps", "controllerrevisions", {"get", "list", "watch"}),
-        ("Role", "", "configmaps", {"get", "list", "watch", "create", "update", "patch", "delete"}),
-        ("Role", "", "services", {"get", "list", "watch", "create", "update", "patch", "delete"}),
-        (
-            "Role",
-            "",
-            "serviceaccounts",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-        (
-            "Role",
-            "rbac.authorization.k8s.io",
-            "roles",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-        ("Role", "coordination.k8s.io", "leases", {"get", "create", "update"}),
-        # only to grant it to the validator's Role (its check pods)
-        ("Role", "", "pods", {"create"}),
-        # only to grant it to GPU feature discovery's Role
-        ("Role", "nfd.k8s-sigs.io", "nodefeatures", {"get", "list", "watch", "create", "update"}),
-        (
-            "Role",
-            "monitoring.coreos.com",
-            "servicemonitors",
-            {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ),
-    ],
-)
+GRANTS: list[tuple[str, str, str, set[str]]] = [
+    # update: only to grant it to the driver and MIG managers (their images update nodes)
+    ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch", "update"}),
+    # only to grant it to the node agent (its node's conditions)
+    ("ClusterRole", "", "nodes/status", {"patch"}),
+    # read only, to grant it to the driver manager
+    ("ClusterRole", "apps", "daemonsets", {"get", "list", "watch"}),
+    ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
+    ("ClusterRole", "", "pods/eviction", {"create"}),
+    ("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}),
+    ("ClusterRole", "", "events", {"create", "patch"}),
+    ("ClusterRole", "events.k8s.io", "events", {"create", "patch"}),
+    # Writes are server-side applies and patches: no `update` (PUT) but where granted.
+    (
+        "ClusterRole",
+        "node.k8s.io",
+        "runtimeclasses",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+    (
+        "ClusterRole",
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+    (
+        "ClusterRole",
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", {"list", "watch"}),
+    # Read only: nothing of the operator writes a policy but its status.
+    ("ClusterRole", "nvidia.com", "clusterpolicies", {"get", "list", "watch"}),
+    ("ClusterRole", "nvidia.com", "nvidiadrivers", {"get", "list", "watch"}),
+    ("ClusterRole", "nvidia.com", "clusterpolicies/status", {"patch"}),
+    ("ClusterRole", "nvidia.com", "nvidiadrivers/status", {"patch"}),
+    ("ClusterRole", "nvidia.com", "clusterpolicies/finalizers", {"update"}),
+    ("ClusterRole", "nvidia.com", "nvidiadrivers/finalizers", {"update"}),
+    ("ClusterRole", "authentication.k8s.io", "tokenreviews", {"create"}),
+    ("ClusterRole", "authorization.k8s.io", "subjectaccessreviews", {"create"}),
+    ("Role", "apps", "daemonsets", {"get", "list", "watch", "create", "patch", "delete"}),
+    ("Role", "apps", "controllerrevisions", {"get", "list", "watch"}),
+    ("Role", "", "configmaps", {"get", "list", "watch", "create", "patch", "delete"}),
+    ("Role", "", "services", {"get", "list", "watch", "create", "patch", "delete"}),
+    ("Role", "", "serviceaccounts", {"get", "list", "watch", "create", "patch", "delete"}),
+    (
+        "Role",
+        "rbac.authorization.k8s.io",
+        "roles",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+    (
+        "Role",
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+    # spec.psa.enabled: its own namespace object (a Role reaches no other)
+    ("Role", "", "namespaces", {"get", "patch"}),
+    ("Role", "coordination.k8s.io", "leases", {"get", "create", "update"}),
+    # only to grant it to the validator's Role (its check pods)
+    ("Role", "", "pods", {"create"}),
+    # only to grant it to GPU feature discovery's Role
+    ("Role", "nfd.k8s-sigs.io", "nodefeatures", {"get", "list", "watch", "create", "update"}),
+    (
+        "Role",
+        "monitoring.coreos.com",
+        "servicemonitors",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "group", "resource", "verbs"), GRANTS)
 def test_exactly_the_verbs_it_needs(kind: str, group: str, resource: str, verbs: set[str]) -> None:
     assert allowed(kind, group, resource) == verbs
 
@@ -175,6 +178,39 @@ def test_nothing_else_is_granted() -> None:
     assert allowed("Role", "", "secrets") == set()
     assert allowed("ClusterRole", "apps", "daemonsets") & {"create", "update", "delete"} == set()
     assert allowed("ClusterRole", "", "nodes") & {"delete", "create"} == set()
+    # Every namespace but its own is out of reach (a ClusterRole would reach them all).
+    assert allowed("ClusterRole", "", "namespaces") == set()
+
+
+def test_every_resource_and_verb_is_in_the_table() -> None:
+    """The table above is the whole grant: a rule added to config/rbac without a line
+    there (and so without a reason in docs/rbac.md) fails here."""
+    listed = {(kind, group, resource) for kind, group, resource, _ in GRANTS}
+    granted = {
+        (kind, group, resource)
+        for kind in ("ClusterRole", "Role")
+        for rule in rules(kind)
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert granted - listed == set()
+
+
+def test_admission_policies_refuse_and_bind_each_other() -> None:
+    """Each policy is bound (a policy without a binding does nothing), refuses (Deny, and
+    Fail when it cannot be evaluated, so a broken policy closes rather than opens), and
+    matches one ServiceAccount of ours by name."""
+    found = admission_policies()
+    policies = {name for kind, name in found if kind == "ValidatingAdmissionPolicy"}
+    assert policies == {"gpu-operator-rbac", "gpu-operator-node-agent-own-node"}
+    for name in policies:
+        policy = found[("ValidatingAdmissionPolicy", name)]["spec"]
+        binding = found[("ValidatingAdmissionPolicyBinding", name)]["spec"]
+        assert binding == {"policyName": name, "validationActions": ["Deny"]}
+        assert policy["failurePolicy"] == "Fail"
+        (condition,) = policy["matchConditions"]
+        assert "request.userInfo.username" in condition["expression"]
+        assert all(v["reason"] == "Forbidden" for v in policy["validations"])
 
 
 def test_bindings_point_at_the_service_account() -> None:

@@ -21,7 +21,8 @@ from tests.unit.components.operands.cases import CLUSTER, NAMESPACE, gpu_node, p
 pytestmark = pytest.mark.unit
 
 DEPLOY = "nvidia.com/gpu.deploy."
-#: Every operand switched on, on container, MIG, passthrough and vGPU nodes.
+#: Every operand switched on (the node agent, ours, too), on container, MIG, passthrough
+#: and vGPU nodes.
 EVERYTHING: Mapping[str, Any] = {
     "sandboxWorkloads": {"enabled": True},
     "vgpuManager": {"enabled": True, "repository": "registry.example/nvidia", "version": "595.58"},
@@ -29,6 +30,7 @@ EVERYTHING: Mapping[str, Any] = {
     "kataManager": {"enabled": True},
     "ccManager": {"enabled": True},
     "nodeStatusExporter": {"enabled": True},
+    "nodeAgent": {"enabled": True},
     "migManager": {"enabled": True},
     "driver": {"rdma": {"enabled": True}},
     "dcgm": {"enabled": True},
@@ -64,8 +66,11 @@ def _operator_grants() -> dict[str, set[tuple[str, str, str]]]:
     return held
 
 
-def every_operand_role(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """Every Role and ClusterRole the operands render with everything switched on."""
+RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+def every_operand_rbac(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """Every ServiceAccount, role and binding the operands render with everything on."""
     cluster_view = replace(view(NODES, config_map_data=MPS_CONFIG), namespace=namespace)
     the_policy = policy(EVERYTHING)
     return [
@@ -73,8 +78,13 @@ def every_operand_role(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
         for operand in OPERANDS
         if operand.enabled(the_policy)
         for obj in operand.render(the_policy, cluster_view).objects
-        if obj["kind"] in ("ClusterRole", "Role")
+        if obj["kind"] in RBAC_KINDS
     ]
+
+
+def every_operand_role(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """Every Role and ClusterRole the operands render with everything switched on."""
+    return [o for o in every_operand_rbac(namespace) if o["kind"] in ("ClusterRole", "Role")]
 
 
 def test_every_operand_role_is_within_what_the_operator_holds() -> None:

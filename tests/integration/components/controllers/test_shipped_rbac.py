@@ -1,0 +1,238 @@
+"""The operator under the RBAC we ship: in-process, acting as its ServiceAccount
+(impersonated, see `tests.integration.components._accounts`) with config/rbac and the
+admission policies in force, not as the admin the other tests run it as.
+
+With every operand on, it applies every operand's objects (their RBAC included: what the
+API server's escalation check and the gpu-operator-rbac policy judge), labels its namespace
+for Pod Security (spec.psa.enabled), deletes the RBAC the reference operator left, prunes
+what it no longer wants, and gives an NVIDIADriver RBAC under names of its own; and
+nothing it sends is refused. A rule dropped from config/rbac that the operator needs fails
+here, as it would in a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from components.api import POD_SECURITY_LABELS
+from components.controllers import Operator, build_operator
+from gpusim import apply_crds, load_documents
+from reconciler import GVK, Client, Object
+from tests.integration.components._accounts import (
+    Impersonating,
+    client_for,
+    install_operator,
+    user_of,
+)
+from tests.integration.components.controllers.conftest import (
+    CLUSTER_POLICY,
+    NAMESPACE,
+    NODE,
+    NVIDIA_DRIVER,
+    REPO,
+    clean_slate,
+    node_manifest,
+    observe_daemonsets,
+)
+from tests.polling import eventually
+from tests.unit.components.operands.test_operand_rbac import EVERYTHING, MPS, every_operand_rbac
+
+pytestmark = pytest.mark.integration
+
+CLUSTER_ROLE = GVK("rbac.authorization.k8s.io", "v1", "ClusterRole")
+CLUSTER_ROLE_BINDING = GVK("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding")
+WORKLOAD = "nvidia.com/gpu.workload.config"
+LEFTOVER = "nvidia-rbac-check-reference-leftover"
+
+
+@dataclass
+class Shipped:
+    admin: Client
+    namespace: str
+    tag: str
+    start: Callable[[], Awaitable[Operator]]
+
+
+@pytest.fixture
+async def shipped(api_client: client.ApiClient) -> AsyncIterator[Shipped]:
+    await apply_crds(api_client, load_documents(sorted((REPO / "config" / "crd").glob("*.yaml"))))
+    admin = client_for(api_client, "shipped-rbac")
+    tag = f"t{uuid.uuid4().hex[:6]}"
+    namespace = f"gpuop-{tag}"
+    await clean_slate(admin)
+    await install_operator(admin, namespace, prefix=namespace)
+    running: list[tuple[Operator, asyncio.Task[None], asyncio.Task[None]]] = []
+
+    async def start() -> Operator:
+        account = Impersonating(api_client, user_of(namespace, "gpu-operator"))
+        operator = build_operator(account, namespace=namespace, bind_address=None)
+        task = asyncio.create_task(operator.manager.run())
+        observer = asyncio.create_task(observe_daemonsets(admin, namespace, paused=set()))
+        running.append((operator, task, observer))
+        await operator.manager.wait_leading()
+        return operator
+
+    try:
+        yield Shipped(admin, namespace, tag, start)
+    finally:
+        for operator, task, observer in running:
+            observer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await observer
+            operator.manager.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, 60)
+        await clean_slate(admin)
+        for node in await admin.list_live(NODE):
+            if node["metadata"]["name"].startswith(tag):
+                await admin.delete(NODE, node["metadata"]["name"], missing_ok=True)
+        for name in (f"{namespace}-gpu-operator",):
+            await admin.delete(CLUSTER_ROLE_BINDING, name, missing_ok=True)
+            await admin.delete(CLUSTER_ROLE, name, missing_ok=True)
+        await admin.delete(NAMESPACE, namespace, missing_ok=True)
+        await admin.cache.stop()
+
+
+def leftovers(owner: Object, namespace: str) -> list[Object]:
+    """RBAC the reference operator made for the same policy: owned by it, not labelled."""
+    meta = {
+        "name": LEFTOVER,
+        "ownerReferences": [
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+            }
+        ],
+    }
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": meta,
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]},
+        {"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": LEFTOVER},
+         "subjects": [{"kind": "ServiceAccount", "name": LEFTOVER, "namespace": namespace}]},
+    ]  # fmt: skip
+
+
+async def cluster_roles(admin: Client) -> set[str]:
+    items = await admin.list_live(
+        CLUSTER_ROLE, label_selector="app.kubernetes.io/managed-by=gpu-operator"
+    )
+    return {i["metadata"]["name"] for i in items}
+
+
+def problems(status: dict[str, Any]) -> list[str]:
+    """Conditions that say the operator could not do something."""
+    return [
+        f"{c['reason']}: {c['message']}"
+        for c in status.get("conditions") or ()
+        if c["type"] == "Error" and c["status"] == "True"
+    ]
+
+
+async def test_the_operator_runs_the_whole_stack_under_the_rbac_we_ship(
+    shipped: Shipped, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    admin, namespace, tag = shipped.admin, shipped.namespace, shipped.tag
+    await admin.create(node_manifest(f"{tag}-gpu", mig=True))
+    await admin.create(node_manifest(f"{tag}-vm", labels={WORKLOAD: "vm-passthrough"}))
+    await admin.create(node_manifest(f"{tag}-vgpu", labels={WORKLOAD: "vm-vgpu"}))
+    await admin.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "plugin-config", "namespace": namespace},
+            "data": {"mps": MPS},
+        }
+    )
+    spec = {**EVERYTHING, "psa": {"enabled": True}}
+    policy = await admin.create(
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": f"{tag}-policy"},
+            "spec": spec,
+        }
+    )
+    name = policy["metadata"]["name"]
+    for obj in leftovers(policy, namespace):
+        await admin.create(obj)
+    await shipped.start()
+
+    # Every operand's RBAC applied; the namespace labelled; the reference's RBAC gone.
+    wanted = {
+        o["metadata"]["name"] for o in every_operand_rbac(namespace) if o["kind"] == "ClusterRole"
+    }
+
+    async def applied() -> bool:
+        return wanted <= await cluster_roles(admin)
+
+    await eventually(applied, "every operand's ClusterRole", 120)
+
+    async def labelled() -> bool:
+        labels = (await admin.get_live(NAMESPACE, namespace))["metadata"].get("labels") or {}
+        return all(labels.get(k) == v for k, v in POD_SECURITY_LABELS.items())
+
+    await eventually(labelled, "the namespace's Pod Security labels")
+
+    async def swept() -> bool:
+        names = {i["metadata"]["name"] for i in await admin.list_live(CLUSTER_ROLE_BINDING)}
+        return LEFTOVER not in names and LEFTOVER not in {
+            i["metadata"]["name"] for i in await admin.list_live(CLUSTER_ROLE)
+        }
+
+    await eventually(swept, "the reference operator's ClusterRole and binding deleted")
+    status = (await admin.get_live(CLUSTER_POLICY, name)).get("status") or {}
+    assert problems(status) == []
+
+    # Pruned when no longer wanted.
+    await admin.patch(CLUSTER_POLICY, name, {"spec": {"nodeAgent": {"enabled": False}}})
+
+    async def pruned() -> bool:
+        return "gpu-operator-node-agent" not in await cluster_roles(admin)
+
+    await eventually(pruned, "the node agent's ClusterRole pruned")
+
+    # An NVIDIADriver's RBAC, under names of its own.
+    await admin.patch(CLUSTER_POLICY, name, {"spec": {"driver": {"useNvidiaDriverCRD": True}}})
+    await admin.create(
+        {
+            "apiVersion": "nvidia.com/v1alpha1",
+            "kind": "NVIDIADriver",
+            "metadata": {"name": f"{tag}-drv"},
+            "spec": {"default": True},
+        }
+    )
+    account = f"nvidia-gpu-driver-{tag}-drv-ubuntu22.04"
+
+    async def per_driver() -> bool:
+        return account in await cluster_roles(admin)
+
+    await eventually(per_driver, f"ClusterRole {account}", 120)
+    # Its pool emptied (no node matches it now): its RBAC for that OS is pruned.
+    selector = {"default": False, "nodeSelector": {"kubernetes.io/hostname": "nowhere"}}
+    await admin.patch(NVIDIA_DRIVER, f"{tag}-drv", {"spec": selector})
+
+    async def let_go() -> bool:
+        return account not in await cluster_roles(admin)
+
+    await eventually(let_go, f"ClusterRole {account} pruned", 120)
+
+    status = (await admin.get_live(CLUSTER_POLICY, name)).get("status") or {}
+    assert problems(status) == []
+    # No reconcile failed (and was retried) on the way: each is a WARNING of the controller.
+    failed = [r.getMessage() for r in caplog.records if r.name == "reconciler.controller"]
+    assert failed == []
