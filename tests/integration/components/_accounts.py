@@ -56,6 +56,9 @@ class Impersonating:
     async def auth_headers(self) -> dict[str, str]:
         return {**await self.base.auth_headers(), **self.headers}
 
+    def auth_rejected(self, sent: Mapping[str, str]) -> None:
+        self.base.auth_rejected(sent)
+
     def pool(self) -> aiohttp.ClientSession:
         return self.base.pool()
 
