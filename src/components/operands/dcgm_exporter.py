@@ -35,9 +35,9 @@ from components.operands._pods import (
     merge_env,
     mount,
     pull_policy,
+    run_nvidia_volume,
     set_env,
     toolkit_validation,
-    validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import (
@@ -122,7 +122,7 @@ class DCGMExporter(BaseOperand):
         ]
         volumes = [
             host_path("pod-gpu-resources", ctx.kubelet_host_dir("pod-resources")),
-            validations_volume(),
+            run_nvidia_volume(),
         ]
         if spec.dcgm.enabled:
             envs.append(env("DCGM_REMOTE_HOSTENGINE_INFO", f"{DCGM_APP}:{DCGM_PORT}"))
@@ -159,7 +159,7 @@ class DCGMExporter(BaseOperand):
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx)],
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
             containers=[container],
             volumes=volumes,
             images=[exporter],

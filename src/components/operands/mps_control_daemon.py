@@ -39,8 +39,8 @@ from components.operands._pods import (
     merge_env,
     mount,
     pull_policy,
+    run_nvidia_volume,
     toolkit_validation,
-    validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import daemonset
@@ -202,10 +202,10 @@ class MPSControlDaemon(BaseOperand):
             account=ACCOUNT,
             deploy=DEVICE_PLUGIN_DEPLOY_LABEL,
             host_pid=True,
-            init_containers=[toolkit_validation(ctx), mounts_shm],
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True), mounts_shm],
             containers=[main],
             volumes=[
-                validations_volume(),
+                run_nvidia_volume(),
                 host_path("mps-root", mps_root, "DirectoryOrCreate"),
                 host_path("mps-shm", posixpath.join(mps_root, "shm")),
             ],

@@ -41,6 +41,7 @@ from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
+    AS_ROOT,
     VALIDATIONS_DIR,
     apply_component,
     build_pod_spec,
@@ -189,7 +190,7 @@ def _driver_validation(ctx: Ctx) -> dict[str, Any]:
             env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
             *driver_location_env(ctx),
         ],
-        "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
+        "securityContext": {**AS_ROOT, "seLinuxOptions": {"level": "s0"}},
         "volumeMounts": [
             mount("driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"),
             mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
