@@ -54,7 +54,6 @@ class DCGM(BaseOperand):
         image = image_or_condition(ctx, OperandImage.DCGM, rendered)
         if image is None:
             return rendered
-        probe = {"tcpSocket": {"port": PORT}, "initialDelaySeconds": 15}
         container = apply_component(
             {
                 "name": "nvidia-dcgm-ctr",
@@ -62,8 +61,6 @@ class DCGM(BaseOperand):
                 "imagePullPolicy": pull_policy(dcgm),
                 "securityContext": {"privileged": True},
                 "ports": [{"name": "dcgm", "containerPort": PORT}],
-                "livenessProbe": dict(probe),
-                "readinessProbe": dict(probe),
             },
             dcgm,
         )

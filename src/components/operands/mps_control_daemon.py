@@ -21,7 +21,7 @@ label change reconfigures it in place.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -48,6 +48,7 @@ from components.operands.device_plugin import (
     CONFIG_LABEL,
     DEFAULT_MPS_ROOT,
     apply_plugin_config,
+    mig_env,
 )
 from components.operands.device_plugin import DEPLOY_LABEL as DEVICE_PLUGIN_DEPLOY_LABEL
 
@@ -180,11 +181,12 @@ class MPSControlDaemon(BaseOperand):
             "securityContext": {"privileged": True},
             "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
         }
-        envs: Sequence[dict[str, Any]] = [
+        envs: list[dict[str, Any]] = [
             env_field("NODE_NAME", "spec.nodeName"),
             env("NVIDIA_VISIBLE_DEVICES", "all"),
             env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
         ]
+        mig_env(envs, ctx.spec.mig.strategy)  # the daemon serves MIG devices as the plugin does
         main = apply_component(
             {
                 "name": "mps-control-daemon-ctr",

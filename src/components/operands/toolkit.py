@@ -184,12 +184,16 @@ def _driver_validation(ctx: Ctx) -> dict[str, Any]:
         "imagePullPolicy": pull_policy(ctx.spec.validator),
         "command": ["sh", "-c"],
         "args": ["nvidia-validator"],
-        "env": [
-            env("WITH_WAIT", "true"),
-            env("COMPONENT", "driver"),
-            env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
-            *driver_location_env(ctx),
-        ],
+        # As every driver validation in the reference: with the validator's driver step env.
+        "env": merge_env(
+            [
+                env("WITH_WAIT", "true"),
+                env("COMPONENT", "driver"),
+                env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+                *driver_location_env(ctx),
+            ],
+            ctx.spec.validator.driver.env,
+        ),
         "securityContext": {**AS_ROOT, "seLinuxOptions": {"level": "s0"}},
         "volumeMounts": [
             mount("driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"),

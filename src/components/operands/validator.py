@@ -83,7 +83,8 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
         env_field("NODE_NAME", "spec.nodeName"),
         env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
         env("VALIDATOR_IMAGE", image),
-        env("VALIDATOR_IMAGE_PULL_POLICY", pull_policy(validator)),
+        # Empty unless the policy sets one: the test pods then take the validator's default.
+        env("VALIDATOR_IMAGE_PULL_POLICY", validator.image_pull_policy or ""),
     ]
     if ctx.uses_runtime_class:
         # The test pods run as the validator's own pod does.

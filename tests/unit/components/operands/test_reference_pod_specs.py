@@ -82,8 +82,11 @@ def test_toolkit_validation_mounts_what_the_references_mounts(
     (mounted,) = init_container(ds, "toolkit-validation")["volumeMounts"]
     assert mounted == {"name": volume, "mountPath": path, "mountPropagation": "HostToContainer"}
     (source,) = [v for v in ds["spec"]["template"]["spec"]["volumes"] if v["name"] == volume]
-    kind = "Directory" if volume == "run-nvidia" else "DirectoryOrCreate"
-    assert source["hostPath"] == {"path": path, "type": kind}
+    kind = {"run-nvidia": "Directory", "run-nvidia-validations": "DirectoryOrCreate"}[volume]
+    if daemonset == "nvidia-dcgm-exporter":
+        assert source["hostPath"] == {"path": path}  # no type, as the reference's
+    else:
+        assert source["hostPath"] == {"path": path, "type": kind}
 
 
 def test_the_validators_steps_carry_the_references_env() -> None:
@@ -135,3 +138,77 @@ def test_the_validator_comes_from_the_operator_image_of_the_reference_release() 
         OPERATOR_IMAGE
     )
     assert container(sets["nvidia-node-status-exporter"])["image"] == OPERATOR_IMAGE
+
+
+def test_dcgm_and_its_exporter_carry_no_probes_the_reference_does_not() -> None:
+    sets = _all({"dcgm": {"enabled": True}})
+    for name, ctr in (("nvidia-dcgm", "nvidia-dcgm-ctr"), ("nvidia-dcgm-exporter", None)):
+        main = container(sets[name], ctr)
+        assert "livenessProbe" not in main and "readinessProbe" not in main
+
+
+def test_the_device_plugin_entrypoint_runs_under_bash() -> None:
+    plugin = container(_all()["nvidia-device-plugin-daemonset"], "nvidia-device-plugin")
+    assert plugin["command"] == ["/bin/bash", "-c"]
+
+
+def test_the_validators_test_pods_get_the_policys_pull_policy_or_none() -> None:
+    """Empty unless the policy sets one (the validator then uses its own default)."""
+    steps = ("cuda-validation", "plugin-validation")
+    ds = _all()["nvidia-operator-validator"]
+    assert all(env_of(init_container(ds, s))["VALIDATOR_IMAGE_PULL_POLICY"] == "" for s in steps)
+    ds = _all({"validator": {"imagePullPolicy": "Always"}})["nvidia-operator-validator"]
+    assert all(
+        env_of(init_container(ds, s))["VALIDATOR_IMAGE_PULL_POLICY"] == "Always" for s in steps
+    )
+
+
+def test_a_moved_host_root_reaches_every_container_of_a_pod_that_mounts_it() -> None:
+    sets = _all({"hostPaths": {"rootFS": "/host-root"}})
+    for name in (
+        "nvidia-device-plugin-daemonset",
+        "nvidia-mig-manager",
+        "nvidia-operator-validator",
+        "nvidia-driver-daemonset",
+        "nvidia-container-toolkit-daemonset",
+    ):
+        pod_spec = sets[name]["spec"]["template"]["spec"]
+        for ctr in [*pod_spec.get("initContainers", []), *pod_spec["containers"]]:
+            assert env_of(ctr).get("HOST_ROOT") == "/host-root", (name, ctr["name"])
+    # A pod that does not mount the host's root is not told of it.
+    gfd = sets["gpu-feature-discovery"]["spec"]["template"]["spec"]
+    assert all("HOST_ROOT" not in env_of(c) for c in gfd["containers"])
+
+
+def test_the_driver_firmware_is_where_the_driver_container_installs() -> None:
+    """The driver container installs under /run/nvidia (its run-nvidia mount), whatever
+    hostPaths.driverInstallDir says."""
+    ds = _all({"hostPaths": {"driverInstallDir": "/opt/nvidia/driver"}})["nvidia-driver-daemonset"]
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["nv-firmware"]["hostPath"]["path"] == "/run/nvidia/driver/lib/firmware"
+
+
+def test_the_validators_step_env_reaches_every_validation_init_container() -> None:
+    step = [{"name": "FIDELITY", "value": "1"}]
+    sets = _all({"validator": {"toolkit": {"env": step}, "driver": {"env": step}}})
+    for name in ("gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"):
+        assert env_of(init_container(sets[name], "toolkit-validation"))["FIDELITY"] == "1"
+    toolkit = sets["nvidia-container-toolkit-daemonset"]
+    assert env_of(init_container(toolkit, "driver-validation"))["FIDELITY"] == "1"
+
+
+def test_the_mps_daemon_is_told_the_mig_strategy() -> None:
+    daemon = container(
+        _all({"mig": {"strategy": "mixed"}})["nvidia-device-plugin-mps-control-daemon"]
+    )
+    assert env_of(daemon)["MIG_STRATEGY"] == "mixed"
+    assert env_of(daemon)["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+
+
+def test_the_sandbox_validators_steps_know_the_default_workload() -> None:
+    """A node without nvidia.com/gpu.workload.config runs the default workload; each step
+    checks for it, as the reference's do."""
+    spec = {"sandboxWorkloads": {"enabled": True, "defaultWorkload": "vm-passthrough"}}
+    ds = _all(spec)["nvidia-sandbox-validator"]
+    for step in ds["spec"]["template"]["spec"]["initContainers"]:
+        assert env_of(step)["DEFAULT_GPU_WORKLOAD_CONFIG"] == "vm-passthrough", step["name"]
