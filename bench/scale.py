@@ -79,7 +79,15 @@ from components.controllers._labels import LabelPatch
 from components.controllers._node_labels import LABEL_WORKERS
 from components.controllers._view import gpu_nodes
 from components.operands import OPERANDS, ClusterView
-from gpusim import ClusterConfig, SimulatedCluster, load_documents, parse_os_list
+from gpusim import (
+    ClusterConfig,
+    SimulatedCluster,
+    build_reference,
+    load_documents,
+    parse_os_list,
+    reference_policy,
+    start_reference,
+)
 from reconciler import GVK, Cache, Client, Object, labels_of, name_of
 from reconciler.envtest import free_port
 from reconciler.lowlevel import RESTMapper, Transport
@@ -104,34 +112,6 @@ GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_RESOURCE = "nvidia.com/gpu"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 DEFAULT_OS = "ubuntu22.04,rhel9.4"
-REFERENCE_BUILD = REPO / "hack" / "build-reference.sh"
-REFERENCE_IMAGE_ENVS = (
-    "CC_MANAGER_IMAGE",
-    "CONTAINER_TOOLKIT_IMAGE",
-    "CUDA_BASE_IMAGE",
-    "DCGM_EXPORTER_IMAGE",
-    "DCGM_IMAGE",
-    "DEVICE_PLUGIN_IMAGE",
-    "DRIVER_IMAGE",
-    "DRIVER_MANAGER_IMAGE",
-    "GDRCOPY_IMAGE",
-    "GDS_IMAGE",
-    "GFD_IMAGE",
-    "KATA_MANAGER_IMAGE",
-    "MIG_MANAGER_IMAGE",
-    "SANDBOX_DEVICE_PLUGIN_IMAGE",
-    "VALIDATOR_IMAGE",
-    "VFIO_MANAGER_IMAGE",
-    "VGPU_DEVICE_MANAGER_IMAGE",
-    "VGPU_MANAGER_IMAGE",
-)
-"""The reference takes an operand's image from these when the policy names none (its Helm
-chart fills the policy instead; the sample leaves the validator's out). On simulated nodes
-an image is only a name."""
-REFERENCE_UNSET_PROBES = ("livenessProbe", "readinessProbe")
-"""Driver probes the reference cannot set: its driver container's manifest has only a
-startup probe, and it sets a probe's fields on the manifest's own (absent) probe, so these
-two in a policy make every reconcile panic (its Helm values set only `startupProbe`)."""
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -780,75 +760,6 @@ async def _gather(coros: Iterable[Any], limit: int = 20) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-# -- NVIDIA's operator (--reference) ------------------------------------------------------
-
-
-def build_reference() -> Path:
-    """The folder `hack/build-reference.sh` builds NVIDIA's operator into (cached)."""
-    done = subprocess.run(
-        ["bash", str(REFERENCE_BUILD)], check=True, stdout=subprocess.PIPE, text=True
-    )
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-def reference_policy(policy: dict[str, Any]) -> dict[str, Any]:
-    """`policy` as the reference can take it: without `REFERENCE_UNSET_PROBES`."""
-    spec = dict(policy.get("spec") or {})
-    spec["driver"] = {
-        k: v for k, v in (spec.get("driver") or {}).items() if k not in REFERENCE_UNSET_PROBES
-    }
-    return {**policy, "spec": spec}
-
-
-def reference_command(folder: Path, metrics_port: int, probe_port: int) -> list[str]:
-    """The reference's process, reading its manifests where it looks for them.
-
-    It reads them from /opt/gpu-operator, a path compiled in; a private mount namespace (a
-    user namespace makes it need no privilege) shows it `folder/opt-gpu-operator` there and
-    leaves the machine's /opt alone. `unshare` and `sh` exec in place: the process's pid
-    is the reference's, for its CPU and memory."""
-    mounts = (
-        "mount -t tmpfs none /opt && mkdir /opt/gpu-operator && "
-        'mount --bind "$0" /opt/gpu-operator && exec "$1" "$2" "$3"'
-    )
-    return [
-        "unshare",
-        "--user",
-        "--map-root-user",
-        "--mount",
-        "sh",
-        "-c",
-        mounts,
-        str(folder / "opt-gpu-operator"),
-        str(folder / "gpu-operator"),
-        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-        f"--health-probe-bind-address=127.0.0.1:{probe_port}",
-    ]
-
-
-def reference_env(kubeconfig: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "OPERATOR_NAMESPACE": NAMESPACE,
-        # Else it reads its own host's /host-etc/os-release (its pod's mount) to tell
-        # OpenShift, and fails every DaemonSet without it; set, it takes the host as not
-        # OpenShift, which is what this machine is.
-        "UNIT_TEST": "true",
-        **{name: f"nvcr.io/nvidia/sim/{name.lower()}:v1" for name in REFERENCE_IMAGE_ENVS},
-    }
-
-
-def _start_reference(
-    sim: SimulatedCluster, folder: Path, metrics_port: int
-) -> subprocess.Popen[bytes]:
-    command = reference_command(folder, metrics_port, free_port())
-    with (sim.workdir / "logs" / "nvidia-gpu-operator.log").open("ab") as log:
-        return subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=reference_env(sim.kubeconfig)
-        )
-
-
 # -- the operator ------------------------------------------------------------------------
 
 
@@ -1149,7 +1060,9 @@ def _measure_operator(
         if reference is None:
             process = _start_operator(sim, metrics_port, profile_path)
         else:
-            process = _start_reference(sim, reference, metrics_port)
+            process = start_reference(
+                sim, reference, namespace=NAMESPACE, metrics_port=metrics_port
+            )
         pid = process.pid
         try:
             figures["operator" if reference is None else "reference"] = asyncio.run(

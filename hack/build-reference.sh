@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build NVIDIA's GPU Operator, the system ours is measured against, from its Go module
-# (github.com/NVIDIA/gpu-operator, pinned by the wrapper module hack/go/reference), for the
-# scale benchmark's side-by-side run only (`bench/scale.py --reference`). The product, the
-# tests and the install never use it, so hack/install.sh does not run this script.
+# (github.com/NVIDIA/gpu-operator, pinned by the wrapper module hack/go/reference), to run
+# beside ours: the scale benchmark's side-by-side run (`bench/scale.py --reference`) and the
+# fidelity tests (tests/e2e/fidelity/, which run it when they start). The product and the
+# install never use it, so hack/install.sh does not run this script.
 #
 # Beside the binary it keeps the module's `assets/` and `manifests/`: the reference reads
-# its operands' manifests from /opt/gpu-operator, a path compiled in, and the benchmark
-# shows it this folder there (a private mount namespace, see bench/scale.py).
+# its operands' manifests from /opt/gpu-operator, a path compiled in, and gpusim shows it
+# this folder there (a private mount namespace, see src/gpusim/_nvidia_operator.py).
 #
 # Prints the folder (binary `gpu-operator`, manifests under `opt-gpu-operator/`) as its last
 # line. A warm cache makes it finish in about a second; a cold build takes about 2 minutes.

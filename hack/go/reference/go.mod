@@ -1,5 +1,6 @@
-// Wrapper module for NVIDIA's GPU Operator, the reference system, built only for the scale
-// benchmark's side-by-side run (bench/scale.py --reference); pinned so builds are reproducible.
+// Wrapper module for NVIDIA's GPU Operator, the reference system, built only to run beside
+// ours: the scale benchmark's side-by-side run (bench/scale.py --reference) and the fidelity
+// tests (tests/e2e/fidelity/); pinned so builds are reproducible.
 module gpu-operator/hack/go/reference
 
 go 1.26.0

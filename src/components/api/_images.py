@@ -76,8 +76,10 @@ class ImageDefault:
         return join_image(self.repository, self.image, self.version)
 
 
-#: Operator (and validator) version the defaults below pair with.
-OPERATOR_VERSION = "v25.10.0"
+#: NVIDIA's operator release the defaults below are taken from (its Helm chart's values).
+#: Since 26.x its own image carries the validator and the node status exporter: the chart
+#: sets `validator.image: gpu-operator` with the chart's appVersion as the version.
+OPERATOR_VERSION = "v26.7.0"
 
 DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
     OperandImage.DRIVER: ImageDefault("nvcr.io/nvidia", "driver", "595.91.07", "DRIVER_IMAGE"),
@@ -103,18 +105,15 @@ DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
         "nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0", "MIG_MANAGER_IMAGE"
     ),
     OperandImage.OPERATOR_VALIDATOR: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
-        "VALIDATOR_IMAGE",
+        "nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION, "VALIDATOR_IMAGE"
     ),
     OperandImage.NODE_STATUS_EXPORTER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
-        "VALIDATOR_IMAGE",
+        "nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION, "VALIDATOR_IMAGE"
     ),
     # Ours: the operator's own image (`gpu-operator node-agent`); the Deployment names it.
     OperandImage.NODE_AGENT: ImageDefault("", "gpu-operator", __version__, "NODE_AGENT_IMAGE"),
     OperandImage.INIT_CONTAINER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", OPERATOR_VERSION,
-        "CUDA_BASE_IMAGE",
+        "nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION, "CUDA_BASE_IMAGE"
     ),
     # The VFIO manager runs `vfio-manage` from the driver manager's image.
     OperandImage.VFIO_MANAGER: ImageDefault(

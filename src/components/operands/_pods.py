@@ -125,19 +125,39 @@ def config_map_volume(
 PRIVILEGED: Mapping[str, Any] = {"privileged": True}
 
 
-def wait_for_file(ctx: Ctx, name: str, ready_file: str, what: str) -> dict[str, Any]:
-    """An init container that waits until `/run/nvidia/validations/<ready_file>` exists."""
+RUN_NVIDIA = "/run/nvidia"
+#: Init containers run as root: the validator's image (the operator's, distroless) runs
+#: as non-root, and these read and write under /run/nvidia on the host.
+AS_ROOT: Mapping[str, Any] = {"privileged": True, "runAsUser": 0}
+
+
+def wait_for_file(
+    ctx: Ctx,
+    name: str,
+    ready_file: str,
+    what: str,
+    *,
+    whole_run_nvidia: bool = False,
+    env_overrides: Sequence[EnvVar] = (),
+) -> dict[str, Any]:
+    """An init container that waits until `/run/nvidia/validations/<ready_file>` exists.
+    It mounts the validations folder, or with `whole_run_nvidia` all of /run/nvidia (volume
+    `run_nvidia_volume()`), as the reference's manifest for that operand does;
+    `env_overrides` (the validator's step env) becomes its env."""
     path = f"{VALIDATIONS_DIR}/{ready_file}"
+    if whole_run_nvidia:
+        mounted = mount("run-nvidia", RUN_NVIDIA, propagation="HostToContainer")
+    else:
+        mounted = mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer")
     return {
         "name": name,
         "image": ctx.validator_image,
         "imagePullPolicy": pull_policy(ctx.spec.validator),
         "command": ["sh", "-c"],
         "args": [f"until [ -f {path} ]; do echo waiting for {what}; sleep 5; done"],
-        "securityContext": dict(PRIVILEGED),
-        "volumeMounts": [
-            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer")
-        ],
+        "securityContext": dict(AS_ROOT),
+        "volumeMounts": [mounted],
+        **({"env": merge_env([], env_overrides)} if env_overrides else {}),
     }
 
 
@@ -155,15 +175,27 @@ def driver_location_env(ctx: Ctx) -> list[dict[str, Any]]:
     return out
 
 
-def toolkit_validation(ctx: Ctx) -> dict[str, Any]:
-    """The init container every GPU client waits behind: `toolkit-ready`."""
+def toolkit_validation(ctx: Ctx, *, whole_run_nvidia: bool = False) -> dict[str, Any]:
+    """The init container every GPU client waits behind: `toolkit-ready`. It takes
+    `validator.toolkit.env`, as every toolkit validation does in the reference."""
     return wait_for_file(
-        ctx, "toolkit-validation", "toolkit-ready", "the NVIDIA container stack to be set up"
+        ctx,
+        "toolkit-validation",
+        "toolkit-ready",
+        "the NVIDIA container stack to be set up",
+        whole_run_nvidia=whole_run_nvidia,
+        env_overrides=ctx.spec.validator.toolkit.env,
     )
 
 
 def validations_volume() -> dict[str, Any]:
     return host_path("run-nvidia-validations", VALIDATIONS_DIR, "DirectoryOrCreate")
+
+
+def run_nvidia_volume(kind: str = "Directory") -> dict[str, Any]:
+    """/run/nvidia, which the driver container (or a host driver's validation) has made;
+    `kind` "" leaves the hostPath type unset, as the reference's DCGM exporter does."""
+    return host_path("run-nvidia", RUN_NVIDIA, kind or None)
 
 
 # --- the pod ----------------------------------------------------------------------------
@@ -240,3 +272,12 @@ def build_pod_spec(
     spec["containers"] = containers
     spec["volumes"] = volumes
     return spec
+
+
+def tell_host_root(ctx: Ctx, pod: dict[str, Any]) -> None:
+    """A pod that mounts the host's root (volume `host-root`) is told in every container
+    where that root is, when `hostPaths.rootFS` moves it, as the reference does."""
+    if ctx.host_root == "/" or not any(v["name"] == "host-root" for v in pod["volumes"]):
+        return
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        set_env(container.setdefault("env", []), "HOST_ROOT", ctx.host_root)

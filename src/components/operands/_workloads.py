@@ -9,7 +9,7 @@ from typing import Any
 
 from components.api import ServiceMonitorConfig
 from components.operands._context import Ctx
-from components.operands._pods import config_map_volume, mount
+from components.operands._pods import config_map_volume, mount, tell_host_root
 
 
 def config_map(
@@ -84,7 +84,8 @@ def daemonset(
 ) -> dict[str, Any]:
     """A DaemonSet whose pods carry `app: <name>` (or `app`; plus `selector`), the
     operator's labels, `daemonsets.labels/annotations` and the operand's own pod
-    labels/annotations."""
+    labels/annotations; `tell_host_root` applied to `pod`."""
+    tell_host_root(ctx, pod)
     match = {"app": app or name, **(selector or {})}
     object_labels = {**match, **(labels or {})}
     template_labels: dict[str, str] = {}

@@ -12,11 +12,10 @@ from components.operands._names import deploy_label
 from components.operands._pods import (
     apply_component,
     build_pod_spec,
-    host_path,
     merge_env,
     pull_policy,
+    run_nvidia_volume,
     toolkit_validation,
-    validations_volume,
 )
 from components.operands._rbac import service_account
 from components.operands._workloads import daemonset, service
@@ -55,7 +54,6 @@ class DCGM(BaseOperand):
         image = image_or_condition(ctx, OperandImage.DCGM, rendered)
         if image is None:
             return rendered
-        probe = {"tcpSocket": {"port": PORT}, "initialDelaySeconds": 15}
         container = apply_component(
             {
                 "name": "nvidia-dcgm-ctr",
@@ -63,8 +61,6 @@ class DCGM(BaseOperand):
                 "imagePullPolicy": pull_policy(dcgm),
                 "securityContext": {"privileged": True},
                 "ports": [{"name": "dcgm", "containerPort": PORT}],
-                "livenessProbe": dict(probe),
-                "readinessProbe": dict(probe),
             },
             dcgm,
         )
@@ -75,9 +71,9 @@ class DCGM(BaseOperand):
             host_network=ctx.spec.dcgm.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx)],
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
             containers=[container],
-            volumes=[validations_volume(), host_path("run-nvidia", "/run/nvidia", "Directory")],
+            volumes=[run_nvidia_volume()],
             images=[dcgm],
             runtime_class=True,
         )

@@ -35,9 +35,9 @@ from components.operands._pods import (
     merge_env,
     mount,
     pull_policy,
+    run_nvidia_volume,
     set_env,
     toolkit_validation,
-    validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import (
@@ -122,7 +122,7 @@ class DCGMExporter(BaseOperand):
         ]
         volumes = [
             host_path("pod-gpu-resources", ctx.kubelet_host_dir("pod-resources")),
-            validations_volume(),
+            run_nvidia_volume(kind=""),
         ]
         if spec.dcgm.enabled:
             envs.append(env("DCGM_REMOTE_HOSTENGINE_INFO", f"{DCGM_APP}:{DCGM_PORT}"))
@@ -140,7 +140,6 @@ class DCGMExporter(BaseOperand):
             mounts.append(mount("hpc-job-mapping", directory, read_only=True))
             volumes.append(host_path("hpc-job-mapping", directory, "DirectoryOrCreate"))
         envs = merge_env(envs, exporter.env)
-        probe: dict[str, Any] = {"httpGet": {"port": PORT, "path": "/health"}}
         container = apply_component(
             {
                 "name": "nvidia-dcgm-exporter",
@@ -148,8 +147,6 @@ class DCGMExporter(BaseOperand):
                 "imagePullPolicy": pull_policy(exporter),
                 "env": envs,
                 "ports": [{"name": "metrics", "containerPort": PORT}],
-                "livenessProbe": {**probe, "initialDelaySeconds": 45, "periodSeconds": 5},
-                "readinessProbe": {**probe, "initialDelaySeconds": 45},
                 "securityContext": {"privileged": True},
                 "volumeMounts": mounts,
             },
@@ -159,7 +156,7 @@ class DCGMExporter(BaseOperand):
             ctx,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx)],
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
             containers=[container],
             volumes=volumes,
             images=[exporter],

@@ -189,7 +189,7 @@ class DevicePlugin(BaseOperand):
                 "name": "nvidia-device-plugin",
                 "image": image,
                 "imagePullPolicy": pull_policy(plugin),
-                "command": ["/bin/sh", "-c"],
+                "command": ["/bin/bash", "-c"],
                 "args": ["/bin/entrypoint.sh"],
                 "env": envs,
                 "securityContext": {"privileged": True},

@@ -33,8 +33,8 @@ from components.operands._pods import (
     merge_env,
     mount,
     pull_policy,
+    run_nvidia_volume,
     toolkit_validation,
-    validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import daemonset
@@ -85,6 +85,7 @@ class GPUFeatureDiscovery(BaseOperand):
             env("GFD_FAIL_ON_INIT_ERROR", "true"),
             env_field("NAMESPACE", "metadata.namespace"),
             env_field("NODE_NAME", "spec.nodeName"),
+            env_field("POD_NAME", "metadata.name"),
         ]
         mig_env(envs, spec.mig.strategy)
         main = apply_component(
@@ -107,12 +108,12 @@ class GPUFeatureDiscovery(BaseOperand):
             host_network=ctx.spec.gfd.host_network,
             account=ACCOUNT,
             deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx)],
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
             containers=[main],
             volumes=[
                 host_path("output-dir", FEATURES_DIR),
                 host_path("host-sys", "/sys"),
-                validations_volume(),
+                run_nvidia_volume(),
             ],
             images=[gfd],
             runtime_class=True,

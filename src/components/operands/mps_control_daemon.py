@@ -42,8 +42,8 @@ from components.operands._pods import (
     merge_env,
     mount,
     pull_policy,
+    run_nvidia_volume,
     toolkit_validation,
-    validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import daemonset
@@ -51,6 +51,7 @@ from components.operands.device_plugin import (
     CONFIG_LABEL,
     DEFAULT_MPS_ROOT,
     apply_plugin_config,
+    mig_env,
 )
 from components.operands.device_plugin import DEPLOY_LABEL as DEVICE_PLUGIN_DEPLOY_LABEL
 
@@ -184,11 +185,12 @@ class MPSControlDaemon(BaseOperand):
             "securityContext": {"privileged": True},
             "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
         }
-        envs: Sequence[dict[str, Any]] = [
+        envs: list[dict[str, Any]] = [
             env_field("NODE_NAME", "spec.nodeName"),
             env("NVIDIA_VISIBLE_DEVICES", "all"),
             env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
         ]
+        mig_env(envs, ctx.spec.mig.strategy)  # the daemon serves MIG devices as the plugin does
         main = apply_component(
             {
                 "name": "mps-control-daemon-ctr",
@@ -206,10 +208,10 @@ class MPSControlDaemon(BaseOperand):
             account=ACCOUNT,
             deploy=DEVICE_PLUGIN_DEPLOY_LABEL,
             host_pid=True,
-            init_containers=[toolkit_validation(ctx), mounts_shm],
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True), mounts_shm],
             containers=[main],
             volumes=[
-                validations_volume(),
+                run_nvidia_volume(),
                 host_path("mps-root", mps_root, "DirectoryOrCreate"),
                 host_path("mps-shm", posixpath.join(mps_root, "shm")),
             ],

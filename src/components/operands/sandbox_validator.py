@@ -59,7 +59,12 @@ class SandboxValidator(BaseOperand):
         image = image_or_condition(ctx, OperandImage.OPERATOR_VALIDATOR, rendered)
         if image is None:
             return rendered
-        waiting = [env("WITH_WAIT", "true"), env_field("NODE_NAME", "spec.nodeName")]
+        waiting = [
+            env("WITH_WAIT", "true"),
+            env_field("NODE_NAME", "spec.nodeName"),
+            # What a node without the workload label runs, which each step checks for.
+            env("DEFAULT_GPU_WORKLOAD_CONFIG", spec.sandbox_workloads.default_workload),
+        ]
         host_root = mount("host-root", "/host", read_only=True, propagation="HostToContainer")
         steps = []
         if spec.vfio_manager.enabled:

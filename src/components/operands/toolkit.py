@@ -41,6 +41,7 @@ from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
+    AS_ROOT,
     VALIDATIONS_DIR,
     apply_component,
     build_pod_spec,
@@ -183,13 +184,17 @@ def _driver_validation(ctx: Ctx) -> dict[str, Any]:
         "imagePullPolicy": pull_policy(ctx.spec.validator),
         "command": ["sh", "-c"],
         "args": ["nvidia-validator"],
-        "env": [
-            env("WITH_WAIT", "true"),
-            env("COMPONENT", "driver"),
-            env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
-            *driver_location_env(ctx),
-        ],
-        "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
+        # As every driver validation in the reference: with the validator's driver step env.
+        "env": merge_env(
+            [
+                env("WITH_WAIT", "true"),
+                env("COMPONENT", "driver"),
+                env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+                *driver_location_env(ctx),
+            ],
+            ctx.spec.validator.driver.env,
+        ),
+        "securityContext": {**AS_ROOT, "seLinuxOptions": {"level": "s0"}},
         "volumeMounts": [
             mount("driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"),
             mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),

@@ -21,6 +21,7 @@ from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
+    AS_ROOT,
     VALIDATIONS_DIR,
     apply_component,
     build_pod_spec,
@@ -64,8 +65,7 @@ def validation_step(
         "args": ["nvidia-validator"],
         "env": merge_env([env("COMPONENT", component), *defaults], overrides),
         "securityContext": {
-            "privileged": True,
-            "runAsUser": 0,
+            **AS_ROOT,
             **({"seLinuxOptions": {"level": "s0"}} if component in _HOST_LEVEL else {}),
         },
         "volumeMounts": [
@@ -83,7 +83,8 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
         env_field("NODE_NAME", "spec.nodeName"),
         env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
         env("VALIDATOR_IMAGE", image),
-        env("VALIDATOR_IMAGE_PULL_POLICY", pull_policy(validator)),
+        # Empty unless the policy sets one: the test pods then take the validator's default.
+        env("VALIDATOR_IMAGE_PULL_POLICY", validator.image_pull_policy or ""),
     ]
     if ctx.uses_runtime_class:
         # The test pods run as the validator's own pod does.
@@ -126,7 +127,11 @@ class Validator(BaseOperand):
                 ctx,
                 image,
                 "driver",
-                [env("WITH_WAIT", "true"), *driver_location_env(ctx)],
+                [
+                    env("WITH_WAIT", "true"),
+                    env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+                    *driver_location_env(ctx),
+                ],
                 validator.driver.env,
                 [
                     mount(
@@ -137,7 +142,12 @@ class Validator(BaseOperand):
                 ],
             ),
             validation_step(
-                ctx, image, "toolkit", [env("WITH_WAIT", "false")], validator.toolkit.env
+                ctx,
+                image,
+                "toolkit",
+                # The runtime hands it the GPUs, which is what it checks.
+                [env("NVIDIA_VISIBLE_DEVICES", "all"), env("WITH_WAIT", "false")],
+                validator.toolkit.env,
             ),
             validation_step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
         ]
@@ -148,7 +158,7 @@ class Validator(BaseOperand):
                     image,
                     "plugin",
                     [
-                        env("WITH_WORKLOAD", "true"),
+                        env("WITH_WORKLOAD", "false"),
                         env("MIG_STRATEGY", spec.mig.strategy),
                         *_workload_env(ctx, image),
                     ],
@@ -162,7 +172,7 @@ class Validator(BaseOperand):
                 "imagePullPolicy": pull_policy(validator),
                 "command": ["sh", "-c"],
                 "args": ["echo all validations are successful; sleep infinity"],
-                "securityContext": {"privileged": True, "runAsUser": 0},
+                "securityContext": dict(AS_ROOT),
                 "lifecycle": {
                     "preStop": {
                         "exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/*-ready"]}

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,12 +136,20 @@ def running(pod: Any) -> bool:
 class OperatorProcess:
     """`gpu-operator run` against the simulated cluster; killable and restartable.
 
-    `extra_args` are added to its command line (`--leader-elect`, say)."""
+    `extra_args` are added to its command line (`--leader-elect`, say); `env` replaces this
+    process's environment."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra_args = tuple(extra_args)
+        self.env = None if env is None else dict(env)
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.probe_port = 0
@@ -167,7 +175,7 @@ class OperatorProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                env=dict(os.environ if self.env is None else self.env, PYTHONUNBUFFERED="1"),
             )
         self.starts += 1
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from components.api import ClusterPolicy, unsupported_fields, validate_document
+from tests.reference_chart import policy_images, reference_chart_images
 from tests.tools import CHART, REPO, run
 from tests.unit.components.api.cases import COMPAT
 
@@ -106,6 +107,24 @@ def test_reference_values_file_is_taken_as_is_and_mapped() -> None:
         },
     }
     assert validate_document(one(docs, "ClusterPolicy")) == []
+
+
+@pytest.mark.parametrize(
+    "values", [(), ("--values", str(REFERENCE_VALUES))], ids=["defaults", "reference"]
+)
+def test_the_policy_brings_the_images_the_reference_chart_sets(values: tuple[str, ...]) -> None:
+    """Ours resolves, from the policy our chart renders (its own defaults, or NVIDIA's values
+    file), the images NVIDIA's 26.7 chart sets: the validator from its operator image."""
+    rendered = one(render(*values), "ClusterPolicy")
+    assert policy_images(ClusterPolicy.from_dict(rendered).spec) == reference_chart_images()
+    # In the policy itself, so that NVIDIA's operator given it takes the same images.
+    for section in ("validator", "nodeStatusExporter"):
+        given = {k: rendered["spec"][section][k] for k in ("repository", "image", "version")}
+        assert given == {
+            "repository": "nvcr.io/nvidia",
+            "image": "gpu-operator",
+            "version": "v26.7.0",
+        }
 
 
 def test_full_values_file_reaches_every_place(tmp_path: Path) -> None:

@@ -33,6 +33,13 @@ STARTUP_PROBE_VOLUME = "driver-startup-probe-script"
 _STARTUP_PROBE_FILE = "startup-probe.sh"
 _STARTUP_PROBE_PATH = f"/usr/local/bin/{_STARTUP_PROBE_FILE}"
 
+#: What the driver container writes for the validator, removed as it stops so that no
+#: validation reads a stopped driver's word.
+_STATUS_FILES = (
+    f"{VALIDATIONS_DIR}/.driver-ctr-ready",
+    f"{VALIDATIONS_DIR}/.driver-daemons-status",
+)
+
 #: Like the reference: a driver build may take many minutes before the module loads.
 _STARTUP_PROBE_TIMING: Mapping[str, int] = {
     "initialDelaySeconds": 60,
@@ -115,7 +122,6 @@ def _driver_env(ctx: Ctx, driver: DriverSpec) -> list[dict[str, Any]]:
     defaults = [
         env_field("NODE_NAME", "spec.nodeName"),
         env_field("NODE_IP", "status.hostIP"),
-        env("NVIDIA_VISIBLE_DEVICES", "void"),
         env("KERNEL_MODULE_TYPE", driver.kernel_module_type),
     ]
     if driver.use_open_kernel_modules or driver.kernel_module_type == "open":
@@ -163,9 +169,7 @@ def _driver_container(
             driver.startup_probe,
         ),
         "lifecycle": {
-            "preStop": {
-                "exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/.driver-ctr-ready"]}
-            }
+            "preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {' '.join(_STATUS_FILES)}"]}}
         },
     }
 

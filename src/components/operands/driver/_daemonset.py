@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KEEP_OFF_TAKEN_OVER, DriverSpec
-from components.operands._context import Ctx
+from components.operands._context import DEFAULT_DRIVER_INSTALL_DIR, Ctx
 from components.operands._contract import Rendered
 from components.operands._names import safe_name, short_hash
 from components.operands._pods import (
@@ -94,7 +94,9 @@ def _volumes(ctx: Ctx, driver: DriverSpec) -> list[dict[str, Any]]:
         host_path("host-sys", "/sys", "Directory"),
         host_path("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
         host_path(SYSFS_DEVICES_SYSTEM_VOLUME, "/sys/devices/system", "Directory"),
-        host_path("nv-firmware", f"{ctx.driver_install_dir}/lib/firmware", "DirectoryOrCreate"),
+        # Where this pod's driver container installs (run-nvidia), whatever
+        # hostPaths.driverInstallDir says of a driver installed elsewhere.
+        host_path("nv-firmware", f"{DEFAULT_DRIVER_INSTALL_DIR}/lib/firmware", "DirectoryOrCreate"),
         config_map_volume(STARTUP_PROBE_VOLUME, STARTUP_PROBE_CONFIG_MAP, mode=0o755),
     ]
 

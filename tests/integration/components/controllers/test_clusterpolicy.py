@@ -22,6 +22,7 @@ from tests.integration.components.controllers.conftest import (
     node_manifest,
     subset,
 )
+from tests.monitoring import SERVICE_MONITOR_CRD, SERVICE_MONITOR_CRD_NAME
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -400,37 +401,8 @@ async def test_service_monitor_once_its_crd_exists(cluster: Cluster) -> None:
 async def install_service_monitor_crd(cluster: Cluster) -> None:
     from gpusim import apply_crds
 
-    name = "servicemonitors.monitoring.coreos.com"
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": name},
-        "spec": {
-            "group": "monitoring.coreos.com",
-            "names": {
-                "kind": "ServiceMonitor",
-                "listKind": "ServiceMonitorList",
-                "plural": "servicemonitors",
-                "singular": "servicemonitor",
-            },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    cluster.crds.append(name)
-    await apply_crds(cluster.api, [crd])
+    cluster.crds.append(SERVICE_MONITOR_CRD_NAME)
+    await apply_crds(cluster.api, [SERVICE_MONITOR_CRD])
 
 
 async def test_missing_nfd_labels(cluster: Cluster) -> None:

@@ -18,6 +18,7 @@ from components.api import (
     os_tag,
     resolve_image,
 )
+from tests.reference_chart import policy_images, reference_chart_images
 
 pytestmark = pytest.mark.unit
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -173,4 +174,16 @@ def test_nvidiadriver_image() -> None:
     )
     assert driver_image(NVIDIADriverSpec(), os_id="ubuntu", os_version="24.04", env={}) == (
         "nvcr.io/nvidia/driver:595.91.07-ubuntu24.04"
+    )
+
+
+def test_our_defaults_are_the_images_the_reference_chart_sets() -> None:
+    """NVIDIA's 26.7 chart: every operand image from its values, the validator's (and the
+    node status exporter's) from its own operator image at its appVersion."""
+    ours = policy_images(ClusterPolicySpec())
+    assert ours == reference_chart_images()
+    assert ours["VALIDATOR_IMAGE"] == "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    assert (
+        operand_image(ClusterPolicySpec(), OperandImage.NODE_STATUS_EXPORTER, env={})
+        == (ours["VALIDATOR_IMAGE"])
     )

@@ -92,7 +92,7 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     "state-node-status-exporter": set(),  # off by default
 }
 
-VALIDATOR = "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0"
+VALIDATOR = "nvcr.io/nvidia/gpu-operator:v26.7.0"
 
 # DaemonSet -> (pod `app` label, deploy label it selects on, main container, its image)
 DAEMONSETS: dict[str, tuple[str, str, str, str]] = {

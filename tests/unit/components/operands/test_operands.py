@@ -87,7 +87,7 @@ def test_runtime_class_nvidia() -> None:
         (DCGMExporter(), "dcgmExporter", "nvcr.io/nvidia/k8s/dcgm-exporter"),
         (GPUFeatureDiscovery(), "gfd", "nvcr.io/nvidia/k8s-device-plugin"),
         (MIGManager(), "migManager", "nvcr.io/nvidia/cloud-native/k8s-mig-manager"),
-        (Validator(), "validator", "nvcr.io/nvidia/cloud-native/gpu-operator-validator"),
+        (Validator(), "validator", "nvcr.io/nvidia/gpu-operator"),
     ],
 )
 def test_digest_versions_pin_images(op: Any, section: str, image: str) -> None:
@@ -543,9 +543,7 @@ def test_validator_checks_each_layer_in_order() -> None:
     plugin = env_of(init_container(ds, "plugin-validation"))
     assert plugin["WITH_WORKLOAD"] == "false"
     assert plugin["MIG_STRATEGY"] == "single"
-    assert (
-        plugin["VALIDATOR_IMAGE"] == "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0"
-    )
+    assert plugin["VALIDATOR_IMAGE"] == "nvcr.io/nvidia/gpu-operator:v26.7.0"
     assert env_of(init_container(ds, "cuda-validation"))["X"] == "1"
     assert env_of(container(ds))["WITH_WORKLOAD"] == "false"
     assert ds["spec"]["selector"]["matchLabels"]["app.kubernetes.io/part-of"] == "gpu-operator"
@@ -568,7 +566,7 @@ def test_node_status_exporter_off_by_default_and_on_when_asked() -> None:
     ds = only_ds(rendered)
     assert ds["spec"]["template"]["metadata"]["labels"]["app"] == "nvidia-node-status-exporter"
     assert env_of(container(ds))["COMPONENT"] == "metrics"
-    assert container(ds)["image"] == "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0"
+    assert container(ds)["image"] == "nvcr.io/nvidia/gpu-operator:v26.7.0"
     assert (
         find(rendered, "Service", "nvidia-node-status-exporter")["spec"]["ports"][0]["port"] == 8000
     )

@@ -223,7 +223,7 @@ def test_images_are_the_reference_defaults_and_vgpu_manager_is_tagged_per_os(fam
     assert images == {
         "state-vfio-manager": "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0",
         "state-sandbox-device-plugin": "nvcr.io/nvidia/kubevirt-gpu-device-plugin:v1.6.0",
-        "state-sandbox-validation": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0",
+        "state-sandbox-validation": "nvcr.io/nvidia/gpu-operator:v26.7.0",
         "state-vgpu-manager": f"registry.example/nvidia/vgpu-manager:595.58-{tag}",
         "state-vgpu-device-manager": "nvcr.io/nvidia/cloud-native/vgpu-device-manager:v0.5.0",
         "state-kata-manager": "nvcr.io/nvidia/cloud-native/k8s-kata-manager:v0.2.3",
