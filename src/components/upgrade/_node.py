@@ -28,7 +28,7 @@ from components.api import (
 from components.upgrade._clearing import gpu_pods
 from components.upgrade._fold import Fold, fold
 from components.upgrade._kernels import LoadedKernels
-from components.upgrade._model import NodeView, node_view, pdb_view
+from components.upgrade._model import NodeView, node_view, pdb_view, template_digest
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     IN_PROGRESS,
@@ -39,9 +39,10 @@ from components.upgrade._names import (
     STATE_LABEL,
 )
 from components.upgrade._pin import PinChange, pin_change
-from components.upgrade._planner import cleanup, plan_node
+from components.upgrade._planner import cleanup, in_place, plan_node
 from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_view
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
+from components.upgrade._restart import RESTART_ONLY_REASON, restart_only
 from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._takeover import takeover_release
@@ -123,7 +124,8 @@ class NodeReconciler:
             return None
         if self.writer.tracker.behind(name, obj):
             return None  # our last write is on its way; its event brings us back
-        seen = await self._read(obj, clearing=labels_of(obj).get(STATE_LABEL) in CLEARING_STATES)
+        clearing = labels_of(obj).get(STATE_LABEL) in CLEARING_STATES
+        seen = await self._read(obj, clearing=clearing and not node_view(obj).restart_only)
         if any(
             self.pod_deletes.behind(p.uid, p.resource_version, terminating=p.terminating)
             for p in seen.pods
@@ -165,6 +167,9 @@ class NodeReconciler:
         if seen.pool is None or not seen.pool.enabled:
             return None
         ctx = self._context(seen)
+        if restart_only(ctx):
+            # Straight to the restart, uncordoned: the event says which path it takes.
+            first = in_place(f"{first.reason}; {RESTART_ONLY_REASON}").transition or first
         return fold(obj, ctx.node, first, self._planner(ctx, seen.pool), self.clock())
 
     async def _read(self, obj: Object, *, clearing: bool) -> _Seen:
@@ -221,6 +226,7 @@ class NodeReconciler:
             node=node,
             driver=seen.driver,
             target_revision=self.reader.target_revision(seen.ds),
+            target_digest=template_digest(seen.ds),
             pods=seen.pods,
             pdbs=(
                 [pdb_view(p) for p in self.cache.list(PDB)]
@@ -327,8 +333,8 @@ class NodeReconciler:
         moves_pin = step.transition is not None and step.transition.pin_kernel is not None
         releases = step.transition is not None and step.transition.release_takeover
         restarts = moves_pin or releases or any(is_driver_pod(p.labels) for p in step.delete)
-        if ctx.node.state is not S.POD_RESTART_REQUIRED or not restarts:
-            return False
+        if ctx.node.state is not S.POD_RESTART_REQUIRED or not restarts or ctx.node.restart_only:
+            return False  # a restart in place keeps the driver loaded under its GPU pods
         path = (await self.client.mapper.resource_for(POD)).path(None)
         doc = await self.client.request(
             "GET", path, params={"fieldSelector": f"spec.nodeName={ctx.node.name}"}
