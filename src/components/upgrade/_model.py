@@ -232,9 +232,13 @@ def newest_revision(ds_name: str, revisions: Sequence[Object]) -> str | None:
 
 
 def template_digest(ds: Object | None) -> str | None:
-    """The `DRIVER_CONFIG_DIGEST` env of a driver DaemonSet's template (the first container
-    that carries it; None when none does: a DaemonSet of an older operator, say)."""
-    spec = (((ds or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    """The `DRIVER_CONFIG_DIGEST` env of a driver DaemonSet's template (None when it has
+    none: a DaemonSet of an older operator, say)."""
+    return spec_digest((((ds or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+
+
+def spec_digest(spec: Mapping[str, Any]) -> str | None:
+    """The `DRIVER_CONFIG_DIGEST` env of the first container of a pod spec carrying it."""
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         for item in container.get("env") or []:
             if item.get("name") == DRIVER_CONFIG_DIGEST_ENV and item.get("value"):

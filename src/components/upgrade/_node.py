@@ -47,7 +47,7 @@ from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._takeover import takeover_release
 from components.upgrade._tracker import DeleteTracker, WriteTracker
-from components.upgrade._volumes import PodVolumes
+from components.upgrade._volumes import ConfigDigests, PodVolumes
 from components.upgrade._writer import NodeWriter
 from reconciler import WARNING, Client, Eviction, Object, Request, Result, labels_of, name_of
 from reconciler.errors import Conflict as ApiConflict
@@ -114,6 +114,7 @@ class NodeReconciler:
         self.pod_deletes = DeleteTracker(timeout=expectation_timeout)
         """Pods we deleted: a reconcile waits until its cache shows them going."""
         self.volumes = PodVolumes(client)
+        self.digests = ConfigDigests(client)
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -161,7 +162,7 @@ class NodeReconciler:
         on every node of a walk). None when the node needs something else first (a pin
         moved, a takeover released, no enabled pool): admission then writes `first` alone
         and this node's reconcile takes it from there."""
-        seen = await self._read(obj, clearing=True)
+        seen = await self._read(obj, clearing=True, digest=True)
         if seen.release is not None or seen.pin is not None:
             return None
         if seen.pool is None or not seen.pool.enabled:
@@ -172,9 +173,11 @@ class NodeReconciler:
             first = in_place(f"{first.reason}; {RESTART_ONLY_REASON}").transition or first
         return fold(obj, ctx.node, first, self._planner(ctx, seen.pool), self.clock())
 
-    async def _read(self, obj: Object, *, clearing: bool) -> _Seen:
+    async def _read(self, obj: Object, *, clearing: bool, digest: bool = False) -> _Seen:
         """What the cache shows of the node, its pods, its driver and its pool. `clearing`:
-        the pods' volumes are read too (a decision on emptyDir data needs them)."""
+        the pods' volumes are read too (a decision on emptyDir data needs them); `digest`
+        (admission): the driver pod's `DRIVER_CONFIG_DIGEST` too, when it does not carry it
+        as an annotation (so does a node whose walk may restart it in place)."""
         cached = self.cache.list(POD, index=(POD_NODE_INDEX, name_of(obj)))
         pods = [self.reader.views.pod(p) for p in cached]
         if clearing:
@@ -191,6 +194,9 @@ class NodeReconciler:
                 driver = None  # an orphaned driver pod is nobody's to upgrade
         pool = self.reader.pool_for_daemonset(ds)
         node = self.reader.views.node(obj)
+        in_place = node.state is S.CORDON_REQUIRED or node.restart_only
+        if driver is not None and (digest or in_place) and template_digest(ds) is not None:
+            driver = await self.digests.with_digest(driver)
         foreign = driver is not None and ds is not None and COMPONENT_LABEL not in labels_of(ds)
         replacing = foreign and ds is not None and is_fenced(ds)
         release = takeover_release(

@@ -155,6 +155,8 @@ async def test_a_new_driver_version_rolls_through_20_nodes_within_every_limit(
     assert sum(deleted.values()) >= 20, deleted  # at least every node's driver pod
     assert max(deleted.values()) == 1, [pod for pod, n in deleted.items() if n > 1]
     assert inv.peak_in_progress == 3  # it used the parallelism it was given
+    # A version change is a new install: every node walked, cordoned (not restart-only).
+    assert {name_of(n) for n in watch.gpu_nodes()} <= inv.cordons_seen
     # Every node seen at least upgrade-required, pod-deletion-required (admission's write,
     # cordoned), pod-restart-required and upgrade-done (the states with nothing to do
     # between them go in one write, which a watch sees once).
@@ -226,6 +228,11 @@ async def test_a_cosmetic_change_restarts_every_driver_in_place_under_running_gp
         await _workload(watch, "train", 16)  # run alone: the test above left none
     gpu_pods = {name_of(p) for p in watch.cache.list(POD, namespace="work") if is_gpu_pod(p)}
     drivers = {name_of(p) for p in watch.drivers()}
+    # Half the driver pods as an operator before restart-only left them: the digest in
+    # their env alone, not in the annotation the pod cache keeps (read from the server).
+    for name in sorted(drivers)[::2]:
+        gone = {"metadata": {"annotations": {"nvidia.com/gpu-driver-config-digest": None}}}
+        await watch.client.patch(POD, name, gone, namespace=NAMESPACE)
     seen = _Disruption(watch.cache)
     watch.nodes.add_handler(seen)
     watch.pods.add_handler(seen)
