@@ -281,7 +281,13 @@ def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
         if expired:
             return fail_in(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
         return Step(wait="waiting for the driver pod to be ready", requeue_after=left)
-    result = validate(d, ctx.pods, agent=ctx.agent, verdict=ctx.node.validated)
+    result = validate(
+        d,
+        ctx.pods,
+        agent=ctx.agent,
+        verdict=ctx.node.validated,
+        in_place=ctx.node.restart_only,
+    )
     if result.passed:
         return _finish(ctx, "the validator passed")
     if expired:
@@ -296,7 +302,13 @@ def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
     node = ctx.node
     d = ctx.driver
     if d is not None and ctx.driver_ready:
-        result = validate(d, ctx.pods, agent=ctx.agent, verdict=ctx.node.validated)
+        result = validate(
+            d,
+            ctx.pods,
+            agent=ctx.agent,
+            verdict=ctx.node.validated,
+            in_place=ctx.node.restart_only,
+        )
         if result.passed:
             return _finish(ctx, "recovered: the driver is in sync, ready and validated")
         return Step(delete=result.stale, wait=f"upgrade failed; waiting for {result.waiting_for}")

@@ -10,6 +10,7 @@ import pytest
 
 from components.api import UpgradeState
 from components.upgrade import (
+    AgentVerdict,
     RESTART_ONLY,
     UPGRADE_REQUESTED,
     NodeContext,
@@ -117,3 +118,17 @@ def test_auto_upgrade_off_never_uncordons_a_node_restarted_in_place() -> None:
     n = node(state=S.VALIDATION_REQUIRED, unschedulable=True, **{RESTART_ONLY: "true"})
     t = cleanup(n).transition
     assert t is not None and t.unschedulable is None
+
+
+def test_with_the_node_agent_its_answer_on_the_driver_still_loaded_counts() -> None:
+    # The agent validated the driver before the restart; restarted in place, that driver
+    # is the one loaded, so its answer need not be newer than the new driver pod.
+    new = replace(driver("new", created=NOW - 50), config_digest=DIGEST)
+    earlier = AgentVerdict("True", since=NOW - 3600)
+    c = replace(ctx(S.VALIDATION_REQUIRED, new, in_place=True), agent=True)
+    c = replace(c, node=replace(c.node, validated=earlier))
+    t = step(c).transition
+    assert t is not None and t.to is S.UPGRADE_DONE
+    # After a full walk's restart the same answer is about the old driver: it waits.
+    walked = replace(c, node=replace(c.node, annotations={}))
+    assert step(walked).transition is None
