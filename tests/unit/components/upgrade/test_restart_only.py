@@ -10,9 +10,9 @@ import pytest
 
 from components.api import UpgradeState
 from components.upgrade import (
-    AgentVerdict,
     RESTART_ONLY,
     UPGRADE_REQUESTED,
+    AgentVerdict,
     NodeContext,
     PodView,
     Step,
