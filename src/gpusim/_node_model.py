@@ -14,8 +14,10 @@ import yaml
 
 from gpusim._hardware import MigConfigError, mig_layout, mig_profile
 from gpusim._node_software import (
+    ANNOTATION_DRIVER_LOADED,
     ANNOTATION_MIG_APPLIED,
     ANNOTATION_MIG_FAILED,
+    DRIVER_DIGEST_ENV,
     LABEL_MIG_CONFIG,
     LABEL_MIG_STATE,
     LABEL_MIG_STRATEGY,
@@ -266,6 +268,9 @@ def plan_node(
     driver = driver_version(driver_pod.image) if driver_pod else hardware.host_driver or None
     labels = dict(node.labels)
     annotations = dict(node.annotations)
+    if not hardware.host_driver:
+        loaded = loaded_driver(annotations, pods, driver_pod, gpu_workloads=gpu_workloads)
+        driver = driver or loaded
 
     if driver and NodeSoftware.MIG_MANAGER in ready and labels.get(LABEL_MIG_CONFIG):
         _plan_mig(
@@ -307,6 +312,43 @@ def plan_node(
     plan.labels = _diff(node.labels, labels)
     plan.annotations = _diff(node.annotations, annotations)
     return plan
+
+
+def loaded_driver(
+    annotations: dict[str, str],
+    pods: Sequence[PodInfo],
+    ready: PodInfo | None,
+    *,
+    gpu_workloads: int,
+) -> str | None:
+    """The version of a driver whose kernel modules stay loaded while no driver pod is
+    ready, or None; keeps `ANNOTATION_DRIVER_LOADED` (edited in place) up to date.
+
+    Simulation of the reference's restart-only (26.7): a driver container that starts with
+    the `DRIVER_CONFIG_DIGEST` the loaded driver was installed with keeps it (no unload,
+    no rebuild), so the GPUs stay usable, and offered by a device plugin that still runs,
+    while the driver pod is replaced: the kubelet's device admission keeps admitting GPU
+    pods. The modules stay loaded while every driver pod on the node carries that digest,
+    or, with no driver pod at all (between the old pod's end and the new one's creation),
+    while GPU workloads hold the GPUs (the kernel refuses to unload modules in use). A
+    driver pod with another digest, or none and nothing holding the GPUs, unloads them."""
+    if ready is not None:
+        digest = ready.env.get(DRIVER_DIGEST_ENV)
+        if digest:
+            annotations[ANNOTATION_DRIVER_LOADED] = f"{driver_version(ready.image)} {digest}"
+        else:
+            annotations.pop(ANNOTATION_DRIVER_LOADED, None)
+        return None
+    version, _, digest = annotations.get(ANNOTATION_DRIVER_LOADED, "").partition(" ")
+    if not digest:
+        return None
+    drivers = [p for p in pods if p.software is NodeSoftware.DRIVER]
+    if drivers and all(p.env.get(DRIVER_DIGEST_ENV) == digest for p in drivers):
+        return version
+    if not drivers and gpu_workloads:
+        return version
+    annotations.pop(ANNOTATION_DRIVER_LOADED, None)
+    return None
 
 
 def _plan_mig(

@@ -79,6 +79,10 @@ LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 """The device-plugin config (a key of its ConfigMap) a node uses; else `DEFAULT_CONFIG`."""
 ANNOTATION_MIG_APPLIED = SIM_PREFIX + "mig-applied"
 ANNOTATION_MIG_FAILED = SIM_PREFIX + "mig-failed"
+ANNOTATION_DRIVER_LOADED = SIM_PREFIX + "driver-loaded"
+"""`<version> <DRIVER_CONFIG_DIGEST>` of the driver whose kernel modules are loaded on the
+node (written while a driver pod with a digest is ready; `_node_model.loaded_driver`)."""
+DRIVER_DIGEST_ENV = "DRIVER_CONFIG_DIGEST"
 RESOURCE_PREFIX = DEVICE_PREFIX
 """The resources the simulated device plugins advertise (`nvidia.com/`)."""
 

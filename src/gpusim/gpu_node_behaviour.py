@@ -5,7 +5,9 @@ Running; this controller watches which NVIDIA operand pods run on which node and
 node the way the real node software would:
 
 * **driver** pod Running and Ready (or a driver preinstalled on the host) is what every rule
-  below needs: without a driver no GPU is usable, so the node has no GPU resources.
+  below needs: without a driver no GPU is usable, so the node has no GPU resources. A
+  driver pod replaced by one with the same `DRIVER_CONFIG_DIGEST` (restart-only) keeps the
+  loaded driver, and the GPUs usable, while the new one starts (`_node_model.loaded_driver`).
 * **device plugin** pod Running -> the node's capacity and allocatable get `nvidia.com/gpu`
   = GPUs on the node; with MIG on, strategy `single` -> `nvidia.com/gpu` = MIG instances,
   strategy `mixed` -> `nvidia.com/mig-<profile>` counts. Device plugin gone -> resources gone.

@@ -65,6 +65,8 @@ from components.api._labels import (
     CLIENT_DEPLOY_LABEL,
     COMPONENT_LABEL,
     DEPLOY_LABEL_PREFIX,
+    DRIVER_CONFIG_DIGEST_ANNOTATION,
+    DRIVER_CONFIG_DIGEST_ENV,
     DRIVER_DEPLOY_LABEL,
     DRIVER_KERNEL_PIN_LABEL,
     DRIVER_PRE_INSTALLED,
@@ -146,6 +148,8 @@ from components.api._validate import YAMLProblem, load_documents, validate_docum
 __all__ = [
     "CLUSTER_POLICY",
     "DEFAULT_IMAGES",
+    "DRIVER_CONFIG_DIGEST_ANNOTATION",
+    "DRIVER_CONFIG_DIGEST_ENV",
     "DRIVER_KERNEL_PIN_LABEL",
     "DRIVER_TAKEOVER_LABEL",
     "GPU_DRIVER_READY",

@@ -115,3 +115,12 @@ def mig_capable(labels: Mapping[str, str]) -> bool:
         return labels[MIG_CAPABLE_LABEL] == "true"
     product = labels.get(GPU_PRODUCT_LABEL, "").lower()
     return any(model in product for model in MIG_PRODUCTS)
+
+
+DRIVER_CONFIG_DIGEST_ENV: Final = "DRIVER_CONFIG_DIGEST"
+"""The env var, on the driver manager and driver containers, holding a digest of what the
+driver is installed with (the reference's name and meaning): a driver container that
+starts with the digest the loaded driver was installed with keeps it loaded."""
+DRIVER_CONFIG_DIGEST_ANNOTATION: Final = "nvidia.com/gpu-driver-config-digest"
+"""The same digest on the driver pod template's annotations, so the upgrade reads a running
+driver pod's digest from its cached metadata (the pod cache keeps no env)."""

@@ -55,6 +55,7 @@ from components.upgrade._names import (
     IN_PROGRESS,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
+    RESTART_ONLY,
     SKIP_LABEL,
     STATE_LABEL,
     STATE_SINCE,
@@ -66,6 +67,7 @@ from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import cleanup, plan_node
 from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_as_read, pod_view
 from components.upgrade._reader import POD_NODE_INDEX, pod_node
+from components.upgrade._restart import restart_only
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._step import NodeContext, Step, Transition
@@ -85,6 +87,7 @@ __all__ = [
     "IN_PROGRESS",
     "MESSAGE",
     "POD_NODE_INDEX",
+    "RESTART_ONLY",
     "SKIP_LABEL",
     "STATE_LABEL",
     "STATE_SINCE",
@@ -130,6 +133,7 @@ __all__ = [
     "pod_as_read",
     "pod_node",
     "pod_view",
+    "restart_only",
     "status_body",
     "transition_patch",
     "upgrade_metrics_for",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.api import (
+    DRIVER_CONFIG_DIGEST_ENV,
     DRIVER_KERNEL_PIN_LABEL,
     DRIVER_TAKEOVER_LABEL,
     GPU_VALIDATED,
@@ -29,6 +30,7 @@ from components.upgrade._names import (
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
     NODE_ANNOTATIONS,
+    RESTART_ONLY,
     REVISION_LABEL,
     SKIP_LABEL,
     STATE_LABEL,
@@ -122,6 +124,11 @@ class NodeView:
     @property
     def upgrade_requested(self) -> bool:
         return self.annotations.get(UPGRADE_REQUESTED) == "true"
+
+    @property
+    def restart_only(self) -> bool:
+        """The walk restarts this node's driver in place (`RESTART_ONLY`)."""
+        return self.annotations.get(RESTART_ONLY) == "true"
 
     @property
     def message(self) -> str:
@@ -222,3 +229,18 @@ def newest_revision(ds_name: str, revisions: Sequence[Object]) -> str | None:
     name = str((newest.get("metadata") or {}).get("name") or "")
     prefix = f"{ds_name}-"
     return name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def template_digest(ds: Object | None) -> str | None:
+    """The `DRIVER_CONFIG_DIGEST` env of a driver DaemonSet's template (None when it has
+    none: a DaemonSet of an older operator, say)."""
+    return spec_digest((((ds or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+
+
+def spec_digest(spec: Mapping[str, Any]) -> str | None:
+    """The `DRIVER_CONFIG_DIGEST` env of the first container of a pod spec carrying it."""
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for item in container.get("env") or []:
+            if item.get("name") == DRIVER_CONFIG_DIGEST_ENV and item.get("value"):
+                return str(item["value"])
+    return None

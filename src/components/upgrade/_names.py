@@ -56,6 +56,12 @@ the node offers none, the kubelet's device admission is the guard: `_restart._se
 
 CORDON_SETTLE_SECONDS: Final = 2.0
 
+RESTART_ONLY: Final = "nvidia.com/gpu-driver-upgrade.restart-only"
+"""`true` on a node whose driver pod is restarted in place (`_restart.restart_only`): its
+template changed, not what the driver is installed with, so the node goes from
+`upgrade-required` to `pod-restart-required` with no cordon, no clearing and no pause of
+the driver's clients, and from validation straight to `upgrade-done`."""
+
 WAIT_FOR_JOBS_START: Final = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
 VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
 """The reference's start-time annotations (Unix seconds). We time from `STATE_SINCE` and
@@ -63,6 +69,7 @@ only remove these, so a node taken over from the reference operator ends up clea
 
 WALK_ANNOTATIONS: Final = (
     STATE_SINCE,
+    RESTART_ONLY,
     CORDONED_AT,
     FAILED_STATE,
     MESSAGE,

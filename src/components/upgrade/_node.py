@@ -28,7 +28,7 @@ from components.api import (
 from components.upgrade._clearing import gpu_pods
 from components.upgrade._fold import Fold, fold
 from components.upgrade._kernels import LoadedKernels
-from components.upgrade._model import NodeView, node_view, pdb_view
+from components.upgrade._model import NodeView, node_view, pdb_view, template_digest
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     IN_PROGRESS,
@@ -39,14 +39,15 @@ from components.upgrade._names import (
     STATE_LABEL,
 )
 from components.upgrade._pin import PinChange, pin_change
-from components.upgrade._planner import cleanup, plan_node
+from components.upgrade._planner import cleanup, in_place, plan_node
 from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_view
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
+from components.upgrade._restart import RESTART_ONLY_REASON, restart_only
 from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._takeover import takeover_release
 from components.upgrade._tracker import DeleteTracker, WriteTracker
-from components.upgrade._volumes import PodVolumes
+from components.upgrade._volumes import ConfigDigests, PodVolumes
 from components.upgrade._writer import NodeWriter
 from reconciler import WARNING, Client, Eviction, Object, Request, Result, labels_of, name_of
 from reconciler.errors import Conflict as ApiConflict
@@ -113,6 +114,7 @@ class NodeReconciler:
         self.pod_deletes = DeleteTracker(timeout=expectation_timeout)
         """Pods we deleted: a reconcile waits until its cache shows them going."""
         self.volumes = PodVolumes(client)
+        self.digests = ConfigDigests(client)
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -123,7 +125,8 @@ class NodeReconciler:
             return None
         if self.writer.tracker.behind(name, obj):
             return None  # our last write is on its way; its event brings us back
-        seen = await self._read(obj, clearing=labels_of(obj).get(STATE_LABEL) in CLEARING_STATES)
+        clearing = labels_of(obj).get(STATE_LABEL) in CLEARING_STATES
+        seen = await self._read(obj, clearing=clearing and not node_view(obj).restart_only)
         if any(
             self.pod_deletes.behind(p.uid, p.resource_version, terminating=p.terminating)
             for p in seen.pods
@@ -159,17 +162,22 @@ class NodeReconciler:
         on every node of a walk). None when the node needs something else first (a pin
         moved, a takeover released, no enabled pool): admission then writes `first` alone
         and this node's reconcile takes it from there."""
-        seen = await self._read(obj, clearing=True)
+        seen = await self._read(obj, clearing=True, digest=True)
         if seen.release is not None or seen.pin is not None:
             return None
         if seen.pool is None or not seen.pool.enabled:
             return None
         ctx = self._context(seen)
+        if restart_only(ctx):
+            # Straight to the restart, uncordoned: the event says which path it takes.
+            first = in_place(f"{first.reason}; {RESTART_ONLY_REASON}").transition or first
         return fold(obj, ctx.node, first, self._planner(ctx, seen.pool), self.clock())
 
-    async def _read(self, obj: Object, *, clearing: bool) -> _Seen:
+    async def _read(self, obj: Object, *, clearing: bool, digest: bool = False) -> _Seen:
         """What the cache shows of the node, its pods, its driver and its pool. `clearing`:
-        the pods' volumes are read too (a decision on emptyDir data needs them)."""
+        the pods' volumes are read too (a decision on emptyDir data needs them); `digest`
+        (admission): the driver pod's `DRIVER_CONFIG_DIGEST` too, when it does not carry it
+        as an annotation (so does a node whose walk may restart it in place)."""
         cached = self.cache.list(POD, index=(POD_NODE_INDEX, name_of(obj)))
         pods = [self.reader.views.pod(p) for p in cached]
         if clearing:
@@ -186,6 +194,9 @@ class NodeReconciler:
                 driver = None  # an orphaned driver pod is nobody's to upgrade
         pool = self.reader.pool_for_daemonset(ds)
         node = self.reader.views.node(obj)
+        in_place = node.state is S.CORDON_REQUIRED or node.restart_only
+        if driver is not None and (digest or in_place) and template_digest(ds) is not None:
+            driver = await self.digests.with_digest(driver)
         foreign = driver is not None and ds is not None and COMPONENT_LABEL not in labels_of(ds)
         replacing = foreign and ds is not None and is_fenced(ds)
         release = takeover_release(
@@ -221,6 +232,7 @@ class NodeReconciler:
             node=node,
             driver=seen.driver,
             target_revision=self.reader.target_revision(seen.ds),
+            target_digest=template_digest(seen.ds),
             pods=seen.pods,
             pdbs=(
                 [pdb_view(p) for p in self.cache.list(PDB)]
@@ -327,8 +339,8 @@ class NodeReconciler:
         moves_pin = step.transition is not None and step.transition.pin_kernel is not None
         releases = step.transition is not None and step.transition.release_takeover
         restarts = moves_pin or releases or any(is_driver_pod(p.labels) for p in step.delete)
-        if ctx.node.state is not S.POD_RESTART_REQUIRED or not restarts:
-            return False
+        if ctx.node.state is not S.POD_RESTART_REQUIRED or not restarts or ctx.node.restart_only:
+            return False  # a restart in place keeps the driver loaded under its GPU pods
         path = (await self.client.mapper.resource_for(POD)).path(None)
         doc = await self.client.request(
             "GET", path, params={"fieldSelector": f"spec.nodeName={ctx.node.name}"}

@@ -21,6 +21,7 @@ from components.upgrade._names import (
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
+    RESTART_ONLY,
     STATE_LABEL,
     STATE_SINCE,
     VALIDATION_START,
@@ -61,6 +62,8 @@ def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, s
             changes.setdefault(FAILED_STATE, None)
         if t.to in _UNCORDONED:
             changes.setdefault(CORDONED_AT, None)
+        if t.to in (UpgradeState.UPGRADE_DONE, UpgradeState.UPGRADE_REQUIRED):
+            changes.setdefault(RESTART_ONLY, None)
         changes.setdefault(WAIT_FOR_JOBS_START, None)
         changes.setdefault(VALIDATION_START, None)
     have = node.annotations

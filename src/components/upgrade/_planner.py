@@ -43,7 +43,7 @@ from components.upgrade._names import (
     UPGRADE_REQUESTED,
 )
 from components.upgrade._patches import client_changes, name_clients
-from components.upgrade._restart import pod_restart
+from components.upgrade._restart import RESTART_ONLY_REASON, pod_restart, restart_only
 from components.upgrade._selectors import SelectorError
 from components.upgrade._step import (
     DEFAULT_VALIDATION_TIMEOUT,
@@ -61,7 +61,10 @@ S = UpgradeState
 
 
 def _finish(ctx: NodeContext, reason: str) -> Step:
-    """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade."""
+    """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade.
+    A node restarted in place was never cordoned: it is done."""
+    if ctx.node.restart_only:
+        return move_to(S.UPGRADE_DONE, f"{reason}; restarted in place", initially=None)
     if ctx.node.initially_unschedulable:
         reason = f"{reason}; the node stays cordoned as it was"
         return move_to(S.UPGRADE_DONE, reason, initially=None)
@@ -127,6 +130,8 @@ def _plan(
             return Step(wait="the node is labelled to skip driver upgrades")
         return Step(wait="waiting for an upgrade slot")
     if state is S.CORDON_REQUIRED:
+        if restart_only(ctx):
+            return in_place()
         # Cordoned by someone else before the upgrade began: it stays cordoned after it.
         initially = "true" if node.unschedulable else None
         return move_to(
@@ -149,6 +154,11 @@ def _plan(
     if state is S.UNCORDON_REQUIRED:
         return move_to(S.UPGRADE_DONE, "uncordoned the node", unschedulable=False, initially=None)
     return _failed(ctx, policy)
+
+
+def in_place(reason: str = RESTART_ONLY_REASON) -> Step:
+    """Admitted, restart-only (`_restart.restart_only`): to the driver's restart, uncordoned."""
+    return move_to(S.POD_RESTART_REQUIRED, reason, restart_only="true")
 
 
 def _detect(ctx: NodeContext) -> Step:
@@ -259,8 +269,10 @@ def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
     expired, left = timed_out(ctx.node, timeout, now)
     if d is None or d.terminating or not d.ready:
         # A pod tolerating every taint (the cordon's too) can be scheduled back while the
-        # driver restarts: clear the node again before that pod runs on no driver.
-        live = [p for p in gpu_pods(ctx.pods) if not p.terminating]
+        # driver restarts: clear the node again before that pod runs on no driver. (A
+        # restart in place keeps the driver loaded: its GPU pods stay.)
+        restarting = not ctx.node.restart_only
+        live = [p for p in gpu_pods(ctx.pods) if not p.terminating and restarting]
         if live:
             return move_to(
                 S.POD_DELETION_REQUIRED,
@@ -269,7 +281,13 @@ def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
         if expired:
             return fail_in(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
         return Step(wait="waiting for the driver pod to be ready", requeue_after=left)
-    result = validate(d, ctx.pods, agent=ctx.agent, verdict=ctx.node.validated)
+    result = validate(
+        d,
+        ctx.pods,
+        agent=ctx.agent,
+        verdict=ctx.node.validated,
+        in_place=ctx.node.restart_only,
+    )
     if result.passed:
         return _finish(ctx, "the validator passed")
     if expired:
@@ -284,7 +302,13 @@ def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
     node = ctx.node
     d = ctx.driver
     if d is not None and ctx.driver_ready:
-        result = validate(d, ctx.pods, agent=ctx.agent, verdict=ctx.node.validated)
+        result = validate(
+            d,
+            ctx.pods,
+            agent=ctx.agent,
+            verdict=ctx.node.validated,
+            in_place=ctx.node.restart_only,
+        )
         if result.passed:
             return _finish(ctx, "recovered: the driver is in sync, ready and validated")
         return Step(delete=result.stale, wait=f"upgrade failed; waiting for {result.waiting_for}")
@@ -319,7 +343,10 @@ def cleanup(node: NodeView) -> Step:
     if node.state_label is None and not ours:
         return Step()
     uncordon = (
-        node.state in CORDONED_BY_US and node.unschedulable and not node.initially_unschedulable
+        node.state in CORDONED_BY_US
+        and node.unschedulable
+        and not node.initially_unschedulable
+        and not node.restart_only
     )
     resume = node.state in DEVICE_PLUGIN_PAUSE_STATES and node.clients_paused
     clear = Transition(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.api import (
+    DRIVER_CONFIG_DIGEST_ANNOTATION,
     DRIVER_KERNEL_PIN_LABEL,
     KERNEL_LABEL,
 )
@@ -68,6 +69,9 @@ class PodView:
     pinned: bool = False
     """A precompiled driver pod: its DaemonSet selects on the node's kernel pin, so only
     moving the pin (not deleting the pod) gets the node another kernel's driver."""
+    config_digest: str | None = None
+    """The `DRIVER_CONFIG_DIGEST` a driver pod was installed with (from its annotation
+    twin; None when it has none: a pod of an older operator or of the reference's)."""
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid))
@@ -200,6 +204,7 @@ def pod_view(obj: Object) -> PodView:
         kernel=str(kernel) if kernel is not None else None,
         kernel_recorded=recorded,
         pinned=pin is not None,
+        config_digest=annotations.get(DRIVER_CONFIG_DIGEST_ANNOTATION) or None,
     )
 
 

@@ -79,10 +79,68 @@ def _pausing(node: NodeView, now: float) -> Step | None:
     return Step(wait="waiting for the node to stop offering GPUs", requeue_after=left)
 
 
+def restart_only(ctx: NodeContext) -> bool:
+    """Whether the node's driver pod is out of date only in what does not change the
+    install, so it is restarted in place (the reference's restart-only, 26.7): its revision
+    is not the DaemonSet's newest, but the `DRIVER_CONFIG_DIGEST` it was installed with is
+    the template's. The new driver container finds the driver it would install loaded and
+    keeps it (no unload, no rebuild): GPU pods keep running, so nothing is cordoned,
+    cleared or paused. A digest missing on either side, a driver of the reference operator
+    to replace, a precompiled pin to move, a kernel change and an upgrade an admin asked
+    for all take the full walk."""
+    d = ctx.driver
+    if d is None or ctx.replacing or ctx.node.upgrade_requested:
+        return False
+    if ctx.target_revision is None or d.revision == ctx.target_revision:
+        return False  # in sync, or not known: nothing to restart in place
+    if d.config_digest is None or d.config_digest != ctx.target_digest:
+        return False
+    if _wanted_pin(ctx) != ctx.node.pinned_kernel:
+        return False
+    kernel = ctx.node.kernel
+    if d.kernel is not None and kernel is not None and d.kernel != kernel:
+        return False
+    return ctx.precompiled is None or d.pinned == ctx.precompiled
+
+
+RESTART_ONLY_REASON = (
+    "restarting the driver in place: its DRIVER_CONFIG_DIGEST is the template's, so the "
+    "install is unchanged (no cordon, no drain; GPU pods keep running)"
+)
+
+
+def _restart_in_place(ctx: NodeContext) -> Step:
+    """`pod-restart-required` on a restart-only node: delete the driver pod (its DaemonSet
+    recreates it at the newest revision) and wait for the new one to be ready. No GPU pod
+    is looked for: the driver stays loaded. If the template changed meanwhile in what the
+    driver is installed with, the node takes the full walk from the cordon."""
+    d = ctx.driver
+    if d is None:
+        return Step(wait="waiting for the driver pod to be recreated")
+    if d.terminating:
+        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+    reason = ctx.outdated()
+    if reason is not None:
+        if not restart_only(ctx):
+            return move_to(
+                S.CORDON_REQUIRED,
+                f"the driver's install changed ({reason}): taking the full walk",
+                restart_only=None,
+            )
+        return Step(delete=(d,), wait=f"restarting the driver in place: {reason}")
+    if d.ready:
+        return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready (restarted in place)")
+    if d.failing:
+        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
+    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+
+
 def pod_restart(ctx: NodeContext, now: float) -> Step:
     """`pod-restart-required`: the node is cleared; pause the device plugin, let the cordon
     settle, then restart the driver (delete its pod, move the pin, or hand the node over
     from the reference operator), and wait for the new one to be ready."""
+    if ctx.node.restart_only:
+        return _restart_in_place(ctx)
     gpu = gpu_pods(ctx.pods)
     live = [p for p in gpu if not p.terminating]
     if live:

@@ -16,6 +16,7 @@ from components.upgrade._names import (
     CORDONED_AT,
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
+    RESTART_ONLY,
     UPGRADE_REQUESTED,
 )
 from components.upgrade._pods import PodView
@@ -74,6 +75,9 @@ class NodeContext:
     driver: PodView | None = None
     target_revision: str | None = None
     """The driver DaemonSet's newest revision hash (None when not known)."""
+    target_digest: str | None = None
+    """The `DRIVER_CONFIG_DIGEST` of the driver DaemonSet's template (None when it has
+    none)."""
     pods: Sequence[PodView] = ()
     """Every pod bound to the node."""
     pdbs: Sequence[PdbView] = ()
@@ -129,7 +133,7 @@ def move_to(
     **annotations: str | None,
 ) -> Step:
     """A step that is only a transition; annotations by short name (`initially`,
-    `cordoned`, `requested`, `failed_state`)."""
+    `cordoned`, `requested`, `failed_state`, `restart_only`)."""
     return Step(
         transition=Transition(
             state,
@@ -146,6 +150,7 @@ _ANNOTATION_ARGS = {
     "cordoned": CORDONED_AT,
     "requested": UPGRADE_REQUESTED,
     "failed_state": FAILED_STATE,
+    "restart_only": RESTART_ONLY,
 }
 
 

@@ -38,14 +38,17 @@ def validate(
     *,
     agent: bool = False,
     verdict: AgentVerdict | None = None,
+    in_place: bool = False,
 ) -> Validation:
-    """`agent`: the node agent is on, and `verdict` is its answer on this node."""
+    """`agent`: the node agent is on, and `verdict` is its answer on this node. `in_place`:
+    the driver was restarted in place (restart-only), so the driver the agent validated
+    before is the one loaded now: its answer need not be newer than the driver pod."""
     validators = _validators(driver, pods)
     if not agent or validators.stale:
         return validators
     if verdict is None:
         return Validation(False, (), "the node agent to report GPUValidated")
-    if not verdict.passed_after(driver.created):
+    if not verdict.passed_after(0.0 if in_place else driver.created):
         if verdict.status == "True":
             return Validation(False, (), "the node agent to validate the new driver")
         return Validation(

@@ -1,11 +1,13 @@
-"""What the pod cache trims away and a clearing decision needs: whether a workload pod
-keeps data in an emptyDir volume (the pod informer drops `spec.volumes`)."""
+"""What the pod cache trims away and a decision needs: whether a workload pod keeps data in
+an emptyDir volume (the pod informer drops `spec.volumes`), and the `DRIVER_CONFIG_DIGEST`
+env of a driver pod without its annotation twin (the informer drops `env`)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
 
+from components.upgrade._model import spec_digest
 from components.upgrade._names import POD
 from components.upgrade._pods import PodView
 from reconciler import Client
@@ -55,3 +57,28 @@ class PodVolumes:
         except NotFound:
             return None
         return any("emptyDir" in v for v in (live.get("spec") or {}).get("volumes") or [])
+
+
+class ConfigDigests:
+    """Reads a driver pod's `DRIVER_CONFIG_DIGEST` env from the server once (a pod's env
+    never changes), for a pod without the annotation that carries it: one created from the
+    template of an operator before restart-only, which set the env alone. Asked only when
+    a walk starts (admission) and while a node restarts in place, so a rollout reads each
+    such pod once, and none once the pods carry the annotation."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._digests: dict[str, str | None] = {}
+
+    async def with_digest(self, pod: PodView) -> PodView:
+        if pod.config_digest is not None or not pod.uid:
+            return pod
+        if pod.uid not in self._digests:
+            if len(self._digests) > MAX_REMEMBERED:
+                self._digests.clear()
+            try:
+                live = await self.client.get_live(POD, pod.name, pod.namespace)
+            except NotFound:
+                return pod
+            self._digests[pod.uid] = spec_digest(live.get("spec") or {})
+        return replace(pod, config_digest=self._digests[pod.uid])

@@ -155,6 +155,8 @@ async def test_a_new_driver_version_rolls_through_20_nodes_within_every_limit(
     assert sum(deleted.values()) >= 20, deleted  # at least every node's driver pod
     assert max(deleted.values()) == 1, [pod for pod, n in deleted.items() if n > 1]
     assert inv.peak_in_progress == 3  # it used the parallelism it was given
+    # A version change is a new install: every node walked, cordoned (not restart-only).
+    assert {name_of(n) for n in watch.gpu_nodes()} <= inv.cordons_seen
     # Every node seen at least upgrade-required, pod-deletion-required (admission's write,
     # cordoned), pod-restart-required and upgrade-done (the states with nothing to do
     # between them go in one write, which a watch sees once).
@@ -170,6 +172,91 @@ async def test_a_new_driver_version_rolls_through_20_nodes_within_every_limit(
 
     await eventually(train, "the 16 train pods back (the workload came back)", 60)
     await watch.client.patch(NODE, cordoned, {"spec": {"unschedulable": None}})
+
+
+@dataclass
+class _Disruption:
+    """What a restart-only must never do, seen on every node and pod event: a GPU node
+    unschedulable, a GPU pod deleted (or terminating), a GPU node's device plugin paused."""
+
+    cache: Any
+    cordoned: set[str] = field(default_factory=set)
+    gpu_pods_gone: set[str] = field(default_factory=set)
+    paused: set[str] = field(default_factory=set)
+    in_progress: int = 0
+    """The most nodes seen in the walk at once."""
+
+    def on_add(self, obj: Object) -> None:
+        self.check(obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self.check(new)
+
+    def on_delete(self, obj: Object) -> None:
+        if is_gpu_pod(obj):
+            self.gpu_pods_gone.add(name_of(obj))
+        self.check(obj)
+
+    def check(self, obj: Object) -> None:
+        if is_gpu_pod(obj) and obj["metadata"].get("deletionTimestamp"):
+            self.gpu_pods_gone.add(name_of(obj))
+        walking = 0
+        for n in self.cache.list(NODE):
+            labels = labels_of(n)
+            if labels.get("feature.node.kubernetes.io/pci-10de.present") != "true":
+                continue
+            if n["spec"].get("unschedulable"):
+                self.cordoned.add(name_of(n))
+            if labels.get(DEVICE_PLUGIN_DEPLOY_LABEL) != "true":
+                self.paused.add(name_of(n))
+            if labels.get(STATE_LABEL) not in ("", None, S.UPGRADE_DONE, S.UPGRADE_REQUIRED):
+                walking += 1
+        self.in_progress = max(self.in_progress, walking)
+
+
+async def test_a_cosmetic_change_restarts_every_driver_in_place_under_running_gpu_pods(
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+) -> None:
+    """A label on every DaemonSet (`daemonsets.labels`) changes the driver's template, not
+    its install (`DRIVER_CONFIG_DIGEST`): each driver pod is restarted in place, within
+    maxParallelUpgrades, with no cordon, no GPU pod deleted and the device plugin left
+    running. (A version change still walks: the test above.)"""
+    upgrade = {"autoUpgrade": True, "maxParallelUpgrades": 3, "maxUnavailable": "25%"}
+    await _set_policy(watch, "595.100.01", upgrade)
+    await _rollout_done(watch, "595.100.01")
+    if not any(is_gpu_pod(p) for p in watch.cache.list(POD, namespace="work")):
+        await _workload(watch, "train", 16)  # run alone: the test above left none
+    gpu_pods = {name_of(p) for p in watch.cache.list(POD, namespace="work") if is_gpu_pod(p)}
+    drivers = {name_of(p) for p in watch.drivers()}
+    # Half the driver pods as an operator before restart-only left them: the digest in
+    # their env alone, not in the annotation the pod cache keeps (read from the server).
+    for name in sorted(drivers)[::2]:
+        gone = {"metadata": {"annotations": {"nvidia.com/gpu-driver-config-digest": None}}}
+        await watch.client.patch(POD, name, gone, namespace=NAMESPACE)
+    seen = _Disruption(watch.cache)
+    watch.nodes.add_handler(seen)
+    watch.pods.add_handler(seen)
+
+    label = {"spec": {"daemonsets": {"labels": {"example.com/team": "ml-platform"}}}}
+    await watch.client.patch(CLUSTER_POLICY, POLICY, label, patch_type=PatchType.MERGE)
+
+    async def restarted() -> bool:
+        now = watch.drivers()
+        return (
+            _upgraded(watch, "595.100.01")
+            and not drivers & {name_of(p) for p in now}
+            and all(labels_of(p).get("example.com/team") == "ml-platform" for p in now)
+        )
+
+    await eventually(restarted, "every driver pod restarted with the new label", 300)
+    watch.nodes.remove_handler(seen)
+    watch.pods.remove_handler(seen)
+
+    assert not seen.cordoned, f"restart-only cordoned {sorted(seen.cordoned)}"
+    assert not seen.gpu_pods_gone, f"restart-only deleted GPU pods {sorted(seen.gpu_pods_gone)}"
+    assert not seen.paused, f"restart-only paused the device plugin on {sorted(seen.paused)}"
+    assert {name_of(p) for p in watch.cache.list(POD, namespace="work")} == gpu_pods
+    assert 0 < seen.in_progress <= 3  # still within maxParallelUpgrades
 
 
 async def test_a_budget_blocking_the_drain_fails_nodes_until_it_is_removed(

@@ -189,6 +189,31 @@ def test_driver_gone_takes_the_resources_away() -> None:
     assert plan_node(node, [pod(NodeSoftware.DRIVER)], now=0).resources == {"nvidia.com/gpu": None}
 
 
+def test_a_driver_restarted_with_the_same_digest_keeps_the_gpus_offered() -> None:
+    # Restart-only (simulated): the modules the ready driver pod loaded stay loaded while
+    # its replacement, installed with the same DRIVER_CONFIG_DIGEST, starts.
+    digest = {"DRIVER_CONFIG_DIGEST": "abc"}
+    node = gpu(resources={"nvidia.com/gpu": "8"})
+    plugin = pod(NodeSoftware.DEVICE_PLUGIN)
+    running = plan_node(node, [pod(NodeSoftware.DRIVER, env=digest), plugin], now=0)
+    assert running.annotations == {"sim.gpu-operator.io/driver-loaded": "595.91.07 abc"}
+    node = apply(node, running)
+    old = pod(NodeSoftware.DRIVER, env=digest, deleting=True)
+    new = pod(NodeSoftware.DRIVER, env=digest, ready=False)
+    for restarting in ([old, plugin], [new, plugin], [old, new, plugin]):
+        plan = plan_node(node, restarting, now=0)
+        assert plan.empty and plan.offered == {"nvidia.com/gpu": "8"}
+    # No driver pod for a moment: loaded while GPU workloads hold the GPUs, else unloaded.
+    assert plan_node(node, [plugin], now=0, gpu_workloads=1).empty
+    gone = plan_node(node, [plugin], now=0)
+    assert gone.resources == {"nvidia.com/gpu": None}
+    assert gone.annotations == {"sim.gpu-operator.io/driver-loaded": None}
+    # Another install (another digest) unloads the driver: no GPU until it is ready.
+    other = pod(NodeSoftware.DRIVER, env={"DRIVER_CONFIG_DIGEST": "def"}, ready=False)
+    reinstall = plan_node(node, [other, plugin], now=0)
+    assert reinstall.resources == {"nvidia.com/gpu": None} and reinstall.offered == {}
+
+
 def test_a_driver_preinstalled_on_the_host_needs_no_driver_pod() -> None:
     plan = plan_node(gpu(host_driver="570.86.15"), [pod(NodeSoftware.DEVICE_PLUGIN)], now=0)
     assert plan.resources == {"nvidia.com/gpu": "8"}

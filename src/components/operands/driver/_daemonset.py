@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.api import DRIVER_KERNEL_PIN_LABEL, KEEP_OFF_TAKEN_OVER, DriverSpec
+from components.api import (
+    DRIVER_CONFIG_DIGEST_ANNOTATION,
+    DRIVER_CONFIG_DIGEST_ENV,
+    DRIVER_KERNEL_PIN_LABEL,
+    KEEP_OFF_TAKEN_OVER,
+    DriverSpec,
+)
 from components.operands._context import DEFAULT_DRIVER_INSTALL_DIR, Ctx
 from components.operands._contract import Rendered
 from components.operands._names import safe_name, short_hash
@@ -190,11 +196,16 @@ def _set_config_digest(ds: dict[str, Any]) -> None:
     what the driver is installed with (the pod's containers and volumes). A driver pod
     that restarts with the digest the running driver was installed with keeps that driver
     (no unload, no rebuild): only a change of configuration pays for a reinstall, not a
-    new label, toleration or priority class on the pods."""
+    new label, toleration or priority class on the pods. The upgrade compares it between
+    a running pod and the template (`DRIVER_CONFIG_DIGEST_ANNOTATION`, its twin on the
+    template's annotations): equal, the pod is restarted in place, without a walk."""
     pod = ds["spec"]["template"]["spec"]
     installed_with = {key: pod.get(key, []) for key in ("initContainers", "containers", "volumes")}
     text = json.dumps(installed_with, sort_keys=True, separators=(",", ":"))
     digest = short_hash(text, length=16)
     for container in [*pod.get("initContainers", []), *pod["containers"]]:
         if container["name"] in (MANAGER_CONTAINER, DRIVER_CONTAINER):
-            set_env(container.setdefault("env", []), "DRIVER_CONFIG_DIGEST", digest)
+            set_env(container.setdefault("env", []), DRIVER_CONFIG_DIGEST_ENV, digest)
+    ds["spec"]["template"]["metadata"].setdefault("annotations", {})[
+        DRIVER_CONFIG_DIGEST_ANNOTATION
+    ] = digest

@@ -364,3 +364,35 @@ def test_safe_name_is_always_a_dns_label(raw: str) -> None:
 def test_safe_name_keeps_short_valid_names_and_hashes_long_ones_apart() -> None:
     assert safe_name("nvidia-driver-daemonset-ubuntu22.04") == "nvidia-driver-daemonset-ubuntu22.04"
     assert safe_name("a" * 70 + "1") != safe_name("a" * 70 + "2")
+
+
+def _digests(spec: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The driver container's and manager's `DRIVER_CONFIG_DIGEST`, and its annotation twin."""
+    ds = daemonsets(render(spec, [gpu_node("a")]))["nvidia-driver-daemonset"]
+    annotations = ds["spec"]["template"]["metadata"]["annotations"]
+    return (
+        env_of(container(ds))["DRIVER_CONFIG_DIGEST"],
+        env_of(init_container(ds, "k8s-driver-manager"))["DRIVER_CONFIG_DIGEST"],
+        annotations["nvidia.com/gpu-driver-config-digest"],
+    )
+
+
+def test_the_config_digest_ignores_cosmetic_changes_and_follows_the_install() -> None:
+    base = {"driver": {"version": "595.91.07"}}
+    digest = _digests(base)
+    assert len(set(digest)) == 1  # the same digest on both containers and the annotation
+    # A label, an annotation, a toleration or a priority class on the pods: no reinstall.
+    cosmetic = {
+        **base,
+        "daemonsets": {
+            "labels": {"example.com/team": "ml"},
+            "annotations": {"example.com/owner": "platform"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "priorityClassName": "gpu-critical",
+        },
+    }
+    assert _digests(cosmetic) == digest
+    # What the driver is installed with changes it: its version, its env.
+    assert _digests({"driver": {"version": "595.100.01"}})[0] != digest[0]
+    env = {"driver": {"version": "595.91.07", "env": [{"name": "X", "value": "1"}]}}
+    assert _digests(env)[0] != digest[0]
