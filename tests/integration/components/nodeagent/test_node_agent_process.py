@@ -126,8 +126,13 @@ def _agent_requests(port: int) -> dict[str, int]:
 
 
 async def _quiet_steps_send_nothing(client: Client, port: int) -> None:
-    before = await asyncio.to_thread(_agent_requests, port)
-    assert before.get("PATCH"), f"the agent counts what it sent: {before}"
+    async def counted() -> dict[str, int] | None:
+        # The agent counts a request once its answer is in: a moment after the write the
+        # test has just read back.
+        counts = await asyncio.to_thread(_agent_requests, port)
+        return counts if counts.get("PATCH") else None
+
+    before = await eventually(counted, "the agent counting the PATCH it sent", seconds=30)
     await asyncio.sleep(3.0)  # six steps at --interval=0.5
     after = await asyncio.to_thread(_agent_requests, port)
     assert after == before, f"a quiet node cost requests: {before} -> {after}"
