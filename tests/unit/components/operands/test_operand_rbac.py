@@ -138,3 +138,28 @@ def test_the_dcgm_exporter_may_read_a_metrics_configmap_of_its_namespace() -> No
     held = _held("nvidia-dcgm-exporter")
     assert {("namespace", "", "configmaps", v) for v in ("get", "list")} <= held
     assert ("cluster", "", "configmaps", "get") not in held
+
+
+def test_the_vgpu_device_manager_may_update_its_node() -> None:
+    """NVIDIA's vGPU device manager writes nvidia.com/vgpu.config.state (and the paused
+    operands' labels) with Nodes().Update: a patch right alone leaves it forbidden."""
+    held = _held("nvidia-vgpu-device-manager")
+    assert ("cluster", "", "nodes", "update") in held
+    assert ("namespace", "", "pods", "delete") not in held
+
+
+@pytest.mark.parametrize("account", ["nvidia-vfio-manager", "nvidia-vgpu-manager"])
+def test_the_vm_driver_managers_hold_the_driver_managers_rights(account: str) -> None:
+    """Their init container is NVIDIA's driver manager: it lists the pods on its node in
+    every namespace and evicts (never deletes) GPU pods, as the reference grants."""
+    held = _held(account)
+    assert {
+        ("cluster", "", "pods", "list"),
+        ("cluster", "", "pods/eviction", "create"),
+        ("cluster", "", "nodes", "patch"),
+    } <= held
+    assert not {g for g in held if g[3] == "delete" or g[0] == "namespace"}
+
+
+def test_the_sandbox_validator_only_gets_its_node() -> None:
+    assert _held("nvidia-sandbox-validator") == {("cluster", "", "nodes", "get")}

@@ -77,8 +77,6 @@ EXPECTED: Mapping[str, tuple[Any, str, str, set[tuple[str, str]]]] = {
         "vfio-manager",
         {
             ("ServiceAccount", "nvidia-vfio-manager"),
-            ("Role", "nvidia-vfio-manager"),
-            ("RoleBinding", "nvidia-vfio-manager"),
             ("ClusterRole", "nvidia-vfio-manager"),
             ("ClusterRoleBinding", "nvidia-vfio-manager"),
             ("DaemonSet", "nvidia-vfio-manager"),
@@ -99,8 +97,6 @@ EXPECTED: Mapping[str, tuple[Any, str, str, set[tuple[str, str]]]] = {
         "sandbox-validator",
         {
             ("ServiceAccount", "nvidia-sandbox-validator"),
-            ("Role", "nvidia-sandbox-validator"),
-            ("RoleBinding", "nvidia-sandbox-validator"),
             ("ClusterRole", "nvidia-sandbox-validator"),
             ("ClusterRoleBinding", "nvidia-sandbox-validator"),
             ("DaemonSet", "nvidia-sandbox-validator"),
@@ -112,8 +108,6 @@ EXPECTED: Mapping[str, tuple[Any, str, str, set[tuple[str, str]]]] = {
         "vgpu-manager",
         {
             ("ServiceAccount", "nvidia-vgpu-manager"),
-            ("Role", "nvidia-vgpu-manager"),
-            ("RoleBinding", "nvidia-vgpu-manager"),
             ("ClusterRole", "nvidia-vgpu-manager"),
             ("ClusterRoleBinding", "nvidia-vgpu-manager"),
             ("DaemonSet", "nvidia-vgpu-manager-daemonset"),
@@ -387,7 +381,7 @@ def test_vm_operand_roles_stay_within_what_the_operator_may_grant() -> None:
                 held = operator["ClusterRole"] | operator["Role"]
                 assert _grants(obj["rules"]) <= held, op.name
                 checked += 1
-    assert checked >= 10
+    assert checked >= 7
 
 
 def test_the_daemonsets_section_and_host_network_reach_every_vm_operand() -> None:
