@@ -82,6 +82,9 @@ class SandboxDevicePlugin(BaseOperand):
                 "name": "nvidia-sandbox-device-plugin-ctr",
                 "image": image,
                 "imagePullPolicy": pull_policy(spec),
+                # The image starts the plugin by CMD alone, which sandboxDevicePlugin.args
+                # would replace: name the program, as the reference does.
+                "command": ["nvidia-kubevirt-gpu-device-plugin"],
                 "securityContext": dict(PRIVILEGED),
                 "volumeMounts": [
                     mount("device-plugin", "/var/lib/kubelet/device-plugins"),

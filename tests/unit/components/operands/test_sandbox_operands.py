@@ -255,6 +255,9 @@ def test_sandbox_device_plugin_waits_for_its_workload_and_takes_the_users_settin
     ]
     assert env_of(container(ds)) == {"P_GPU_ALIAS": "nvidia.com/gpu"}
     assert container(ds)["args"] == ["-v=4"]
+    # The image has no ENTRYPOINT, only CMD: args without a command would replace the
+    # plugin and run "-v=4" as the program.
+    assert container(ds)["command"] == ["nvidia-kubevirt-gpu-device-plugin"]
     passthrough = init_container(ds, "vfio-pci-validation")["args"][0]
     assert "vm-passthrough" in passthrough and "vfio-pci-ready" in passthrough
     vgpu = init_container(ds, "vgpu-devices-validation")["args"][0]
