@@ -89,7 +89,6 @@ class SandboxDevicePlugin(BaseOperand):
                 "volumeMounts": [
                     mount("device-plugin", "/var/lib/kubelet/device-plugins"),
                     mount("vfio", "/dev/vfio"),
-                    mount("cdi-root", "/var/run/cdi"),
                 ],
             },
             spec,
@@ -109,7 +108,6 @@ class SandboxDevicePlugin(BaseOperand):
                 host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
                 validations_volume(),
                 host_path("vfio", "/dev/vfio"),
-                host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
             ],
             images=[spec],
             host_network=spec.host_network,

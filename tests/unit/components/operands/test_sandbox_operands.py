@@ -258,6 +258,12 @@ def test_sandbox_device_plugin_waits_for_its_workload_and_takes_the_users_settin
     # The image has no ENTRYPOINT, only CMD: args without a command would replace the
     # plugin and run "-v=4" as the program.
     assert container(ds)["command"] == ["nvidia-kubevirt-gpu-device-plugin"]
+    # What the plugin touches on the host, as the reference mounts it: the kubelet's
+    # device-plugin socket directory and the VFIO devices (it writes no CDI specs).
+    assert [m["mountPath"] for m in container(ds)["volumeMounts"]] == [
+        "/var/lib/kubelet/device-plugins",
+        "/dev/vfio",
+    ]
     passthrough = init_container(ds, "vfio-pci-validation")["args"][0]
     assert "vm-passthrough" in passthrough and "vfio-pci-ready" in passthrough
     vgpu = init_container(ds, "vgpu-devices-validation")["args"][0]
