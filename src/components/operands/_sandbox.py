@@ -87,12 +87,12 @@ def privileged_s0() -> dict[str, Any]:
     return {"privileged": True, "seLinuxOptions": {"level": "s0"}}
 
 
-#: The RBAC of the driver manager that the VFIO and vGPU managers run first: it finds and
-#: waits for the driver's pods before unloading it, and labels the node. Within what the
-#: operator holds itself (config/rbac), or the API server refuses the role: nodes are
-#: patched, never updated.
-DRIVER_MANAGER_RULES = [
-    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-    rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
+#: The RBAC of NVIDIA's driver manager that the VFIO and vGPU managers run first, as the
+#: reference grants it: it labels its node (a patch) to pause the operands, lists the pods
+#: on it (any namespace) to wait for them, and evicts GPU pods (kubectl's drain, never a
+#: delete); the vGPU manager's drain also gets a DaemonSet pod's DaemonSet.
+DRIVER_MANAGER_CLUSTER_RULES = [
+    rule([""], ["nodes"], ["get", "list", "watch", "patch"]),
+    rule([""], ["pods"], ["get", "list", "watch"]),
+    rule([""], ["pods/eviction"], ["create"]),
 ]
-DRIVER_MANAGER_CLUSTER_RULES = [rule([""], ["nodes"], ["get", "list", "watch", "patch"])]

@@ -81,6 +81,10 @@ class DCGMExporter(BaseOperand):
                 *account_and_rbac(
                     ctx,
                     ACCOUNT,
+                    # A metrics list named by DCGM_EXPORTER_CONFIGMAP_DATA (`-m ns:name`) is
+                    # read through the API, as on the reference, from this namespace.
+                    rules=[rule([""], ["configmaps"], ["get", "list"])],
+                    # The pods its GPUs serve (pod labels), in any namespace.
                     cluster_rules=[rule([""], ["pods"], ["get", "list", "watch"])],
                     cluster_role_name="nvidia-dcgm-exporter-read-pods",
                 ),

@@ -82,11 +82,13 @@ class SandboxDevicePlugin(BaseOperand):
                 "name": "nvidia-sandbox-device-plugin-ctr",
                 "image": image,
                 "imagePullPolicy": pull_policy(spec),
+                # The image starts the plugin by CMD alone, which sandboxDevicePlugin.args
+                # would replace: name the program, as the reference does.
+                "command": ["nvidia-kubevirt-gpu-device-plugin"],
                 "securityContext": dict(PRIVILEGED),
                 "volumeMounts": [
                     mount("device-plugin", "/var/lib/kubelet/device-plugins"),
                     mount("vfio", "/dev/vfio"),
-                    mount("cdi-root", "/var/run/cdi"),
                 ],
             },
             spec,
@@ -106,7 +108,6 @@ class SandboxDevicePlugin(BaseOperand):
                 host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
                 validations_volume(),
                 host_path("vfio", "/dev/vfio"),
-                host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
             ],
             images=[spec],
             host_network=spec.host_network,

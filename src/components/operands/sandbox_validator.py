@@ -51,9 +51,8 @@ class SandboxValidator(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                rules=[rule([""], ["pods"], ["get", "list", "watch"])],
-                # It reads the node's nvidia.com/gpu.workload.config label.
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])],
+                # It gets its node (nvidia.com/gpu.workload.config); no pods of its own.
+                cluster_rules=[rule([""], ["nodes"], ["get"])],
             )
         )
         image = image_or_condition(ctx, OperandImage.OPERATOR_VALIDATOR, rendered)

@@ -56,7 +56,7 @@ from components.operands._pods import (
     set_env,
     validations_volume,
 )
-from components.operands._rbac import service_account
+from components.operands._rbac import account_and_rbac, rule
 from components.operands._runtime import RUNTIMES, node_runtime
 from components.operands._workloads import (
     daemonset,
@@ -218,7 +218,9 @@ class Toolkit(BaseOperand):
         toolkit = spec.toolkit
         rendered = Rendered(
             objects=[
-                service_account(ctx, ACCOUNT),
+                # The validator's driver step (driver-validation, below) lists the driver
+                # DaemonSets of its namespace to tell a driver of ours from the host's.
+                *account_and_rbac(ctx, ACCOUNT, rules=[rule(["apps"], ["daemonsets"], ["list"])]),
                 entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
             ]
         )

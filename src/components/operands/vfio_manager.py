@@ -23,7 +23,6 @@ from components.operands._pods import (
 from components.operands._rbac import account_and_rbac
 from components.operands._sandbox import (
     DRIVER_MANAGER_CLUSTER_RULES,
-    DRIVER_MANAGER_RULES,
     manager_resources,
     privileged_s0,
     sandbox_on,
@@ -52,7 +51,6 @@ class VFIOManager(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                rules=DRIVER_MANAGER_RULES,
                 cluster_rules=DRIVER_MANAGER_CLUSTER_RULES,
             )
         )

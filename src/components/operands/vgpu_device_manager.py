@@ -53,9 +53,11 @@ class VGPUDeviceManager(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                rules=[rule([""], ["pods"], ["get", "list", "watch", "delete"])],
-                # It reports its progress in the node label nvidia.com/vgpu.config.state.
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "patch"])],
+                # It waits for the sandbox operand pods it paused (by node label) to go.
+                rules=[rule([""], ["pods"], ["get", "list", "watch"])],
+                # It watches its node's nvidia.com/vgpu.config and writes its labels
+                # (vgpu.config.state, the paused operands) with an update, not a patch.
+                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "update"])],
             )
         )
         if not spec.config.name:

@@ -31,10 +31,9 @@ from components.operands._pods import (
     mount,
     pull_policy,
 )
-from components.operands._rbac import account_and_rbac
+from components.operands._rbac import account_and_rbac, rule
 from components.operands._sandbox import (
     DRIVER_MANAGER_CLUSTER_RULES,
-    DRIVER_MANAGER_RULES,
     labelled_nodes,
     privileged_s0,
     sandbox_on,
@@ -63,8 +62,10 @@ class VGPUManager(BaseOperand):
             objects=account_and_rbac(
                 ctx,
                 ACCOUNT,
-                rules=DRIVER_MANAGER_RULES,
-                cluster_rules=DRIVER_MANAGER_CLUSTER_RULES,
+                cluster_rules=[
+                    *DRIVER_MANAGER_CLUSTER_RULES,
+                    rule(["apps"], ["daemonsets"], ["get"]),
+                ],
             )
         )
         if not (spec.repository or spec.image or spec.version) or not spec.version:

@@ -11,8 +11,9 @@ variables it reads; ours gets none, so its own defaults must be those images.
 CI runs the core cases (the reference's sample policy and the chart's defaults); set
 FIDELITY_MATRIX=full for the options that change a pod spec: precompiled drivers, CDI,
 MPS, MIG mixed, GPUDirect (GDS, GDRCopy, RDMA), custom host paths, env overrides, a digest
-version, RHEL nodes. Not in the matrix: the sandbox (VM) stack, whose differences are not
-sorted yet, and hostNetwork and the NRI plugin, fields the buildable reference predates.
+version, RHEL nodes, and the sandbox (VM) stack on vm-passthrough nodes with the vGPU manager
+on. Not in the matrix: hostNetwork and the NRI plugin, fields the buildable reference
+predates.
 """
 
 from __future__ import annotations
@@ -167,6 +168,22 @@ FULL = [
         "digest", with_spec(sample_policy, {"driver": {**DRIVER_IMAGE, "version": DIGEST}}), CLUSTER
     ),
     Case("rhel", sample_policy, RHEL),
+    Case(
+        "sandbox",
+        with_spec(
+            sample_policy,
+            {
+                "sandboxWorkloads": {"enabled": True, "defaultWorkload": "vm-passthrough"},
+                "vgpuManager": {
+                    "enabled": True,
+                    "repository": "registry.example/nvidia",
+                    "image": "vgpu-manager",
+                    "version": "595.58",
+                },
+            },
+        ),
+        CLUSTER,
+    ),
 ]
 
 

@@ -425,6 +425,9 @@ DENIED_TO_OPERATOR = [
     ("update", "clusterpolicies", "nvidia.com", None, None),
     # Namespaces: its own only (a Role), never all of them.
     ("patch", "namespaces", "", "kube-system", None),
+    # DaemonSets elsewhere: get only, to grant the driver manager's drain; no list or watch.
+    ("list", "daemonsets", "apps", "kube-system", None),
+    ("watch", "daemonsets", "apps", "kube-system", None),
 ]
 
 

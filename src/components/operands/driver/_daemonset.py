@@ -59,11 +59,15 @@ nvidia-smi || { echo "nvidia-smi failed"; exit 1; }
 mv "$ready.tmp" "$ready"
 """
 
+# NVIDIA's driver manager (k8s-driver-manager), as the reference grants it: it reads and
+# labels its node and cordons it, lists the pods on it in every namespace and evicts the
+# GPU ones (kubectl's drain: an eviction, never a delete where the eviction API exists),
+# and gets the DaemonSet of a DaemonSet pod to leave it be.
 _RBAC_RULES = [
     rule([""], ["nodes"], ["get", "list", "watch", "patch", "update"]),
-    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+    rule([""], ["pods"], ["get", "list", "watch"]),
     rule([""], ["pods/eviction"], ["create"]),
-    rule(["apps"], ["daemonsets"], ["get", "list", "watch"]),
+    rule(["apps"], ["daemonsets"], ["get"]),
 ]
 
 

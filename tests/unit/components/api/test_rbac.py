@@ -99,8 +99,8 @@ GRANTS: list[tuple[str, str, str, set[str]]] = [
     ("ClusterRole", "", "nodes", {"get", "list", "watch", "patch", "update"}),
     # only to grant it to the node agent (its node's conditions)
     ("ClusterRole", "", "nodes/status", {"patch"}),
-    # read only, to grant it to the driver manager
-    ("ClusterRole", "apps", "daemonsets", {"get", "list", "watch"}),
+    # get only, to grant it to the driver manager (its drain reads a DaemonSet pod's DaemonSet)
+    ("ClusterRole", "apps", "daemonsets", {"get"}),
     ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
     ("ClusterRole", "", "pods/eviction", {"create"}),
     ("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}),

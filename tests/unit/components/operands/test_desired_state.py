@@ -41,6 +41,8 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     },
     "state-container-toolkit": {
         ("ServiceAccount", "nvidia-container-toolkit"),
+        ("Role", "nvidia-container-toolkit"),
+        ("RoleBinding", "nvidia-container-toolkit"),
         ("ConfigMap", "nvidia-container-toolkit-entrypoint"),
         ("DaemonSet", "nvidia-container-toolkit-daemonset"),
     },
@@ -66,6 +68,8 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     },
     "state-dcgm-exporter": {
         ("ServiceAccount", "nvidia-dcgm-exporter"),
+        ("Role", "nvidia-dcgm-exporter"),
+        ("RoleBinding", "nvidia-dcgm-exporter"),
         ("ClusterRole", "nvidia-dcgm-exporter-read-pods"),
         ("ClusterRoleBinding", "nvidia-dcgm-exporter-read-pods"),
         ("Service", "nvidia-dcgm-exporter"),

@@ -98,3 +98,68 @@ def test_every_operand_role_is_within_what_the_operator_holds() -> None:
             missing[f"{obj['kind']} {obj['metadata']['name']}"] = extra
     assert len(roles) >= 15
     assert missing == {}
+
+
+def _held(account: str) -> set[tuple[str, str, str, str]]:
+    """(where, group, resource, verb) the roles bound to `account` grant; where is
+    "cluster" for a ClusterRole, "namespace" for a Role."""
+    objects = every_operand_rbac()
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"] in RBAC_KINDS}
+    out: set[tuple[str, str, str, str]] = set()
+    for binding in (o for o in objects if o["kind"].endswith("Binding")):
+        if not any(s["name"] == account for s in binding["subjects"]):
+            continue
+        ref = binding["roleRef"]
+        where = "cluster" if ref["kind"] == "ClusterRole" else "namespace"
+        out |= {(where, *g) for g in _grants(roles[(ref["kind"], ref["name"])]["rules"])}
+    return out
+
+
+def test_the_toolkit_may_list_the_driver_daemonsets_its_driver_validation_looks_for() -> None:
+    """The toolkit pod's driver-validation (NVIDIA's validator, COMPONENT=driver) lists the
+    driver DaemonSets of OPERATOR_NAMESPACE when the host has no driver; refused, the init
+    container fails and the toolkit never starts on a node with a driver container."""
+    assert _held("nvidia-container-toolkit") == {("namespace", "apps", "daemonsets", "list")}
+
+
+def test_the_driver_manager_holds_what_it_calls_and_no_more() -> None:
+    """NVIDIA's k8s-driver-manager evicts GPU pods (kubectl's drain) and reads DaemonSets
+    one by one; it neither deletes pods nor lists DaemonSets, as the reference grants."""
+    held = _held("nvidia-driver")
+    assert ("cluster", "", "pods/eviction", "create") in held
+    assert ("cluster", "apps", "daemonsets", "get") in held
+    assert ("cluster", "", "pods", "delete") not in held
+    assert {g for g in held if g[2] == "daemonsets"} == {("cluster", "apps", "daemonsets", "get")}
+
+
+def test_the_dcgm_exporter_may_read_a_metrics_configmap_of_its_namespace() -> None:
+    """DCGM_EXPORTER_CONFIGMAP_DATA=<namespace>:<name> makes the exporter read its metrics
+    list through the API; the reference lets it read ConfigMaps of its namespace."""
+    held = _held("nvidia-dcgm-exporter")
+    assert {("namespace", "", "configmaps", v) for v in ("get", "list")} <= held
+    assert ("cluster", "", "configmaps", "get") not in held
+
+
+def test_the_vgpu_device_manager_may_update_its_node() -> None:
+    """NVIDIA's vGPU device manager writes nvidia.com/vgpu.config.state (and the paused
+    operands' labels) with Nodes().Update: a patch right alone leaves it forbidden."""
+    held = _held("nvidia-vgpu-device-manager")
+    assert ("cluster", "", "nodes", "update") in held
+    assert ("namespace", "", "pods", "delete") not in held
+
+
+@pytest.mark.parametrize("account", ["nvidia-vfio-manager", "nvidia-vgpu-manager"])
+def test_the_vm_driver_managers_hold_the_driver_managers_rights(account: str) -> None:
+    """Their init container is NVIDIA's driver manager: it lists the pods on its node in
+    every namespace and evicts (never deletes) GPU pods, as the reference grants."""
+    held = _held(account)
+    assert {
+        ("cluster", "", "pods", "list"),
+        ("cluster", "", "pods/eviction", "create"),
+        ("cluster", "", "nodes", "patch"),
+    } <= held
+    assert not {g for g in held if g[3] == "delete" or g[0] == "namespace"}
+
+
+def test_the_sandbox_validator_only_gets_its_node() -> None:
+    assert _held("nvidia-sandbox-validator") == {("cluster", "", "nodes", "get")}
