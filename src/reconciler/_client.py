@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Unpack
 
 import msgspec
 
@@ -33,7 +33,7 @@ from reconciler._objects import GVK, Object, name_of, namespace_of, ref, ref_of
 from reconciler._outcomes import Applied, Eviction, EvictionResult
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._retry import TRANSIENT, with_retries
-from reconciler._transport import JSON, METADATA_ONLY, Params, PatchType, Transport
+from reconciler._transport import JSON, METADATA_ONLY, Params, PatchType, RequestOptions, Transport
 
 log = logging.getLogger("reconciler.client")
 _SORTED = msgspec.json.Encoder(order="sorted")
@@ -258,27 +258,14 @@ class Client(LiveReads):
         method: str,
         path: str,
         *,
-        params: Params | None = None,
-        body: Object | bytes | None = None,
-        content_type: str = JSON,
         retry_on: Iterable[type[Exception]] = TRANSIENT,
-        decoder: Callable[[bytes], Any] = decode,
-        accept: str = JSON,
+        **options: Unpack[RequestOptions],
     ) -> Object:
         """A raw request with the transient-error retries and none of the logging."""
-
-        check = self._write_check(method, path) if method != "GET" else None
+        if method != "GET":
+            options["before_send"] = self._write_check(method, path)
         return await with_retries(
-            lambda: self.transport.request(
-                method,
-                path,
-                params=params,
-                body=body,
-                content_type=content_type,
-                before_send=check,
-                decoder=decoder,
-                accept=accept,
-            ),
+            lambda: self.transport.request(method, path, **options),
             attempts=self.attempts,
             retry_on=retry_on,
         )

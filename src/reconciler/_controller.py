@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import anyio
 from prometheus_client import CollectorRegistry
@@ -91,6 +91,18 @@ def paced_interval(cost: float, *, minimum: float, share: float, maximum: float)
     enough that a run costing `cost` CPU seconds takes about `share` of a core, at most
     `maximum`."""
     return min(maximum, max(minimum, cost / share))
+
+
+class ControllerOptions(TypedDict, total=False):
+    """How a controller runs and paces its reconciles (`Controller.__init__` says what
+    each does); what a manager's caller may choose, the manager supplying the rest."""
+
+    max_concurrent_reconciles: int
+    reconcile_timeout: float | None
+    rate_limiter: RateLimiter | None
+    min_interval: float
+    busy_fraction: float
+    max_interval: float
 
 
 class Controller:

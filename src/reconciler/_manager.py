@@ -18,7 +18,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 from prometheus_client import CollectorRegistry
@@ -27,7 +27,7 @@ from reconciler._address import split_address
 from reconciler._cache import Cache
 from reconciler._client import Client
 from reconciler._connection import as_connection
-from reconciler._controller import Controller, ReconcileFunc, Reconciler
+from reconciler._controller import Controller, ControllerOptions, ReconcileFunc, Reconciler
 from reconciler._events import EventRecorder
 from reconciler._exceptions import LeaderElectionLost
 from reconciler._heap import freeze_long_lived
@@ -37,7 +37,6 @@ from reconciler._leader_election import LeaderElectionConfig, LeaderElector
 from reconciler._metrics import metrics_for, request_observer
 from reconciler._metrics_auth import MetricsAuthorizer
 from reconciler._objects import GVK
-from reconciler._rate_limiters import RateLimiter
 from reconciler._restmapper import RESTMapper
 from reconciler._transport import Transport
 
@@ -137,16 +136,7 @@ class Manager:
         return self.cache.informer(gvk, **kwargs)
 
     def controller(
-        self,
-        name: str,
-        reconcile: ReconcileFunc | Reconciler,
-        *,
-        max_concurrent_reconciles: int = 1,
-        reconcile_timeout: float | None = None,
-        rate_limiter: RateLimiter | None = None,
-        min_interval: float = 0.0,
-        busy_fraction: float = 1.0,
-        max_interval: float = float("inf"),
+        self, name: str, reconcile: ReconcileFunc | Reconciler, **options: Unpack[ControllerOptions]
     ) -> Controller:
         """A controller on this manager's cache and metrics (`Controller` says what the
         pacing options do)."""
@@ -155,14 +145,9 @@ class Manager:
         controller = Controller(
             name,
             reconcile,
-            max_concurrent_reconciles=max_concurrent_reconciles,
-            reconcile_timeout=reconcile_timeout,
-            rate_limiter=rate_limiter,
             metrics=self.metrics,
             connectivity=self.cache.connectivity,
-            min_interval=min_interval,
-            busy_fraction=busy_fraction,
-            max_interval=max_interval,
+            **options,
         )
         self.controllers.append(controller)
         return controller

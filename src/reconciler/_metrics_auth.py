@@ -21,6 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from http import HTTPStatus
+from typing import Any
 
 from reconciler._exceptions import ApiError, ApiUnreachable
 from reconciler._transport import Transport
@@ -73,16 +74,9 @@ class MetricsAuthorizer:
         return status
 
     async def _review(self, token: str, verb: str, path: str) -> HTTPStatus:
-        review = await self._transport.request(
-            "POST",
-            TOKEN_REVIEWS,
-            body={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenReview",
-                "spec": {"token": token},
-            },
+        status = await self._ask(
+            TOKEN_REVIEWS, "authentication.k8s.io/v1/TokenReview", {"token": token}
         )
-        status = review.get("status") or {}
         if not status.get("authenticated"):
             log.debug("metrics scrape refused: token not authenticated (%s)", status.get("error"))
             return HTTPStatus.UNAUTHORIZED
@@ -94,19 +88,24 @@ class MetricsAuthorizer:
             "extra": user.get("extra") or {},
             "nonResourceAttributes": {"path": path, "verb": verb},
         }
-        access = await self._transport.request(
-            "POST",
-            ACCESS_REVIEWS,
-            body={
-                "apiVersion": "authorization.k8s.io/v1",
-                "kind": "SubjectAccessReview",
-                "spec": spec,
-            },
-        )
-        if (access.get("status") or {}).get("allowed"):
+        if (
+            await self._ask(ACCESS_REVIEWS, "authorization.k8s.io/v1/SubjectAccessReview", spec)
+        ).get("allowed"):
             return HTTPStatus.OK
         log.debug("metrics scrape refused: %s may not %s %s", spec["user"], verb, path)
         return HTTPStatus.FORBIDDEN
+
+    async def _ask(self, path: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """POST a review (`kind` as group/version/Kind) and return its status."""
+        api_version, _, kind_name = kind.rpartition("/")
+        body = {"apiVersion": api_version, "kind": kind_name, "spec": spec}
+        review = await self._transport.request("POST", path, body=body)
+        status: dict[str, Any] = review.get("status") or {}
+        return status
+
+
+_TOKEN_REVIEW = "authentication.k8s.io/v1/TokenReview"
+_ACCESS_REVIEW = "authorization.k8s.io/v1/SubjectAccessReview"
 
 
 def _bearer(authorization: str | None) -> str | None:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -50,6 +50,22 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 server then encodes and sends none of the object's spec and status."""
 
 Params = Mapping[str, str | int | bool]
+BeforeSend = Callable[[], None]
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a request may say beyond its method and path; each key left out takes its
+    default (no params or body, JSON both ways, the transport's timeout)."""
+
+    params: Params | None
+    body: Object | bytes | None
+    content_type: str
+    request_timeout: float | None
+    before_send: BeforeSend | None
+    decoder: Callable[[bytes], Any]
+    accept: str
+
+
 # Called once per request with (method, status code or "<error>", path), for request metrics.
 RequestObserver = Callable[[str, str, str], None]
 
@@ -149,19 +165,7 @@ class Transport:
         headers.update(await self.connection.auth_headers())
         return headers
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None = None,
-        body: Object | bytes | None = None,
-        content_type: str = JSON,
-        request_timeout: float | None = None,
-        before_send: BeforeSend | None = None,
-        decoder: Callable[[bytes], Any] = decode,
-        accept: str = JSON,
-    ) -> Object:
+    async def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Object:
         """One request; the decoded JSON answer, or a typed `ApiError` / `ApiUnreachable`.
 
         `before_send` is called once the request has a connection, right before its bytes
@@ -169,39 +173,26 @@ class Transport:
         made earlier could be stale by then: a connection may take a while to open.
         `decoder` reads a successful answer (errors are always read whole); `accept` asks
         for its form (`METADATA_ONLY`: the object's metadata alone)."""
-        _, doc = await self.request_with_status(
-            method,
-            path,
-            params=params,
-            body=body,
-            content_type=content_type,
-            request_timeout=request_timeout,
-            before_send=before_send,
-            decoder=decoder,
-            accept=accept,
-        )
+        _, doc = await self.request_with_status(method, path, **options)
         return doc
 
     async def request_with_status(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None = None,
-        body: Object | bytes | None = None,
-        content_type: str = JSON,
-        request_timeout: float | None = None,
-        before_send: BeforeSend | None = None,
-        decoder: Callable[[bytes], Any] = decode,
-        accept: str = JSON,
+        self, method: str, path: str, **options: Unpack[RequestOptions]
     ) -> tuple[int, Object]:
         """Like `request`, with the success status: 201 tells a create from an update."""
         status, raw = await self._send(
-            method, path, params, body, content_type, request_timeout, before_send, accept
+            method,
+            path,
+            options.get("params"),
+            options.get("body"),
+            options.get("content_type", JSON),
+            options.get("request_timeout"),
+            options.get("before_send"),
+            options.get("accept", JSON),
         )
         if not raw:
             return status, {}
-        doc = decoder(raw)
+        doc = options.get("decoder", decode)(raw)
         return status, doc if isinstance(doc, dict) else {"items": doc}
 
     async def request_bytes(
@@ -296,9 +287,6 @@ class Transport:
             raise ApiUnreachable(f"watch {path}: no data for {inactivity_timeout}s") from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ApiUnreachable(f"watch {path}: {exc!r}") from exc
-
-
-BeforeSend = Callable[[], None]
 
 
 async def _call_before_send(session: aiohttp.ClientSession, context: Any, params: object) -> None:
