@@ -8,7 +8,7 @@ from __future__ import annotations
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
-from components.operands._names import deploy_label
+from components.operands._names import DCGM_APP, DCGM_PORT, deploy_label
 from components.operands._pods import (
     apply_component,
     build_pod_spec,
@@ -22,9 +22,9 @@ from components.operands._workloads import daemonset, service
 
 NAME = "state-dcgm"
 DEPLOY_LABEL = deploy_label("dcgm")
-APP = "nvidia-dcgm"
+APP = DCGM_APP
 ACCOUNT = "nvidia-dcgm"
-PORT = 5555
+PORT = DCGM_PORT
 
 
 class DCGM(BaseOperand):

@@ -23,7 +23,7 @@ from components.operands._context import (
     image_or_condition,
 )
 from components.operands._contract import Rendered
-from components.operands._names import deploy_label
+from components.operands._names import DCGM_APP, DCGM_PORT, deploy_label
 from components.operands._pods import (
     apply_component,
     build_pod_spec,
@@ -46,8 +46,6 @@ from components.operands._workloads import (
     prometheus_scrape,
     service,
 )
-from components.operands.dcgm import APP as DCGM_APP
-from components.operands.dcgm import PORT as DCGM_PORT
 
 NAME = "state-dcgm-exporter"
 DEPLOY_LABEL = deploy_label("dcgm-exporter")

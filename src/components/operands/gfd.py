@@ -24,6 +24,7 @@ from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
+from components.operands._plugin_config import apply_plugin_config, mig_env
 from components.operands._pods import (
     apply_component,
     build_pod_spec,
@@ -38,7 +39,6 @@ from components.operands._pods import (
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import daemonset
-from components.operands.device_plugin import apply_plugin_config, mig_env
 
 NAME = "gpu-feature-discovery"
 DEPLOY_LABEL = deploy_label("gpu-feature-discovery")

@@ -33,6 +33,7 @@ from components.operands._pods import (
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._runtime import detect_runtime
+from components.operands._runtime_config import runtime_config
 from components.operands._sandbox import privileged_s0, sandbox_on
 from components.operands._workloads import (
     config_map,
@@ -41,7 +42,6 @@ from components.operands._workloads import (
     entrypoint_mount,
     entrypoint_volume,
 )
-from components.operands.toolkit import runtime_config
 
 NAME = "state-kata-manager"
 DEPLOY_LABEL = deploy_label("kata-manager")

@@ -33,6 +33,7 @@ from components.api.mig_profiles import MIG_GPUS, Layout, MigGPU, whole_gpu_conf
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import GPUNode, Rendered
 from components.operands._names import deploy_label, wants_operand
+from components.operands._plugin_config import cdi_hook_path
 from components.operands._pods import (
     VALIDATIONS_DIR,
     apply_component,
@@ -49,7 +50,6 @@ from components.operands._pods import (
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import config_map, daemonset
-from components.operands.device_plugin import cdi_hook_path
 
 NAME = "state-mig-manager"
 DEPLOY_LABEL = deploy_label("mig-manager")

@@ -33,6 +33,13 @@ from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import ConfigDocument, GPUNode, Rendered
 from components.operands._names import deploy_label, nodes_phrase, wants_operand
+from components.operands._plugin_config import (
+    CONFIG_LABEL,
+    DEFAULT_MPS_ROOT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    apply_plugin_config,
+    mig_env,
+)
 from components.operands._pods import (
     apply_component,
     build_pod_spec,
@@ -47,13 +54,6 @@ from components.operands._pods import (
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._workloads import daemonset
-from components.operands.device_plugin import (
-    CONFIG_LABEL,
-    DEFAULT_MPS_ROOT,
-    apply_plugin_config,
-    mig_env,
-)
-from components.operands.device_plugin import DEPLOY_LABEL as DEVICE_PLUGIN_DEPLOY_LABEL
 
 NAME = "state-mps-control-daemon"
 APP = "nvidia-device-plugin-mps-control-daemon"

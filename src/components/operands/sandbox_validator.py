@@ -26,8 +26,8 @@ from components.operands._pods import (
 )
 from components.operands._rbac import account_and_rbac, rule
 from components.operands._sandbox import sandbox_on
+from components.operands._validation import PART_OF, validation_step
 from components.operands._workloads import daemonset
-from components.operands.validator import PART_OF, validation_step
 
 NAME = "state-sandbox-validation"
 DEPLOY_LABEL = deploy_label("sandbox-validator")

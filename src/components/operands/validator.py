@@ -13,10 +13,9 @@ to each validation step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
-from components.api import ClusterPolicy, EnvVar, OperandImage
+from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._names import deploy_label
@@ -35,44 +34,13 @@ from components.operands._pods import (
     validations_volume,
 )
 from components.operands._rbac import account_and_rbac, rule
+from components.operands._validation import PART_OF, validation_step
 from components.operands._workloads import daemonset
 
 NAME = "state-operator-validation"
 DEPLOY_LABEL = deploy_label("operator-validator")
 APP = "nvidia-operator-validator"
 ACCOUNT = "nvidia-operator-validator"
-PART_OF = {"app.kubernetes.io/part-of": "gpu-operator"}
-#: Validation steps that look at host-level state and need the host's SELinux level.
-_HOST_LEVEL = frozenset({"driver", "vfio-pci", "vgpu-manager"})
-
-
-def validation_step(
-    ctx: Ctx,
-    image: str,
-    component: str,
-    defaults: Sequence[dict[str, Any]],
-    overrides: Iterable[EnvVar],
-    mounts: Sequence[dict[str, Any]] = (),
-) -> dict[str, Any]:
-    """The init container that runs `nvidia-validator` for one `component` (the sandbox
-    validator runs its steps the same way)."""
-    validator = ctx.spec.validator
-    return {
-        "name": f"{component}-validation",
-        "image": image,
-        "imagePullPolicy": pull_policy(validator),
-        "command": ["sh", "-c"],
-        "args": ["nvidia-validator"],
-        "env": merge_env([env("COMPONENT", component), *defaults], overrides),
-        "securityContext": {
-            **AS_ROOT,
-            **({"seLinuxOptions": {"level": "s0"}} if component in _HOST_LEVEL else {}),
-        },
-        "volumeMounts": [
-            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
-            *mounts,
-        ],
-    }
 
 
 def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
