@@ -46,6 +46,7 @@ from components.api._common import (
     DriverManagerSpec,
     EnvVar,
     ImageSpec,
+    OperandSpec,
     ResourceRequirements,
 )
 from components.api._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd, render_all
@@ -58,6 +59,7 @@ from components.api._images import (
     driver_manager_image,
     driver_side_image,
     operand_image,
+    operand_section,
     os_tag,
     resolve_image,
 )
@@ -198,6 +200,7 @@ __all__ = [
     "NodeConditionSummary",
     "NodeUpgradeStatus",
     "OperandImage",
+    "OperandSpec",
     "PodDeletionSpec",
     "Reason",
     "ResourceRequirements",
@@ -213,6 +216,7 @@ __all__ = [
     "load_documents",
     "node_agent_enabled",
     "operand_image",
+    "operand_section",
     "os_tag",
     "render_all",
     "resolve_image",

@@ -137,6 +137,7 @@ class BaseOperand(ABC):
 
     name: str
     deploy_label: str | None
+    workloads: frozenset[str] = frozenset()
 
     @abstractmethod
     def enabled(self, policy: ClusterPolicy) -> bool: ...

@@ -92,10 +92,23 @@ class Rendered:
 
 
 class Operand(Protocol):
-    """One operand: a reference state name, its node deploy label, and its renderer."""
+    """One operand: a reference state name, its node deploy label, the node workloads it
+    serves, and its renderer."""
 
-    name: str
-    deploy_label: str | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def deploy_label(self) -> str | None:
+        """The node label (`nvidia.com/gpu.deploy.<x>`) its pods select; None: no pods."""
+        ...
+
+    @property
+    def workloads(self) -> frozenset[str]:
+        """The node workloads (`container`, `vm-passthrough`, `vm-vgpu`) whose nodes the
+        node labeller gives `deploy_label`; empty where another rule decides (the MIG
+        manager's) or the label is another operand's."""
+        ...
 
     def enabled(self, policy: ClusterPolicy) -> bool: ...
 
