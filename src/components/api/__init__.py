@@ -53,6 +53,7 @@ from components.api._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd,
 from components.api._driver import DriverSpec
 from components.api._images import (
     DEFAULT_IMAGES,
+    ImageDefault,
     ImageError,
     OperandImage,
     driver_image,
@@ -186,6 +187,7 @@ __all__ = [
     "DriverUpgradePolicySpec",
     "EnvVar",
     "GpuProcessEntry",
+    "ImageDefault",
     "ImageError",
     "ImageSpec",
     "KataRuntimeClassSpec",

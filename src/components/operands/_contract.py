@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
@@ -16,6 +16,12 @@ from components.api import (
     ClusterPolicy,
     mig_capable,
 )
+
+#: The node workloads (`nvidia.com/gpu.workload.config`): which operand stack a GPU node
+#: runs, containers or VMs.
+CONTAINER: Final = "container"
+VM_PASSTHROUGH: Final = "vm-passthrough"
+VM_VGPU: Final = "vm-vgpu"
 
 
 @dataclass(frozen=True)

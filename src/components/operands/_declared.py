@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from components.api import ClusterPolicy, ImageSpec, OperandImage, OperandSpec, operand_section
+from components.api import (
+    ClusterPolicy,
+    ImageDefault,
+    ImageSpec,
+    OperandImage,
+    OperandSpec,
+    operand_section,
+)
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
 from components.operands._pods import apply_component, build_pod_spec, merge_env, pull_policy
@@ -77,7 +84,9 @@ class DeclaredOperand(BaseOperand):
 
     app: ClassVar[str]
     account: ClassVar[str]
-    image: ClassVar[OperandImage]
+    #: Its image: a key of the shared table (`components.api.DEFAULT_IMAGES`, which the
+    #: chart's checks read), or its own default, whose `section` names its policy section.
+    image: ClassVar[OperandImage | ImageDefault]
     rules: ClassVar[Sequence[Rule]] = ()
     cluster_rules: ClassVar[Sequence[Rule]] = ()
     service: ClassVar[MetricsService | None] = None
@@ -86,7 +95,10 @@ class DeclaredOperand(BaseOperand):
 
     def section(self, policy: ClusterPolicy) -> OperandSpec:
         """The policy's section for this operand (the one that names its image)."""
-        return operand_section(policy.spec, self.image)
+        if isinstance(self.image, OperandImage):
+            return operand_section(policy.spec, self.image)
+        section: OperandSpec = getattr(policy.spec, self.image.section)
+        return section
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         if self.sandbox and not sandbox_on(policy):
@@ -95,7 +107,7 @@ class DeclaredOperand(BaseOperand):
 
     def _render(self, ctx: Ctx) -> Rendered:
         rendered = Rendered(objects=self.skeleton(ctx))
-        image = image_or_condition(ctx, self.image, rendered)
+        image = image_or_condition(ctx, self.image, rendered, section=self.section(ctx.policy))
         if image is not None:
             rendered.objects.extend(self.workload(ctx, image, rendered))
         return rendered

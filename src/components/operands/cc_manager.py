@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     VALIDATIONS_DIR,
@@ -38,6 +38,7 @@ class CCManager(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.cc_manager.enabled

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import DCGM_APP, DCGM_PORT, deploy_label
 from components.operands._pods import (
     apply_component,
@@ -32,6 +32,7 @@ class DCGM(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.dcgm.enabled

@@ -22,7 +22,7 @@ from components.operands._context import (
     Ctx,
     image_or_condition,
 )
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import DCGM_APP, DCGM_PORT, deploy_label
 from components.operands._pods import (
     apply_component,
@@ -67,6 +67,7 @@ class DCGMExporter(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.dcgm_exporter.enabled

@@ -19,7 +19,7 @@ from components.operands._context import (
     Ctx,
     image_or_condition,
 )
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._plugin_config import (
     DEFAULT_MPS_ROOT,
     DEVICE_PLUGIN_DEPLOY_LABEL,
@@ -73,6 +73,7 @@ class DevicePlugin(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.device_plugin.enabled

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import deploy_label
 from components.operands._plugin_config import apply_plugin_config, mig_env
 from components.operands._pods import (
@@ -53,6 +53,7 @@ class GPUFeatureDiscovery(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.gfd.enabled

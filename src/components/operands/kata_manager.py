@@ -16,7 +16,7 @@ import yaml
 
 from components.api import ClusterPolicy, KataRuntimeClassSpec, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import VM_PASSTHROUGH, Rendered
 from components.operands._names import deploy_label, short_hash
 from components.operands._pods import (
     VALIDATIONS_DIR,
@@ -94,6 +94,7 @@ class KataManager(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({VM_PASSTHROUGH})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return sandbox_on(policy) and policy.spec.kata_manager.enabled

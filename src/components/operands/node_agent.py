@@ -19,7 +19,7 @@ from typing import Any
 
 from components.api import NODE_AGENT_DEPLOY_LABEL, OperandImage
 from components.operands._context import Ctx
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, MetricsService, Pod
 from components.operands._pods import env_field, host_path, mount
 from components.operands._rbac import rule
@@ -33,7 +33,7 @@ class NodeAgent(DeclaredOperand):
 
     name = "state-node-agent"
     deploy_label = NODE_AGENT_DEPLOY_LABEL
-    workloads = frozenset({"container"})
+    workloads = frozenset({CONTAINER})
     app = "gpu-operator-node-agent"
     account = "gpu-operator-node-agent"
     image = OperandImage.NODE_AGENT

@@ -10,7 +10,7 @@ from typing import Any
 
 from components.api import OperandImage
 from components.operands._context import Ctx
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, MetricsService, Pod
 from components.operands._names import deploy_label
 from components.operands._pods import (
@@ -33,7 +33,7 @@ class NodeStatusExporter(DeclaredOperand):
 
     name = "state-node-status-exporter"
     deploy_label = deploy_label("node-status-exporter")
-    workloads = frozenset({"container"})
+    workloads = frozenset({CONTAINER})
     app = "nvidia-node-status-exporter"
     account = "nvidia-node-status-exporter"
     image = OperandImage.NODE_STATUS_EXPORTER

@@ -14,7 +14,7 @@ from typing import Any
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     PRIVILEGED,
@@ -67,6 +67,7 @@ class SandboxDevicePlugin(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return sandbox_on(policy) and policy.spec.sandbox_device_plugin.enabled

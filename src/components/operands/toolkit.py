@@ -37,7 +37,7 @@ from typing import Any
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
     AS_ROOT,
@@ -152,6 +152,7 @@ class Toolkit(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.toolkit.enabled

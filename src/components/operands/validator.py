@@ -17,7 +17,7 @@ from typing import Any
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     AS_ROOT,
@@ -67,6 +67,7 @@ class Validator(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         """Always on, as in the reference: the other operands wait for its files."""

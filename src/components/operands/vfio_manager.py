@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import VM_PASSTHROUGH, Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     apply_component,
@@ -41,6 +41,7 @@ class VFIOManager(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({VM_PASSTHROUGH})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return sandbox_on(policy) and policy.spec.vfio_manager.enabled

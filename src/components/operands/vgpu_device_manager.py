@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy, OperandImage
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import VM_VGPU, Rendered
 from components.operands._names import deploy_label
 from components.operands._pods import (
     PRIVILEGED,
@@ -43,6 +43,7 @@ class VGPUDeviceManager(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({VM_VGPU})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return sandbox_on(policy) and policy.spec.vgpu_device_manager.enabled

@@ -21,7 +21,7 @@ from components.api import (
     os_tag,
 )
 from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._contract import VM_VGPU, Rendered
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
     apply_component,
@@ -52,6 +52,7 @@ class VGPUManager(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({VM_VGPU})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return sandbox_on(policy) and policy.spec.vgpu_manager.enabled
