@@ -107,6 +107,8 @@ class DeclaredOperand(BaseOperand):
 
     def _render(self, ctx: Ctx) -> Rendered:
         rendered = Rendered(objects=self.skeleton(ctx))
+        if not self.can_run(ctx, rendered):
+            return rendered
         image = image_or_condition(ctx, self.image, rendered, section=self.section(ctx.policy))
         if image is not None:
             rendered.objects.extend(self.workload(ctx, image, rendered))
@@ -134,6 +136,11 @@ class DeclaredOperand(BaseOperand):
                 endpoint = {"port": declared.port_name, "path": "/metrics"}
                 objects.append(service_monitor(ctx, self.app, endpoint))
         return objects
+
+    def can_run(self, ctx: Ctx, rendered: Rendered) -> bool:
+        """Whether the policy says enough to run it; if not, a condition says what is
+        missing (checked before the image)."""
+        return True
 
     @abstractmethod
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
