@@ -73,6 +73,9 @@ class Pod:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: Pod labels the DaemonSet also selects on, besides `app`.
     selector: Mapping[str, str] | None = None
+    #: The operand's own pod labels and annotations (its section's `podLabels`, ...).
+    pod_labels: Mapping[str, str] | None = None
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
     #: Edits the pod and its main container before the section's env is applied (the
     #: device plugin's config manager sets `CONFIG_FILE`, which the user's env may change).
     finish: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
@@ -89,6 +92,8 @@ class DeclaredOperand(BaseOperand):
     image: ClassVar[OperandImage | ImageDefault]
     rules: ClassVar[Sequence[Rule]] = ()
     cluster_rules: ClassVar[Sequence[Rule]] = ()
+    #: The ClusterRole's name where it is not the account's.
+    cluster_role_name: ClassVar[str | None] = None
     service: ClassVar[MetricsService | None] = None
     #: Renders only while `sandboxWorkloads.enabled` too (the VM operands).
     sandbox: ClassVar[bool] = False
@@ -106,7 +111,8 @@ class DeclaredOperand(BaseOperand):
         return bool(getattr(self.section(policy), "enabled", False))
 
     def _render(self, ctx: Ctx) -> Rendered:
-        rendered = Rendered(objects=self.skeleton(ctx))
+        rendered = Rendered(objects=self.rbac(ctx))
+        rendered.objects.extend(self.services(ctx, rendered))
         if not self.can_run(ctx, rendered):
             return rendered
         image = image_or_condition(ctx, self.image, rendered, section=self.section(ctx.policy))
@@ -114,27 +120,36 @@ class DeclaredOperand(BaseOperand):
             rendered.objects.extend(self.workload(ctx, image, rendered))
         return rendered
 
-    def skeleton(self, ctx: Ctx) -> list[dict[str, Any]]:
-        """The account and its RBAC, the Service and its ServiceMonitor."""
-        objects = account_and_rbac(
-            ctx, self.account, rules=self.rules, cluster_rules=self.cluster_rules
+    def rbac(self, ctx: Ctx) -> list[dict[str, Any]]:
+        """The account and its Role / ClusterRole with their bindings."""
+        return account_and_rbac(
+            ctx,
+            self.account,
+            rules=self.rules,
+            cluster_rules=self.cluster_rules,
+            cluster_role_name=self.cluster_role_name,
         )
+
+    def services(self, ctx: Ctx, rendered: Rendered) -> list[dict[str, Any]]:
+        """The declared Service and its ServiceMonitor."""
         declared = self.service
-        if declared is not None:
-            objects.append(
-                service(
-                    ctx,
-                    self.app,
-                    port=declared.port,
-                    port_name=declared.port_name,
-                    selector={"app": self.app},
-                    annotations=prometheus_scrape(declared.port) if declared.scrape else None,
-                    internal_traffic_policy=declared.internal_traffic_policy,
-                )
+        if declared is None:
+            return []
+        annotations = prometheus_scrape(declared.port) if declared.scrape else None
+        objects = [
+            service(
+                ctx,
+                self.app,
+                port=declared.port,
+                port_name=declared.port_name,
+                selector={"app": self.app},
+                annotations=annotations,
+                internal_traffic_policy=declared.internal_traffic_policy,
             )
-            if declared.monitor and ctx.view.has_service_monitor_crd:
-                endpoint = {"port": declared.port_name, "path": "/metrics"}
-                objects.append(service_monitor(ctx, self.app, endpoint))
+        ]
+        if declared.monitor and ctx.view.has_service_monitor_crd:
+            endpoint = {"port": declared.port_name, "path": "/metrics"}
+            objects.append(service_monitor(ctx, self.app, endpoint))
         return objects
 
     def can_run(self, ctx: Ctx, rendered: Rendered) -> bool:
@@ -173,5 +188,14 @@ class DeclaredOperand(BaseOperand):
             pod.finish(spec, main)
         if pod.env is not None or section.env:
             main["env"] = merge_env(main.get("env", []), section.env)
-        annotations = ctx.management_annotations(main["name"]) if pod.runtime_class else None
-        return daemonset(ctx, self.app, spec, selector=pod.selector, pod_annotations=annotations)
+        annotations = dict(pod.pod_annotations)
+        if pod.runtime_class:
+            annotations.update(ctx.management_annotations(main["name"]))
+        return daemonset(
+            ctx,
+            self.app,
+            spec,
+            selector=pod.selector,
+            pod_labels=pod.pod_labels,
+            pod_annotations=annotations,
+        )
