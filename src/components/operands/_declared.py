@@ -113,6 +113,7 @@ class DeclaredOperand(BaseOperand):
     def _render(self, ctx: Ctx) -> Rendered:
         rendered = Rendered(objects=self.rbac(ctx))
         rendered.objects.extend(self.services(ctx, rendered))
+        rendered.objects.extend(self.always(ctx))
         if not self.can_run(ctx, rendered):
             return rendered
         image = image_or_condition(ctx, self.image, rendered, section=self.section(ctx.policy))
@@ -151,6 +152,10 @@ class DeclaredOperand(BaseOperand):
             endpoint = {"port": declared.port_name, "path": "/metrics"}
             objects.append(service_monitor(ctx, self.app, endpoint))
         return objects
+
+    def always(self, ctx: Ctx) -> list[dict[str, Any]]:
+        """Its objects that do not need the image (an entrypoint script's ConfigMap)."""
+        return []
 
     def can_run(self, ctx: Ctx, rendered: Rendered) -> bool:
         """Whether the policy says enough to run it; if not, a condition says what is
