@@ -65,6 +65,8 @@ class Pod:
     #: The GPU management RuntimeClass (and, with the NRI plugin, the main container's
     #: device annotation).
     runtime_class: bool = False
+    #: The container the NRI annotation gives GPUs to, when not the main one.
+    gpu_container: str | None = None
     host_pid: bool = False
     host_ipc: bool = False
     #: None: the section's `hostNetwork`.
@@ -195,7 +197,7 @@ class DeclaredOperand(BaseOperand):
             main["env"] = merge_env(main.get("env", []), section.env)
         annotations = dict(pod.pod_annotations)
         if pod.runtime_class:
-            annotations.update(ctx.management_annotations(main["name"]))
+            annotations.update(ctx.management_annotations(pod.gpu_container or main["name"]))
         return daemonset(
             ctx,
             self.app,
