@@ -58,6 +58,9 @@ class Pod:
     #: The main container's env before the section's `env` goes on top; None: no env but
     #: the section's.
     env: list[dict[str, Any]] | None = None
+    #: False where `env` already has the section's env applied and then rewritten (the
+    #: runtime's host paths the user names become paths in the container).
+    user_env: bool = True
     init_containers: Sequence[dict[str, Any]] = ()
     #: Images besides the section's whose pull secrets the pod needs.
     images: Sequence[ImageSpec] = ()
@@ -193,7 +196,7 @@ class DeclaredOperand(BaseOperand):
         spec.update(pod.extra)
         if pod.finish is not None:
             pod.finish(spec, main)
-        if pod.env is not None or section.env:
+        if pod.user_env and (pod.env is not None or section.env):
             main["env"] = merge_env(main.get("env", []), section.env)
         annotations = dict(pod.pod_annotations)
         if pod.runtime_class:

@@ -113,6 +113,56 @@ SANDBOX: Mapping[str, Any] = {
     "kataManager": {"enabled": True},
     "ccManager": {"enabled": True, "defaultMode": "on"},
 }
+_SECTIONS = (
+    "driver",
+    "toolkit",
+    "devicePlugin",
+    "dcgm",
+    "dcgmExporter",
+    "gfd",
+    "migManager",
+    "nodeStatusExporter",
+    "nodeAgent",
+    "validator",
+    "vfioManager",
+    "sandboxDevicePlugin",
+    "vgpuManager",
+    "vgpuDeviceManager",
+    "kataManager",
+    "ccManager",
+)
+_USER_ENV = [
+    {"name": "CONTAINERD_CONFIG", "value": "/etc/k3s/containerd/config.toml"},
+    {"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"},
+    {"name": "RUNTIME_CONFIG_SOURCE", "value": "file=/etc/k3s/config.toml"},
+    {"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": "localhost:5555"},
+    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+    {"name": "EXTRA", "value": "1"},
+]
+#: Every section's shared fields set, and the policy-wide pod settings.
+OVERRIDES: Mapping[str, Any] = {
+    **{
+        section: {
+            "env": _USER_ENV,
+            "args": ["--extra"],
+            "resources": {"limits": {"cpu": "1"}, "requests": {"memory": "64Mi"}},
+            "imagePullSecrets": ["pull-secret"],
+            "imagePullPolicy": "Always",
+            "hostNetwork": True,
+        }
+        for section in _SECTIONS
+    },
+    "dcgm": {"enabled": False},
+    "daemonsets": {
+        "labels": {"team": "gpu"},
+        "annotations": {"note": "x"},
+        "priorityClassName": "high",
+        "updateStrategy": "OnDelete",
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+    },
+    "hostPaths": {"rootFS": "/host-root", "driverInstallDir": "/opt/nvidia/driver"},
+    "operator": {"runtimeClass": "nvidia-custom"},
+}
 CONFIG_DATA = {DEVICE_PLUGIN_CONFIGS: {"mps-4": MPS_CONFIG, "ts-2": TIME_SLICING}}
 
 
@@ -142,6 +192,11 @@ def cases() -> Iterator[tuple[str, dict[str, Any], ClusterView]]:
         ),
         "chart-sandbox": _merge(chart, SANDBOX),
         "driver-off": _merge(ALL_OPTIONAL, {"driver": {"enabled": False}}),
+        "overrides": _merge(_merge(ALL_OPTIONAL, SANDBOX), OVERRIDES),
+        "overrides-kata-cdi": _merge(
+            _merge(_merge(ALL_OPTIONAL, SANDBOX), OVERRIDES),
+            {"sandboxWorkloads": {"mode": "kata"}, "cdi": {"enabled": True}},
+        ),
     }
     for name, spec in policies.items():
         yield f"{name}/mixed", spec, mixed
