@@ -4,7 +4,7 @@ carry. Shared here so that neither imports the other."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from components.api import EnvVar
@@ -41,5 +41,23 @@ def validation_step(
         "volumeMounts": [
             mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
             *mounts,
+        ],
+    }
+
+
+def validator_main(name: str, security: Mapping[str, Any], remove: str) -> dict[str, Any]:
+    """A validator's main container: it only sleeps once its steps have passed (its
+    readiness is theirs), and takes the files matching `remove` with it when it stops, so
+    what waits on them waits again."""
+    return {
+        "name": name,
+        "command": ["sh", "-c"],
+        "args": ["echo all validations are successful; sleep infinity"],
+        "securityContext": dict(security),
+        "lifecycle": {
+            "preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/{remove}"]}}
+        },
+        "volumeMounts": [
+            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional")
         ],
     }

@@ -16,7 +16,6 @@ from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
 from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
 from components.operands._pods import (
-    VALIDATIONS_DIR,
     env,
     env_field,
     host_path,
@@ -25,7 +24,7 @@ from components.operands._pods import (
 )
 from components.operands._rbac import rule
 from components.operands._sandbox import sandbox_on
-from components.operands._validation import PART_OF, validation_step
+from components.operands._validation import PART_OF, validation_step, validator_main
 
 NAME = "state-sandbox-validation"
 DEPLOY_LABEL = deploy_label("sandbox-validator")
@@ -49,19 +48,8 @@ class SandboxValidator(DeclaredOperand):
         return sandbox_on(policy)
 
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
-        main = {
-            "name": APP,
-            "command": ["sh", "-c"],
-            "args": ["echo all validations are successful; sleep infinity"],
-            "securityContext": {"privileged": True},
-            # Gone validator, gone files: the device plugin waits again on restart.
-            "lifecycle": {
-                "preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/*"]}}
-            },
-            "volumeMounts": [
-                mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional")
-            ],
-        }
+        # Gone validator, gone files: the device plugin waits again on restart.
+        main = validator_main(APP, {"privileged": True}, "*")
         volumes = [
             validations_volume(),
             host_path("driver-install-dir", "/run/nvidia/driver"),

@@ -22,7 +22,6 @@ from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
 from components.operands._pods import (
     AS_ROOT,
-    VALIDATIONS_DIR,
     driver_location_env,
     env,
     env_field,
@@ -31,7 +30,7 @@ from components.operands._pods import (
     validations_volume,
 )
 from components.operands._rbac import rule
-from components.operands._validation import PART_OF, validation_step
+from components.operands._validation import PART_OF, validation_step, validator_main
 
 NAME = "state-operator-validation"
 DEPLOY_LABEL = deploy_label("operator-validator")
@@ -78,19 +77,7 @@ class Validator(DeclaredOperand):
         return True
 
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
-        ready_files = f"{VALIDATIONS_DIR}/*-ready"
-        main = {
-            "name": "nvidia-operator-validator",
-            "command": ["sh", "-c"],
-            "args": ["echo all validations are successful; sleep infinity"],
-            "securityContext": dict(AS_ROOT),
-            "lifecycle": {
-                "preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {ready_files}"]}}
-            },
-            "volumeMounts": [
-                mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional")
-            ],
-        }
+        main = validator_main("nvidia-operator-validator", AS_ROOT, "*-ready")
         volumes = [
             validations_volume(),
             host_path("driver-install-dir", ctx.driver_install_dir),
