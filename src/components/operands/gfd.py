@@ -60,14 +60,6 @@ class GPUFeatureDiscovery(DeclaredOperand):
     )
 
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
-        envs = [
-            env("GFD_SLEEP_INTERVAL", "60s"),
-            env("GFD_FAIL_ON_INIT_ERROR", "true"),
-            env_field("NAMESPACE", "metadata.namespace"),
-            env_field("NODE_NAME", "spec.nodeName"),
-            env_field("POD_NAME", "metadata.name"),
-        ]
-        mig_env(envs, ctx.spec.mig.strategy)
         main = {
             "name": "gpu-feature-discovery",
             "command": ["gpu-feature-discovery"],
@@ -95,10 +87,22 @@ class GPUFeatureDiscovery(DeclaredOperand):
         pod = Pod(
             main,
             volumes,
-            env=envs,
+            env=_gfd_env(ctx),
             init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
             runtime_class=True,
             selector=PART_OF,
             finish=config_manager,
         )
         return [self.daemonset(ctx, image, pod)]
+
+
+def _gfd_env(ctx: Ctx) -> list[dict[str, Any]]:
+    envs = [
+        env("GFD_SLEEP_INTERVAL", "60s"),
+        env("GFD_FAIL_ON_INIT_ERROR", "true"),
+        env_field("NAMESPACE", "metadata.namespace"),
+        env_field("NODE_NAME", "spec.nodeName"),
+        env_field("POD_NAME", "metadata.name"),
+    ]
+    mig_env(envs, ctx.spec.mig.strategy)
+    return envs

@@ -120,26 +120,7 @@ class KataManager(DeclaredOperand):
         ]
         envs = merge_env(envs, spec.env)
         runtime_mounts, runtime_volumes = runtime_config(detect_runtime(ctx.view.gpu_nodes), envs)
-        main = {
-            "name": APP,
-            "command": ["/bin/sh", "-c"],
-            "args": ["/bin/entrypoint.sh"],
-            "securityContext": privileged_s0(),
-            "volumeMounts": [
-                entrypoint_mount(ENTRYPOINT),
-                mount(CONFIG, CONFIG_PATH, sub_path="config.yaml"),
-                mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                mount("cdi-root", "/var/run/cdi"),
-                mount("run-nvidia-validations", VALIDATIONS_DIR),
-                mount("kata-artifacts", artifacts),
-                *runtime_mounts,
-            ],
-            "readinessProbe": {
-                "exec": {"command": ["sh", "-c", _READY]},
-                "initialDelaySeconds": 5,
-                "periodSeconds": 5,
-            },
-        }
+        main = _manager(artifacts, runtime_mounts)
         volumes = [
             entrypoint_volume(ENTRYPOINT),
             config_map_volume(CONFIG, CONFIG, mode=0o700),
@@ -164,6 +145,31 @@ class KataManager(DeclaredOperand):
             pod_annotations=annotations,
         )
         return [self.daemonset(ctx, image, pod)]
+
+
+def _manager(artifacts: str, runtime_mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The manager container: it starts once the GPUs are bound to vfio-pci (with CDI) and
+    is ready while its process lives."""
+    return {
+        "name": APP,
+        "command": ["/bin/sh", "-c"],
+        "args": ["/bin/entrypoint.sh"],
+        "securityContext": privileged_s0(),
+        "volumeMounts": [
+            entrypoint_mount(ENTRYPOINT),
+            mount(CONFIG, CONFIG_PATH, sub_path="config.yaml"),
+            mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+            mount("cdi-root", "/var/run/cdi"),
+            mount("run-nvidia-validations", VALIDATIONS_DIR),
+            mount("kata-artifacts", artifacts),
+            *runtime_mounts,
+        ],
+        "readinessProbe": {
+            "exec": {"command": ["sh", "-c", _READY]},
+            "initialDelaySeconds": 5,
+            "periodSeconds": 5,
+        },
+    }
 
 
 def _settings(ctx: Ctx) -> str:

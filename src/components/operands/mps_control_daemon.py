@@ -183,14 +183,6 @@ class MPSControlDaemon(DeclaredOperand):
         configs = ctx.view.config_documents.get(plugin.config.name) or {}
         mps, _ = mps_configs(configs)
         mps_root = plugin.mps.root or DEFAULT_MPS_ROOT
-        mounts_shm = {
-            "name": "mps-control-daemon-mounts",
-            "image": image,
-            "imagePullPolicy": pull_policy(plugin),
-            "command": ["mps-control-daemon", "mount-shm"],
-            "securityContext": {"privileged": True},
-            "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
-        }
         envs: list[dict[str, Any]] = [
             env_field("NODE_NAME", "spec.nodeName"),
             env("NVIDIA_VISIBLE_DEVICES", "all"),
@@ -216,7 +208,10 @@ class MPSControlDaemon(DeclaredOperand):
             main,
             volumes,
             env=envs,
-            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True), mounts_shm],
+            init_containers=[
+                toolkit_validation(ctx, whole_run_nvidia=True),
+                _mount_shm(ctx, image),
+            ],
             runtime_class=True,
             host_pid=True,
             host_network=False,
@@ -224,3 +219,15 @@ class MPSControlDaemon(DeclaredOperand):
             finish=config_manager,
         )
         return [self.daemonset(ctx, image, pod)]
+
+
+def _mount_shm(ctx: Ctx, image: str) -> dict[str, Any]:
+    """The init container that mounts the MPS shared memory under the MPS root."""
+    return {
+        "name": "mps-control-daemon-mounts",
+        "image": image,
+        "imagePullPolicy": pull_policy(ctx.spec.device_plugin),
+        "command": ["mps-control-daemon", "mount-shm"],
+        "securityContext": {"privileged": True},
+        "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
+    }

@@ -165,48 +165,14 @@ class Toolkit(DeclaredOperand):
         _tell_mixed_runtimes(ctx, rendered)
         install_dir = ctx.spec.toolkit.install_dir or DEFAULT_INSTALL_DIR
         envs, runtime = _toolkit_env(ctx, install_dir, rendered)
-        _config_sources_in_container(envs)
-        if ctx.nri_plugin:
-            # The NRI plugin neither reads nor writes the runtime's config: mount only its
-            # socket (a read-only host such as Talos has no config directories to create).
-            nri_mount, nri_volume = _nri_socket(envs)
-            runtime_mounts, runtime_volumes = [nri_mount], [nri_volume]
-        else:
-            runtime_mounts, runtime_volumes = runtime_config(runtime, envs)
+        mounts, volumes = _host_files(ctx, install_dir, runtime, envs)
         main = {
             "name": "nvidia-container-toolkit-ctr",
             "command": ["/bin/bash", "-c"],
             "args": ["/bin/entrypoint.sh"],
             "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
-            "volumeMounts": [
-                entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
-                mount("toolkit-root", "/run/nvidia/toolkit"),
-                mount("run-nvidia-validations", VALIDATIONS_DIR),
-                mount("toolkit-install-dir", install_dir),
-                mount("crio-hooks", "/usr/share/containers/oci/hooks.d"),
-                mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
-                mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                mount("cdi-root", "/var/run/cdi"),
-                *runtime_mounts,
-            ],
+            "volumeMounts": mounts,
         }
-        crio_hooks = (
-            "/usr/share/containers/oci/hooks.d"
-            if runtime == "crio"
-            else "/run/containers/oci/hooks.d"
-        )
-        volumes = [
-            entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
-            host_path("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
-            validations_volume(),
-            host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
-            host_path("host-root", ctx.host_root),
-            host_path("toolkit-install-dir", install_dir),
-            host_path("crio-hooks", crio_hooks),
-            host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
-            host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
-            *runtime_volumes,
-        ]
         pod = Pod(
             main,
             volumes,
@@ -216,6 +182,48 @@ class Toolkit(DeclaredOperand):
             host_pid=True,
         )
         return [self.daemonset(ctx, image, pod)]
+
+
+def _host_files(
+    ctx: Ctx, install_dir: str, runtime: str, envs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The toolkit's mounts and volumes: where it installs, the CDI root, the CRI-O hooks
+    and the runtime's config (its env pointed into the container, in place)."""
+    _config_sources_in_container(envs)
+    if ctx.nri_plugin:
+        # The NRI plugin neither reads nor writes the runtime's config: mount only its
+        # socket (a read-only host such as Talos has no config directories to create).
+        nri_mount, nri_volume = _nri_socket(envs)
+        runtime_mounts, runtime_volumes = [nri_mount], [nri_volume]
+    else:
+        runtime_mounts, runtime_volumes = runtime_config(runtime, envs)
+    mounts = [
+        entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
+        mount("toolkit-root", "/run/nvidia/toolkit"),
+        mount("run-nvidia-validations", VALIDATIONS_DIR),
+        mount("toolkit-install-dir", install_dir),
+        mount("crio-hooks", "/usr/share/containers/oci/hooks.d"),
+        mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
+        mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+        mount("cdi-root", "/var/run/cdi"),
+        *runtime_mounts,
+    ]
+    crio_hooks = (
+        "/usr/share/containers/oci/hooks.d" if runtime == "crio" else "/run/containers/oci/hooks.d"
+    )
+    volumes = [
+        entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
+        host_path("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
+        validations_volume(),
+        host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+        host_path("host-root", ctx.host_root),
+        host_path("toolkit-install-dir", install_dir),
+        host_path("crio-hooks", crio_hooks),
+        host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
+        host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+        *runtime_volumes,
+    ]
+    return mounts, volumes
 
 
 def _tell_mixed_runtimes(ctx: Ctx, rendered: Rendered) -> None:
@@ -276,7 +284,16 @@ def _toolkit_env(
         )
     if ctx.host_root != "/":
         defaults.append(env("HOST_ROOT", ctx.host_root))
-    envs = merge_env(defaults, spec.toolkit.env)
+    return _with_user_env(defaults, ctx, rendered)
+
+
+def _with_user_env(
+    defaults: list[dict[str, Any]], ctx: Ctx, rendered: Rendered
+) -> tuple[list[dict[str, Any]], str]:
+    """`toolkit.env` over the defaults; a `RUNTIME` it names that no runtime is goes back
+    to the detected one, with a condition."""
+    detected = ctx.container_runtime
+    envs = merge_env(defaults, ctx.spec.toolkit.env)
     runtime = get_env(envs, "RUNTIME") or detected
     if runtime not in RUNTIMES:
         rendered.conditions.append(
