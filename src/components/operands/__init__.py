@@ -1,7 +1,12 @@
 """The operands: what the ClusterPolicy controller deploys, each rendered from the typed spec.
 
+`OPERANDS` is the registry: adding an operand is its spec model, its module and one line
+there (docs/adding-an-operand.md); the node labeller's workload label sets
+(`deploy_labels_by_workload`) and the controller follow it.
+
 Every operand has the same small surface (`Operand`): its reference state name, the node
-label that says where it runs, whether the policy enables it, and `render`, a pure function
+label that says where it runs, the node workloads it serves, whether the policy enables
+it, and `render`, a pure function
 from the policy and what the controller knows of the cluster (`ClusterView`) to the
 complete objects it wants (`Rendered.objects`, ready for server-side apply) and the
 problems found on the way (`Rendered.conditions`)::
