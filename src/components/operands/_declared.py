@@ -6,7 +6,10 @@ the main container's fields, env, volumes, init containers). `DeclaredOperand` m
 rest the same way for all: the ServiceAccount with its Role / ClusterRole, the Service and
 its ServiceMonitor, the image (or the condition that says why there is none), the main
 container with the section's pull policy, `env`, `args` and `resources`, the pod spec and
-the DaemonSet. The driver, whose DaemonSets are per OS and kernel, builds its own.
+the DaemonSet. One builder, so that no operand can forget a piece another has (its
+section's pull secrets, the NRI annotation of a management pod, the ServiceMonitor's
+check for its CRD), and a new operand is a declaration rather than another copy. The
+driver, whose DaemonSets are per OS and kernel, builds its own.
 """
 
 from __future__ import annotations
