@@ -46,18 +46,21 @@ from components.api._common import (
     DriverManagerSpec,
     EnvVar,
     ImageSpec,
+    OperandSpec,
     ResourceRequirements,
 )
 from components.api._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd, render_all
 from components.api._driver import DriverSpec
 from components.api._images import (
     DEFAULT_IMAGES,
+    ImageDefault,
     ImageError,
     OperandImage,
     driver_image,
     driver_manager_image,
     driver_side_image,
     operand_image,
+    operand_section,
     os_tag,
     resolve_image,
 )
@@ -184,6 +187,7 @@ __all__ = [
     "DriverUpgradePolicySpec",
     "EnvVar",
     "GpuProcessEntry",
+    "ImageDefault",
     "ImageError",
     "ImageSpec",
     "KataRuntimeClassSpec",
@@ -198,6 +202,7 @@ __all__ = [
     "NodeConditionSummary",
     "NodeUpgradeStatus",
     "OperandImage",
+    "OperandSpec",
     "PodDeletionSpec",
     "Reason",
     "ResourceRequirements",
@@ -213,6 +218,7 @@ __all__ = [
     "load_documents",
     "node_agent_enabled",
     "operand_image",
+    "operand_section",
     "os_tag",
     "render_all",
     "resolve_image",

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from components import __version__
 from components.api._clusterpolicy import ClusterPolicySpec
-from components.api._common import ImageSpec
+from components.api._common import ImageSpec, OperandSpec
 from components.api._driver import DriverSpec
 from components.api._nvidiadriver import NVIDIADriverSpec
 
@@ -64,12 +64,14 @@ class OperandImage(StrEnum):
 
 @dataclass(frozen=True)
 class ImageDefault:
-    """An operand's default image, and the environment variable that can replace it."""
+    """An operand's default image, the environment variable that can replace it, and the
+    ClusterPolicy section (its attribute) that names the image."""
 
     repository: str
     image: str
     version: str
     env: str
+    section: str = ""
 
     @property
     def reference(self) -> str:
@@ -81,67 +83,64 @@ class ImageDefault:
 #: sets `validator.image: gpu-operator` with the chart's appVersion as the version.
 OPERATOR_VERSION = "v26.7.0"
 
+_NV = "nvcr.io/nvidia"
+_CN = "nvcr.io/nvidia/cloud-native"
+_K8S = "nvcr.io/nvidia/k8s"
+_I = ImageDefault
+
+#: Each image: its default, the operator's environment variable that replaces it, and the
+#: ClusterPolicy section that names it (none for the driver manager and the init container,
+#: which sit inside other sections).
 DEFAULT_IMAGES: Mapping[OperandImage, ImageDefault] = {
-    OperandImage.DRIVER: ImageDefault("nvcr.io/nvidia", "driver", "595.91.07", "DRIVER_IMAGE"),
-    OperandImage.DRIVER_MANAGER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0", "DRIVER_MANAGER_IMAGE"
+    OperandImage.DRIVER: _I(_NV, "driver", "595.91.07", "DRIVER_IMAGE", "driver"),
+    OperandImage.DRIVER_MANAGER: _I(_CN, "k8s-driver-manager", "v0.12.0", "DRIVER_MANAGER_IMAGE"),
+    OperandImage.CONTAINER_TOOLKIT: _I(
+        _K8S, "container-toolkit", "v1.20.0", "CONTAINER_TOOLKIT_IMAGE", "toolkit"
     ),
-    OperandImage.CONTAINER_TOOLKIT: ImageDefault(
-        "nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0", "CONTAINER_TOOLKIT_IMAGE"
+    OperandImage.DEVICE_PLUGIN: _I(
+        _NV, "k8s-device-plugin", "v0.20.0", "DEVICE_PLUGIN_IMAGE", "device_plugin"
     ),
-    OperandImage.DEVICE_PLUGIN: ImageDefault(
-        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", "DEVICE_PLUGIN_IMAGE"
+    OperandImage.GPU_FEATURE_DISCOVERY: _I(_NV, "k8s-device-plugin", "v0.20.0", "GFD_IMAGE", "gfd"),
+    OperandImage.DCGM: _I(_CN, "dcgm", "4.6.0-1-ubuntu24.04", "DCGM_IMAGE", "dcgm"),
+    OperandImage.DCGM_EXPORTER: _I(
+        _K8S, "dcgm-exporter", "4.6.0-4.8.3-distroless", "DCGM_EXPORTER_IMAGE", "dcgm_exporter"
     ),
-    OperandImage.GPU_FEATURE_DISCOVERY: ImageDefault(
-        "nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0", "GFD_IMAGE"
+    OperandImage.MIG_MANAGER: _I(
+        _CN, "k8s-mig-manager", "v0.15.0", "MIG_MANAGER_IMAGE", "mig_manager"
     ),
-    OperandImage.DCGM: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "dcgm", "4.6.0-1-ubuntu24.04", "DCGM_IMAGE"
+    OperandImage.OPERATOR_VALIDATOR: _I(
+        _NV, "gpu-operator", OPERATOR_VERSION, "VALIDATOR_IMAGE", "validator"
     ),
-    OperandImage.DCGM_EXPORTER: ImageDefault(
-        "nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless", "DCGM_EXPORTER_IMAGE"
-    ),
-    OperandImage.MIG_MANAGER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0", "MIG_MANAGER_IMAGE"
-    ),
-    OperandImage.OPERATOR_VALIDATOR: ImageDefault(
-        "nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION, "VALIDATOR_IMAGE"
-    ),
-    OperandImage.NODE_STATUS_EXPORTER: ImageDefault(
-        "nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION, "VALIDATOR_IMAGE"
+    OperandImage.NODE_STATUS_EXPORTER: _I(
+        _NV, "gpu-operator", OPERATOR_VERSION, "VALIDATOR_IMAGE", "node_status_exporter"
     ),
     # Ours: the operator's own image (`gpu-operator node-agent`); the Deployment names it.
-    OperandImage.NODE_AGENT: ImageDefault("", "gpu-operator", __version__, "NODE_AGENT_IMAGE"),
-    OperandImage.INIT_CONTAINER: ImageDefault(
-        "nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION, "CUDA_BASE_IMAGE"
-    ),
+    OperandImage.NODE_AGENT: _I("", "gpu-operator", __version__, "NODE_AGENT_IMAGE", "node_agent"),
+    OperandImage.INIT_CONTAINER: _I(_NV, "gpu-operator", OPERATOR_VERSION, "CUDA_BASE_IMAGE"),
     # The VFIO manager runs `vfio-manage` from the driver manager's image.
-    OperandImage.VFIO_MANAGER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0", "VFIO_MANAGER_IMAGE"
+    OperandImage.VFIO_MANAGER: _I(
+        _CN, "k8s-driver-manager", "v0.12.0", "VFIO_MANAGER_IMAGE", "vfio_manager"
     ),
-    OperandImage.SANDBOX_DEVICE_PLUGIN: ImageDefault(
-        "nvcr.io/nvidia", "kubevirt-gpu-device-plugin", "v1.6.0", "SANDBOX_DEVICE_PLUGIN_IMAGE"
+    OperandImage.SANDBOX_DEVICE_PLUGIN: _I(
+        _NV,
+        "kubevirt-gpu-device-plugin",
+        "v1.6.0",
+        "SANDBOX_DEVICE_PLUGIN_IMAGE",
+        "sandbox_device_plugin",
     ),
     # vGPU manager images are built by the user from NVIDIA's licensed vGPU host driver:
     # there is no public default (the policy must name repository and version).
-    OperandImage.VGPU_MANAGER: ImageDefault("", "vgpu-manager", "", "VGPU_MANAGER_IMAGE"),
-    OperandImage.VGPU_DEVICE_MANAGER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "vgpu-device-manager", "v0.5.0",
-        "VGPU_DEVICE_MANAGER_IMAGE",
+    OperandImage.VGPU_MANAGER: _I("", "vgpu-manager", "", "VGPU_MANAGER_IMAGE", "vgpu_manager"),
+    OperandImage.VGPU_DEVICE_MANAGER: _I(
+        _CN, "vgpu-device-manager", "v0.5.0", "VGPU_DEVICE_MANAGER_IMAGE", "vgpu_device_manager"
     ),
-    OperandImage.KATA_MANAGER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "k8s-kata-manager", "v0.2.3", "KATA_MANAGER_IMAGE"
+    OperandImage.KATA_MANAGER: _I(
+        _CN, "k8s-kata-manager", "v0.2.3", "KATA_MANAGER_IMAGE", "kata_manager"
     ),
-    OperandImage.CC_MANAGER: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "k8s-cc-manager", "v0.4.3", "CC_MANAGER_IMAGE"
-    ),
-    OperandImage.GDS: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "nvidia-fs", "2.29.4", "GDS_IMAGE"
-    ),
-    OperandImage.GDRCOPY: ImageDefault(
-        "nvcr.io/nvidia/cloud-native", "gdrdrv", "v2.6", "GDRCOPY_IMAGE"
-    ),
-}  # fmt: skip
+    OperandImage.CC_MANAGER: _I(_CN, "k8s-cc-manager", "v0.4.3", "CC_MANAGER_IMAGE", "cc_manager"),
+    OperandImage.GDS: _I(_CN, "nvidia-fs", "2.29.4", "GDS_IMAGE", "gds"),
+    OperandImage.GDRCOPY: _I(_CN, "gdrdrv", "v2.6", "GDRCOPY_IMAGE", "gdrcopy"),
+}
 
 
 def join_image(repository: str, image: str, version: str) -> str:
@@ -256,25 +255,6 @@ def driver_manager_image(
     return resolve_image(spec.manager, OperandImage.DRIVER_MANAGER, env=env)
 
 
-_SECTIONS: Mapping[OperandImage, str] = {
-    OperandImage.CONTAINER_TOOLKIT: "toolkit",
-    OperandImage.DEVICE_PLUGIN: "device_plugin",
-    OperandImage.GPU_FEATURE_DISCOVERY: "gfd",
-    OperandImage.DCGM: "dcgm",
-    OperandImage.DCGM_EXPORTER: "dcgm_exporter",
-    OperandImage.MIG_MANAGER: "mig_manager",
-    OperandImage.OPERATOR_VALIDATOR: "validator",
-    OperandImage.NODE_STATUS_EXPORTER: "node_status_exporter",
-    OperandImage.NODE_AGENT: "node_agent",
-    OperandImage.VFIO_MANAGER: "vfio_manager",
-    OperandImage.SANDBOX_DEVICE_PLUGIN: "sandbox_device_plugin",
-    OperandImage.VGPU_MANAGER: "vgpu_manager",
-    OperandImage.VGPU_DEVICE_MANAGER: "vgpu_device_manager",
-    OperandImage.KATA_MANAGER: "kata_manager",
-    OperandImage.CC_MANAGER: "cc_manager",
-}
-
-
 def operand_image(
     spec: ClusterPolicySpec, operand: OperandImage, *, env: Mapping[str, str] | None = None
 ) -> str:
@@ -288,5 +268,10 @@ def operand_image(
         return driver_manager_image(spec.driver, env=env)
     if operand is OperandImage.INIT_CONTAINER:
         return resolve_image(spec.operator.init_container, operand, env=env)
-    section: ImageSpec = getattr(spec, _SECTIONS[operand])
-    return resolve_image(section, operand, env=env)
+    return resolve_image(operand_section(spec, operand), operand, env=env)
+
+
+def operand_section(spec: ClusterPolicySpec, operand: OperandImage) -> OperandSpec:
+    """The ClusterPolicy section that names the operand's image (and configures it)."""
+    section: OperandSpec = getattr(spec, DEFAULT_IMAGES[operand].section)
+    return section

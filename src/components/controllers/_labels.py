@@ -63,57 +63,20 @@ from components.api import (
     mig_capable,
     opted_out,
 )
+from components.operands import CONTAINER, VM_PASSTHROUGH, deploy_labels_by_workload
 
 LabelPatch = dict[str, str | None]
-
-CONTAINER: Final = "container"
-VM_PASSTHROUGH: Final = "vm-passthrough"
-VM_VGPU: Final = "vm-vgpu"
 
 _D = DEPLOY_LABEL_PREFIX
 UPGRADE_DONE: Final = UpgradeState.UPGRADE_DONE.value
 _KUBEVIRT_DEVICE_PLUGIN = _D + "sandbox-device-plugin"
 _KATA_DEVICE_PLUGIN = _D + "kata-sandbox-device-plugin"
 
-#: The deploy labels of each workload, as the reference writes them.
+#: The deploy labels of each workload, as the reference writes them: each operand's
+#: `deploy_label` on the workloads it says it serves (`components.operands`), and `client`.
 WORKLOAD_LABELS: Final[Mapping[str, frozenset[str]]] = {
-    CONTAINER: frozenset(
-        _D + name
-        for name in (
-            "driver",
-            "gpu-feature-discovery",
-            "container-toolkit",
-            "device-plugin",
-            "dcgm",
-            "dcgm-exporter",
-            "node-status-exporter",
-            "operator-validator",
-            "node-agent",
-        )
-    )
-    | {CLIENT_DEPLOY_LABEL},
-    VM_PASSTHROUGH: frozenset(
-        _D + name
-        for name in (
-            "sandbox-device-plugin",
-            "sandbox-validator",
-            "vfio-manager",
-            "kata-manager",
-            "cc-manager",
-        )
-    )
-    | {CLIENT_DEPLOY_LABEL},
-    VM_VGPU: frozenset(
-        _D + name
-        for name in (
-            "sandbox-device-plugin",
-            "vgpu-manager",
-            "vgpu-device-manager",
-            "sandbox-validator",
-            "cc-manager",
-        )
-    )
-    | {CLIENT_DEPLOY_LABEL},
+    workload: labels | {CLIENT_DEPLOY_LABEL}
+    for workload, labels in deploy_labels_by_workload().items()
 }
 
 #: Every deploy label these rules write (and so may take away).

@@ -1,7 +1,12 @@
 """The operands: what the ClusterPolicy controller deploys, each rendered from the typed spec.
 
+`OPERANDS` is the registry: adding an operand is its spec model, its module and one line
+there (docs/adding-an-operand.md); the node labeller's workload label sets
+(`deploy_labels_by_workload`) and the controller follow it.
+
 Every operand has the same small surface (`Operand`): its reference state name, the node
-label that says where it runs, whether the policy enables it, and `render`, a pure function
+label that says where it runs, the node workloads it serves, whether the policy enables
+it, and `render`, a pure function
 from the policy and what the controller knows of the cluster (`ClusterView`) to the
 complete objects it wants (`Rendered.objects`, ready for server-side apply) and the
 problems found on the way (`Rendered.conditions`)::
@@ -27,9 +32,18 @@ operator (see `gfd`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from components.operands._contract import ClusterView, ConfigDocument, GPUNode, Operand, Rendered
+from components.operands._contract import (
+    CONTAINER,
+    VM_PASSTHROUGH,
+    VM_VGPU,
+    ClusterView,
+    ConfigDocument,
+    GPUNode,
+    Operand,
+    Rendered,
+)
 from components.operands._names import safe_name
 from components.operands._user_config import MAX_CONFIG_BYTES, read_config
 from components.operands.cc_manager import CCManager
@@ -81,10 +95,28 @@ OPERANDS: Sequence[Operand] = (
     CCManager(),
 )
 
+
+def deploy_labels_by_workload(
+    operands: Sequence[Operand] = OPERANDS,
+) -> Mapping[str, frozenset[str]]:
+    """Each node workload's deploy labels, from what each operand says it serves: the
+    node labeller's sets, so that an operand's DaemonSet never selects nodes no one
+    labels."""
+    return {
+        workload: frozenset(
+            op.deploy_label for op in operands if op.deploy_label and workload in op.workloads
+        )
+        for workload in (CONTAINER, VM_PASSTHROUGH, VM_VGPU)
+    }
+
+
 __all__ = [
+    "CONTAINER",
     "DCGM",
     "MAX_CONFIG_BYTES",
     "OPERANDS",
+    "VM_PASSTHROUGH",
+    "VM_VGPU",
     "CCManager",
     "ClusterView",
     "ConfigDocument",
@@ -110,6 +142,7 @@ __all__ = [
     "VGPUManager",
     "Validator",
     "daemonset_ready",
+    "deploy_labels_by_workload",
     "read_config",
     "safe_name",
 ]

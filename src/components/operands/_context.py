@@ -9,7 +9,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.api import ClusterPolicy, ClusterPolicySpec, ImageError, OperandImage, operand_image
+from components.api import (
+    ClusterPolicy,
+    ClusterPolicySpec,
+    ImageDefault,
+    ImageError,
+    ImageSpec,
+    OperandImage,
+    operand_image,
+    resolve_image,
+)
 from components.operands._contract import ClusterView, Rendered
 from components.operands._names import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from components.operands._runtime import detect_runtime, nri_annotations
@@ -61,8 +70,12 @@ class Ctx:
             meta["ownerReferences"] = [dict(self.view.owner)]
         return meta
 
-    def image(self, operand: OperandImage) -> str:
-        return operand_image(self.spec, operand, env=self.view.image_env)
+    def image(self, operand: OperandImage | ImageDefault, section: ImageSpec | None = None) -> str:
+        """An image from the shared table, or from an operand's own default and the
+        `section` that may override it."""
+        if isinstance(operand, OperandImage):
+            return operand_image(self.spec, operand, env=self.view.image_env)
+        return resolve_image(section or ImageSpec(), operand, env=self.view.image_env)
 
     @property
     def validator_image(self) -> str:
@@ -117,11 +130,16 @@ class Ctx:
 
 
 def image_or_condition(
-    ctx: Ctx, operand: OperandImage, rendered: Rendered, reason: str = "ImageInvalid"
+    ctx: Ctx,
+    operand: OperandImage | ImageDefault,
+    rendered: Rendered,
+    reason: str = "ImageInvalid",
+    *,
+    section: ImageSpec | None = None,
 ) -> str | None:
     """The operand's image, or None after adding a condition that says why not."""
     try:
-        return ctx.image(operand)
+        return ctx.image(operand, section)
     except ImageError as exc:
         rendered.conditions.append((reason, f"{ctx.component}: {exc}"))
         return None
@@ -137,6 +155,7 @@ class BaseOperand(ABC):
 
     name: str
     deploy_label: str | None
+    workloads: frozenset[str] = frozenset()
 
     @abstractmethod
     def enabled(self, policy: ClusterPolicy) -> bool: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
@@ -16,6 +16,12 @@ from components.api import (
     ClusterPolicy,
     mig_capable,
 )
+
+#: The node workloads (`nvidia.com/gpu.workload.config`): which operand stack a GPU node
+#: runs, containers or VMs.
+CONTAINER: Final = "container"
+VM_PASSTHROUGH: Final = "vm-passthrough"
+VM_VGPU: Final = "vm-vgpu"
 
 
 @dataclass(frozen=True)
@@ -92,10 +98,23 @@ class Rendered:
 
 
 class Operand(Protocol):
-    """One operand: a reference state name, its node deploy label, and its renderer."""
+    """One operand: a reference state name, its node deploy label, the node workloads it
+    serves, and its renderer."""
 
-    name: str
-    deploy_label: str | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def deploy_label(self) -> str | None:
+        """The node label (`nvidia.com/gpu.deploy.<x>`) its pods select; None: no pods."""
+        ...
+
+    @property
+    def workloads(self) -> frozenset[str]:
+        """The node workloads (`container`, `vm-passthrough`, `vm-vgpu`) whose nodes the
+        node labeller gives `deploy_label`; empty where another rule decides (the MIG
+        manager's) or the label is another operand's."""
+        ...
 
     def enabled(self, policy: ClusterPolicy) -> bool: ...
 

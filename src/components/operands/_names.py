@@ -19,6 +19,8 @@ from components.operands._contract import GPUNode
 
 __all__ = [
     "COMPONENT_LABEL",
+    "DCGM_APP",
+    "DCGM_PORT",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "MAX_NAMED_NODES",
@@ -29,6 +31,11 @@ __all__ = [
     "short_hash",
     "wants_operand",
 ]
+
+#: The standalone DCGM host engine's DaemonSet / Service name and port: `state-dcgm` serves
+#: on it, the DCGM exporter connects to it.
+DCGM_APP = "nvidia-dcgm"
+DCGM_PORT = 5555
 
 #: Most nodes a condition message names before it says "and N more".
 MAX_NAMED_NODES = 10

@@ -12,45 +12,35 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from components.api import ClusterPolicy, MIGStrategy, OperandImage
-from components.operands._context import (
-    DEFAULT_KUBELET_ROOT_DIR,
-    BaseOperand,
-    Ctx,
-    image_or_condition,
+from components.api import OperandImage
+from components.operands._context import DEFAULT_KUBELET_ROOT_DIR, Ctx
+from components.operands._contract import CONTAINER, Rendered
+from components.operands._declared import DeclaredOperand, Pod
+from components.operands._plugin_config import (
+    DEFAULT_MPS_ROOT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    apply_plugin_config,
+    cdi_hook_path,
+    mig_env,
 )
-from components.operands._contract import Rendered
-from components.operands._names import deploy_label
 from components.operands._pods import (
     VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
-    config_map_volume,
     env,
-    env_field,
     host_path,
-    merge_env,
     mount,
-    pull_policy,
     set_env,
     toolkit_validation,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._rbac import rule
 from components.operands._workloads import (
-    daemonset,
     entrypoint_config_map,
     entrypoint_mount,
     entrypoint_volume,
 )
 
-NAME = "state-device-plugin"
-DEPLOY_LABEL = deploy_label("device-plugin")
 APP = "nvidia-device-plugin-daemonset"
-ACCOUNT = "nvidia-device-plugin"
 ENTRYPOINT_CONFIG_MAP = "nvidia-device-plugin-entrypoint"
-DEFAULT_MPS_ROOT = "/run/nvidia/mps"
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
 _ENTRYPOINT = """#!/bin/sh
 # Start the plugin once the validator has found a working driver; take the driver
@@ -66,174 +56,87 @@ exec nvidia-device-plugin
 """
 
 
-def mig_env(envs: list[dict[str, Any]], strategy: MIGStrategy) -> None:
-    """`MIG_STRATEGY`, and `NVIDIA_MIG_MONITOR_DEVICES=all` unless the strategy is none."""
-    set_env(envs, "MIG_STRATEGY", strategy)
-    if strategy != "none":
-        set_env(envs, "NVIDIA_MIG_MONITOR_DEVICES", "all")
-
-
-def cdi_hook_path(ctx: Ctx) -> str | None:
-    """Where the toolkit installs `nvidia-cdi-hook` (None when the toolkit is off)."""
-    toolkit = ctx.spec.toolkit
-    if not toolkit.enabled:
-        return None
-    return posixpath.join(toolkit.install_dir or "/usr/local/nvidia", "toolkit/nvidia-cdi-hook")
-
-
-def _config_manager(ctx: Ctx, image: str, *, oneshot: bool, process: str) -> dict[str, Any]:
-    config = ctx.spec.device_plugin.config
-    return {
-        "name": "config-manager-init" if oneshot else "config-manager",
-        "image": image,
-        "imagePullPolicy": pull_policy(ctx.spec.device_plugin),
-        "command": ["config-manager"],
-        "env": [
-            env("ONESHOT", "true" if oneshot else "false"),
-            env("KUBECONFIG", ""),
-            env_field("NODE_NAME", "spec.nodeName"),
-            env("NODE_LABEL", CONFIG_LABEL),
-            env("CONFIG_FILE_SRCDIR", "/available-configs"),
-            env("CONFIG_FILE_DST", "/config/config.yaml"),
-            env("DEFAULT_CONFIG", config.default),
-            env("SEND_SIGNAL", "false" if oneshot else "true"),
-            env("SIGNAL", "" if oneshot else "1"),
-            env("PROCESS_TO_SIGNAL", "" if oneshot else process),
-            env("FALLBACK_STRATEGIES", "empty"),
-        ],
-        **({} if oneshot else {"securityContext": {"privileged": True}}),
-        "volumeMounts": _config_mounts(ctx),
-    }
-
-
-def _config_mounts(ctx: Ctx) -> list[dict[str, Any]]:
-    name = ctx.spec.device_plugin.config.name
-    return [mount("config", "/config"), mount(name, "/available-configs")]
-
-
-def apply_plugin_config(
-    ctx: Ctx,
-    pod: dict[str, Any],
-    main: dict[str, Any],
-    *,
-    image: str,
-    process: str,
-) -> None:
-    """With `devicePlugin.config.name`: the config-manager init container and sidecar, the
-    ConfigMap and shared volumes, `CONFIG_FILE` on the main container (in place)."""
-    name = ctx.spec.device_plugin.config.name
-    if not name:
-        return
-    set_env(main["env"], "CONFIG_FILE", "/config/config.yaml")
-    main["volumeMounts"] += _config_mounts(ctx)
-    pod.setdefault("initContainers", []).append(
-        _config_manager(ctx, image, oneshot=True, process=process)
-    )
-    pod["containers"].append(_config_manager(ctx, image, oneshot=False, process=process))
-    pod["volumes"] += [config_map_volume(name, name), {"name": "config", "emptyDir": {}}]
-    if not pod.get("hostPID"):
-        pod["shareProcessNamespace"] = True
-
-
-class DevicePlugin(BaseOperand):
+class DevicePlugin(DeclaredOperand):
     """The device plugin DaemonSet, its ServiceAccount, RBAC and entrypoint ConfigMap."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = "state-device-plugin"
+    deploy_label = DEVICE_PLUGIN_DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
+    app = APP
+    account = "nvidia-device-plugin"
+    image = OperandImage.DEVICE_PLUGIN
+    cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch"]),)
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return policy.spec.device_plugin.enabled
+    def always(self, ctx: Ctx) -> list[dict[str, Any]]:
+        return [entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP)]
 
-    def _render(self, ctx: Ctx) -> Rendered:
-        spec = ctx.spec
-        plugin = spec.device_plugin
-        rendered = Rendered(
-            objects=[
-                *account_and_rbac(
-                    ctx, ACCOUNT, cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])]
-                ),
-                entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
-            ]
-        )
-        image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
-        if image is None:
-            return rendered
-
-        mps_root = plugin.mps.root or DEFAULT_MPS_ROOT
-        envs: list[dict[str, Any]] = [
-            env("PASS_DEVICE_SPECS", "true"),
-            env("FAIL_ON_INIT_ERROR", "true"),
-            env("DEVICE_LIST_STRATEGY", "envvar"),
-            env("DEVICE_ID_STRATEGY", "uuid"),
-            env("NVIDIA_VISIBLE_DEVICES", "all"),
-            env("NVIDIA_DRIVER_CAPABILITIES", "all"),
-            env("MPS_ROOT", mps_root),
-        ]
-        mig_env(envs, spec.mig.strategy)
-        # Containers that ask for GPUs also get the GPUDirect devices the driver pods set
-        # up: /dev/nvidia-fs* and the InfiniBand devices (GDS), /dev/gdrdrv (GDRCopy).
-        if spec.gds.enabled:
-            set_env(envs, "GDS_ENABLED", "true")
-            set_env(envs, "MOFED_ENABLED", "true")
-        if spec.gdrcopy.enabled:
-            set_env(envs, "GDRCOPY_ENABLED", "true")
-        if spec.cdi.enabled:
-            set_env(envs, "CDI_ENABLED", "true")
-            set_env(envs, "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri")
-            set_env(envs, "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")
-            hook = cdi_hook_path(ctx)
-            if hook:
-                set_env(envs, "NVIDIA_CDI_HOOK_PATH", hook)
-        main = apply_component(
-            {
-                "name": "nvidia-device-plugin",
-                "image": image,
-                "imagePullPolicy": pull_policy(plugin),
-                "command": ["/bin/bash", "-c"],
-                "args": ["/bin/entrypoint.sh"],
-                "env": envs,
-                "securityContext": {"privileged": True},
-                "volumeMounts": [
-                    entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
-                    mount("device-plugin", f"{DEFAULT_KUBELET_ROOT_DIR}/device-plugins"),
-                    mount("run-nvidia-validations", VALIDATIONS_DIR),
-                    mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
-                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                    mount("cdi-root", "/var/run/cdi"),
-                    mount("mps-shm", "/dev/shm"),
-                    mount("mps-root", "/mps"),
-                ],
-            },
-            plugin,
-        )
-        pod = build_pod_spec(
-            ctx,
-            host_network=ctx.spec.device_plugin.host_network,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx)],
-            containers=[main],
-            volumes=[
-                entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
-                host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
-                validations_volume(),
-                host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
-                host_path("host-root", ctx.host_root),
-                host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
-                host_path("mps-root", mps_root, "DirectoryOrCreate"),
-                host_path("mps-shm", posixpath.join(mps_root, "shm")),
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        mps_root = ctx.spec.device_plugin.mps.root or DEFAULT_MPS_ROOT
+        main = {
+            "name": "nvidia-device-plugin",
+            "command": ["/bin/bash", "-c"],
+            "args": ["/bin/entrypoint.sh"],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [
+                entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
+                mount("device-plugin", f"{DEFAULT_KUBELET_ROOT_DIR}/device-plugins"),
+                mount("run-nvidia-validations", VALIDATIONS_DIR),
+                mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
+                mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+                mount("cdi-root", "/var/run/cdi"),
+                mount("mps-shm", "/dev/shm"),
+                mount("mps-root", "/mps"),
             ],
-            images=[plugin],
+        }
+        volumes = [
+            entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
+            host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
+            validations_volume(),
+            host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+            host_path("host-root", ctx.host_root),
+            host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+            host_path("mps-root", mps_root, "DirectoryOrCreate"),
+            host_path("mps-shm", posixpath.join(mps_root, "shm")),
+        ]
+
+        def config_manager(pod: dict[str, Any], main: dict[str, Any]) -> None:
+            apply_plugin_config(ctx, pod, main, image=image, process="nvidia-device-plugin")
+
+        pod = Pod(
+            main,
+            volumes,
+            env=_plugin_env(ctx, mps_root),
+            init_containers=[toolkit_validation(ctx)],
             runtime_class=True,
+            finish=config_manager,
         )
-        apply_plugin_config(ctx, pod, main, image=image, process="nvidia-device-plugin")
-        main["env"] = merge_env(main["env"], plugin.env)
-        rendered.objects.append(
-            daemonset(
-                ctx,
-                APP,
-                pod,
-                pod_annotations=ctx.management_annotations("nvidia-device-plugin"),
-            )
-        )
-        return rendered
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _plugin_env(ctx: Ctx, mps_root: str) -> list[dict[str, Any]]:
+    spec = ctx.spec
+    envs: list[dict[str, Any]] = [
+        env("PASS_DEVICE_SPECS", "true"),
+        env("FAIL_ON_INIT_ERROR", "true"),
+        env("DEVICE_LIST_STRATEGY", "envvar"),
+        env("DEVICE_ID_STRATEGY", "uuid"),
+        env("NVIDIA_VISIBLE_DEVICES", "all"),
+        env("NVIDIA_DRIVER_CAPABILITIES", "all"),
+        env("MPS_ROOT", mps_root),
+    ]
+    mig_env(envs, spec.mig.strategy)
+    # Containers that ask for GPUs also get the GPUDirect devices the driver pods set up:
+    # /dev/nvidia-fs* and the InfiniBand devices (GDS), /dev/gdrdrv (GDRCopy).
+    if spec.gds.enabled:
+        set_env(envs, "GDS_ENABLED", "true")
+        set_env(envs, "MOFED_ENABLED", "true")
+    if spec.gdrcopy.enabled:
+        set_env(envs, "GDRCOPY_ENABLED", "true")
+    if spec.cdi.enabled:
+        set_env(envs, "CDI_ENABLED", "true")
+        set_env(envs, "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri")
+        set_env(envs, "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")
+        hook = cdi_hook_path(ctx)
+        if hook:
+            set_env(envs, "NVIDIA_CDI_HOOK_PATH", hook)
+    return envs

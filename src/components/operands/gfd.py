@@ -20,113 +20,89 @@ plugin (see `device_plugin`).
 
 from __future__ import annotations
 
-from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from typing import Any
+
+from components.api import OperandImage
+from components.operands._context import Ctx, image_or_condition
+from components.operands._contract import CONTAINER, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
+from components.operands._plugin_config import apply_plugin_config, mig_env
 from components.operands._pods import (
-    apply_component,
-    build_pod_spec,
     env,
     env_field,
     host_path,
-    merge_env,
     mount,
-    pull_policy,
     run_nvidia_volume,
     toolkit_validation,
 )
-from components.operands._rbac import account_and_rbac, rule
-from components.operands._workloads import daemonset
-from components.operands.device_plugin import apply_plugin_config, mig_env
+from components.operands._rbac import rule
 
-NAME = "gpu-feature-discovery"
-DEPLOY_LABEL = deploy_label("gpu-feature-discovery")
-APP = "gpu-feature-discovery"
-ACCOUNT = "nvidia-gpu-feature-discovery"
 PART_OF = {"app.kubernetes.io/part-of": "nvidia-gpu"}
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
-class GPUFeatureDiscovery(BaseOperand):
+class GPUFeatureDiscovery(DeclaredOperand):
     """The GFD DaemonSet, its ServiceAccount and RBAC."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = "gpu-feature-discovery"
+    deploy_label = deploy_label("gpu-feature-discovery")
+    workloads = frozenset({CONTAINER})
+    app = "gpu-feature-discovery"
+    account = "nvidia-gpu-feature-discovery"
+    image = OperandImage.GPU_FEATURE_DISCOVERY
+    rules = (
+        rule(["nfd.k8s-sigs.io"], ["nodefeatures"], ["get", "list", "watch", "create", "update"]),
+    )
+    cluster_rules = (
+        rule([""], ["nodes"], ["get", "list", "watch"]),
+        rule([""], ["pods"], ["get"]),
+    )
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return policy.spec.gfd.enabled
-
-    def _render(self, ctx: Ctx) -> Rendered:
-        spec = ctx.spec
-        gfd = spec.gfd
-        rendered = Rendered(
-            objects=account_and_rbac(
-                ctx,
-                ACCOUNT,
-                rules=[
-                    rule(
-                        ["nfd.k8s-sigs.io"],
-                        ["nodefeatures"],
-                        ["get", "list", "watch", "create", "update"],
-                    )
-                ],
-                cluster_rules=[
-                    rule([""], ["nodes"], ["get", "list", "watch"]),
-                    rule([""], ["pods"], ["get"]),
-                ],
-            )
-        )
-        image = image_or_condition(ctx, OperandImage.GPU_FEATURE_DISCOVERY, rendered)
-        if image is None:
-            return rendered
-        envs = [
-            env("GFD_SLEEP_INTERVAL", "60s"),
-            env("GFD_FAIL_ON_INIT_ERROR", "true"),
-            env_field("NAMESPACE", "metadata.namespace"),
-            env_field("NODE_NAME", "spec.nodeName"),
-            env_field("POD_NAME", "metadata.name"),
-        ]
-        mig_env(envs, spec.mig.strategy)
-        main = apply_component(
-            {
-                "name": "gpu-feature-discovery",
-                "image": image,
-                "imagePullPolicy": pull_policy(gfd),
-                "command": ["gpu-feature-discovery"],
-                "env": envs,
-                "securityContext": {"privileged": True},
-                "volumeMounts": [
-                    mount("output-dir", FEATURES_DIR),
-                    mount("host-sys", "/sys", read_only=True),
-                ],
-            },
-            gfd,
-        )
-        pod = build_pod_spec(
-            ctx,
-            host_network=ctx.spec.gfd.host_network,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
-            containers=[main],
-            volumes=[
-                host_path("output-dir", FEATURES_DIR),
-                host_path("host-sys", "/sys"),
-                run_nvidia_volume(),
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        main = {
+            "name": "gpu-feature-discovery",
+            "command": ["gpu-feature-discovery"],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [
+                mount("output-dir", FEATURES_DIR),
+                mount("host-sys", "/sys", read_only=True),
             ],
-            images=[gfd],
-            runtime_class=True,
-        )
-        if spec.device_plugin.config.name:
+        }
+        volumes = [
+            host_path("output-dir", FEATURES_DIR),
+            host_path("host-sys", "/sys"),
+            run_nvidia_volume(),
+        ]
+
+        def config_manager(pod: dict[str, Any], main: dict[str, Any]) -> None:
+            if not ctx.spec.device_plugin.config.name:
+                return
             # The config-manager containers come with the device plugin's image.
             plugin_image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
             apply_plugin_config(
                 ctx, pod, main, image=plugin_image or image, process="gpu-feature-discovery"
             )
-        main["env"] = merge_env(main["env"], gfd.env)
-        annotations = ctx.management_annotations("gpu-feature-discovery")
-        rendered.objects.append(
-            daemonset(ctx, APP, pod, selector=PART_OF, pod_annotations=annotations)
+
+        pod = Pod(
+            main,
+            volumes,
+            env=_gfd_env(ctx),
+            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
+            runtime_class=True,
+            selector=PART_OF,
+            finish=config_manager,
         )
-        return rendered
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _gfd_env(ctx: Ctx) -> list[dict[str, Any]]:
+    envs = [
+        env("GFD_SLEEP_INTERVAL", "60s"),
+        env("GFD_FAIL_ON_INIT_ERROR", "true"),
+        env_field("NAMESPACE", "metadata.namespace"),
+        env_field("NODE_NAME", "spec.nodeName"),
+        env_field("POD_NAME", "metadata.name"),
+    ]
+    mig_env(envs, ctx.spec.mig.strategy)
+    return envs

@@ -14,34 +14,31 @@ from typing import Any
 
 import yaml
 
-from components.api import ClusterPolicy, KataRuntimeClassSpec, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.api import KataRuntimeClassSpec, OperandImage
+from components.operands._context import Ctx
+from components.operands._contract import VM_PASSTHROUGH, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label, short_hash
 from components.operands._pods import (
     VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
     config_map_volume,
     env,
     env_field,
     host_path,
     merge_env,
     mount,
-    pull_policy,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._rbac import rule
 from components.operands._runtime import detect_runtime
-from components.operands._sandbox import privileged_s0, sandbox_on
+from components.operands._runtime_config import runtime_config
+from components.operands._sandbox import privileged_s0
 from components.operands._workloads import (
     config_map,
-    daemonset,
     entrypoint_config_map,
     entrypoint_mount,
     entrypoint_volume,
 )
-from components.operands.toolkit import runtime_config
 
 NAME = "state-kata-manager"
 DEPLOY_LABEL = deploy_label("kata-manager")
@@ -89,40 +86,30 @@ def runtime_class(ctx: Ctx, spec: KataRuntimeClassSpec) -> dict[str, Any]:
     }
 
 
-class KataManager(BaseOperand):
+class KataManager(DeclaredOperand):
     """The Kata manager DaemonSet, its ConfigMaps, ServiceAccount and RBAC."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = NAME
+    deploy_label = DEPLOY_LABEL
+    workloads = frozenset({VM_PASSTHROUGH})
+    app = APP
+    account = ACCOUNT
+    image = OperandImage.KATA_MANAGER
+    rules = (rule([""], ["pods"], ["get", "list", "watch"]),)
+    cluster_rules = (rule([""], ["nodes"], ["get", "list"]),)
+    sandbox = True
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return sandbox_on(policy) and policy.spec.kata_manager.enabled
+    def always(self, ctx: Ctx) -> list[dict[str, Any]]:
+        """Its config and entrypoint ConfigMaps and the RuntimeClasses it configures."""
+        runtime_classes = ctx.spec.kata_manager.config.runtime_classes
+        return [
+            config_map(ctx, CONFIG, {"config.yaml": _settings(ctx)}, labels={"app": APP}),
+            entrypoint_config_map(ctx, ENTRYPOINT, _ENTRYPOINT, app=APP),
+            *(runtime_class(ctx, rc) for rc in runtime_classes),
+        ]
 
-    def _render(self, ctx: Ctx) -> Rendered:
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         spec = ctx.spec.kata_manager
-        # Written out in full: the policy's own form leaves defaults unsaid, the manager
-        # needs the artifacts directory spelled out.
-        settings = {
-            "artifactsDir": spec.config.artifacts_dir,
-            "runtimeClasses": [rc.to_dict() for rc in spec.config.runtime_classes],
-        }
-        text = yaml.safe_dump(settings, sort_keys=True, default_flow_style=False)
-        rendered = Rendered(
-            objects=[
-                *account_and_rbac(
-                    ctx,
-                    ACCOUNT,
-                    rules=[rule([""], ["pods"], ["get", "list", "watch"])],
-                    cluster_rules=[rule([""], ["nodes"], ["get", "list"])],
-                ),
-                config_map(ctx, CONFIG, {"config.yaml": text}, labels={"app": APP}),
-                entrypoint_config_map(ctx, ENTRYPOINT, _ENTRYPOINT, app=APP),
-                *(runtime_class(ctx, rc) for rc in spec.config.runtime_classes),
-            ]
-        )
-        image = image_or_condition(ctx, OperandImage.KATA_MANAGER, rendered)
-        if image is None:
-            return rendered
         artifacts = spec.config.artifacts_dir
         envs = [
             env_field("NODE_NAME", "spec.nodeName"),
@@ -133,55 +120,64 @@ class KataManager(BaseOperand):
         ]
         envs = merge_env(envs, spec.env)
         runtime_mounts, runtime_volumes = runtime_config(detect_runtime(ctx.view.gpu_nodes), envs)
-        container = apply_component(
-            {
-                "name": APP,
-                "image": image,
-                "imagePullPolicy": pull_policy(spec),
-                "command": ["/bin/sh", "-c"],
-                "args": ["/bin/entrypoint.sh"],
-                "env": envs,
-                "securityContext": privileged_s0(),
-                "volumeMounts": [
-                    entrypoint_mount(ENTRYPOINT),
-                    mount(CONFIG, CONFIG_PATH, sub_path="config.yaml"),
-                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                    mount("cdi-root", "/var/run/cdi"),
-                    mount("run-nvidia-validations", VALIDATIONS_DIR),
-                    mount("kata-artifacts", artifacts),
-                    *runtime_mounts,
-                ],
-                "readinessProbe": {
-                    "exec": {"command": ["sh", "-c", _READY]},
-                    "initialDelaySeconds": 5,
-                    "periodSeconds": 5,
-                },
-            },
-            spec,
-        )
-        pod = build_pod_spec(
-            ctx,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            containers=[container],
-            volumes=[
-                entrypoint_volume(ENTRYPOINT),
-                config_map_volume(CONFIG, CONFIG, mode=0o700),
-                host_path("host-root", ctx.host_root),
-                host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
-                validations_volume(),
-                host_path("kata-artifacts", artifacts, "DirectoryOrCreate"),
-                *runtime_volumes,
-            ],
-            images=[spec],
-            host_pid=True,
-            host_network=spec.host_network,
-        )
-        pod["terminationGracePeriodSeconds"] = 30
+        main = _manager(artifacts, runtime_mounts)
+        volumes = [
+            entrypoint_volume(ENTRYPOINT),
+            config_map_volume(CONFIG, CONFIG, mode=0o700),
+            host_path("host-root", ctx.host_root),
+            host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+            validations_volume(),
+            host_path("kata-artifacts", artifacts, "DirectoryOrCreate"),
+            *runtime_volumes,
+        ]
         annotations = {
             # The manager reaches the host's GPUs through CDI, not through a device plugin.
             f"nvidia.cdi.k8s.io/container.{APP}": "management.nvidia.com/gpu=all",
-            CONFIG_HASH_ANNOTATION: short_hash(text),
+            CONFIG_HASH_ANNOTATION: short_hash(_settings(ctx)),
         }
-        rendered.objects.append(daemonset(ctx, APP, pod, pod_annotations=annotations))
-        return rendered
+        pod = Pod(
+            main,
+            volumes,
+            env=envs,
+            user_env=False,
+            host_pid=True,
+            extra={"terminationGracePeriodSeconds": 30},
+            pod_annotations=annotations,
+        )
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _manager(artifacts: str, runtime_mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The manager container: it starts once the GPUs are bound to vfio-pci (with CDI) and
+    is ready while its process lives."""
+    return {
+        "name": APP,
+        "command": ["/bin/sh", "-c"],
+        "args": ["/bin/entrypoint.sh"],
+        "securityContext": privileged_s0(),
+        "volumeMounts": [
+            entrypoint_mount(ENTRYPOINT),
+            mount(CONFIG, CONFIG_PATH, sub_path="config.yaml"),
+            mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+            mount("cdi-root", "/var/run/cdi"),
+            mount("run-nvidia-validations", VALIDATIONS_DIR),
+            mount("kata-artifacts", artifacts),
+            *runtime_mounts,
+        ],
+        "readinessProbe": {
+            "exec": {"command": ["sh", "-c", _READY]},
+            "initialDelaySeconds": 5,
+            "periodSeconds": 5,
+        },
+    }
+
+
+def _settings(ctx: Ctx) -> str:
+    """The manager's config, written out in full: the policy's own form leaves defaults
+    unsaid, the manager needs the artifacts directory spelled out."""
+    config = ctx.spec.kata_manager.config
+    settings = {
+        "artifactsDir": config.artifacts_dir,
+        "runtimeClasses": [rc.to_dict() for rc in config.runtime_classes],
+    }
+    return yaml.safe_dump(settings, sort_keys=True, default_flow_style=False)

@@ -28,28 +28,25 @@ from typing import Any
 
 import yaml
 
-from components.api import ClusterPolicy, OperandImage
+from components.api import OperandImage
 from components.api.mig_profiles import MIG_GPUS, Layout, MigGPU, whole_gpu_config
-from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._context import Ctx
 from components.operands._contract import GPUNode, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label, wants_operand
+from components.operands._plugin_config import cdi_hook_path
 from components.operands._pods import (
     VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
     config_map_volume,
     env,
     env_field,
     host_path,
-    merge_env,
     mount,
-    pull_policy,
     toolkit_validation,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac, rule
-from components.operands._workloads import config_map, daemonset
-from components.operands.device_plugin import cdi_hook_path
+from components.operands._rbac import rule
+from components.operands._workloads import config_map
 
 NAME = "state-mig-manager"
 DEPLOY_LABEL = deploy_label("mig-manager")
@@ -122,117 +119,101 @@ def mig_nodes(nodes: Sequence[GPUNode]) -> list[GPUNode]:
     return [n for n in nodes if n.mig_capable and wants_operand(n, DEPLOY_LABEL)]
 
 
-class MIGManager(BaseOperand):
-    """The MIG manager DaemonSet, ServiceAccount, RBAC and its two ConfigMaps."""
+class MIGManager(DeclaredOperand):
+    """The MIG manager DaemonSet, ServiceAccount, RBAC and its two ConfigMaps, only while
+    a node is MIG-capable (the node labeller's own rule gives it the deploy label)."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
-
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return policy.spec.mig_manager.enabled
+    name = NAME
+    deploy_label = DEPLOY_LABEL
+    app = APP
+    account = ACCOUNT
+    image = OperandImage.MIG_MANAGER
+    rules = (
+        rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+        rule([""], ["pods/eviction"], ["create"]),
+    )
+    cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch", "update", "patch"]),)
 
     def _render(self, ctx: Ctx) -> Rendered:
         if not mig_nodes(ctx.view.gpu_nodes):
             return Rendered()
-        spec = ctx.spec
-        manager = spec.mig_manager
-        parted = manager.config.config_map_name
-        clients = manager.gpu_clients_config.name or DEFAULT_GPU_CLIENTS_CONFIG_MAP
-        rendered = Rendered(
-            objects=account_and_rbac(
-                ctx,
-                ACCOUNT,
-                rules=[
-                    rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-                    rule([""], ["pods/eviction"], ["create"]),
-                ],
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch", "update", "patch"])],
+        return super()._render(ctx)
+
+    def always(self, ctx: Ctx) -> list[dict[str, Any]]:
+        """Its default mig-parted config, and the default GPU clients list when used."""
+        objects = [config_map(ctx, DEFAULT_CONFIG_MAP, {"config.yaml": _dump(mig_parted_config())})]
+        if _clients(ctx) == DEFAULT_GPU_CLIENTS_CONFIG_MAP:
+            clients = {"version": "v1", "systemd-services": list(GPU_CLIENTS)}
+            objects.append(
+                config_map(ctx, DEFAULT_GPU_CLIENTS_CONFIG_MAP, {"clients.yaml": _dump(clients)})
             )
-        )
-        rendered.objects.append(
-            config_map(ctx, DEFAULT_CONFIG_MAP, {"config.yaml": _dump(mig_parted_config())})
-        )
-        if clients == DEFAULT_GPU_CLIENTS_CONFIG_MAP:
-            rendered.objects.append(
-                config_map(
-                    ctx,
-                    DEFAULT_GPU_CLIENTS_CONFIG_MAP,
-                    {
-                        "clients.yaml": _dump(
-                            {"version": "v1", "systemd-services": list(GPU_CLIENTS)}
-                        )
-                    },
-                )
-            )
-        image = image_or_condition(ctx, OperandImage.MIG_MANAGER, rendered)
-        if image is None:
-            return rendered
+        return objects
+
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        parted = ctx.spec.mig_manager.config.config_map_name
         user_config = parted != DEFAULT_CONFIG_MAP
-        host_driver = not spec.driver.enabled
-        envs = [
-            env_field("NODE_NAME", "spec.nodeName"),
-            env("DEFAULT_CONFIG_FILE", f"{DEFAULT_CONFIG_DIR}/config.yaml"),
+        main = {
+            "name": "nvidia-mig-manager",
+            "securityContext": {"privileged": True},
+            "volumeMounts": [
+                mount("host-sys", "/sys"),
+                mount("mig-parted-default-config", DEFAULT_CONFIG_DIR),
+                *([mount("mig-parted-config", USER_CONFIG_DIR)] if user_config else []),
+                mount("host-root", "/host", propagation="HostToContainer"),
+                mount("gpu-clients", "/gpu-clients"),
+                mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer"),
+                mount("driver-install-dir", DRIVER_ROOT_CTR_PATH, propagation="HostToContainer"),
+                mount("cdi-root", CDI_ROOT),
+            ],
+        }
+        volumes = [
+            host_path("host-sys", "/sys", "Directory"),
+            config_map_volume("mig-parted-default-config", DEFAULT_CONFIG_MAP),
+            *([config_map_volume("mig-parted-config", parted)] if user_config else []),
+            validations_volume(),
+            host_path("host-root", ctx.host_root),
+            config_map_volume("gpu-clients", _clients(ctx)),
+            host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+            host_path("cdi-root", CDI_ROOT, "DirectoryOrCreate"),
         ]
-        if user_config:
-            envs.append(env("CONFIG_FILE", f"{USER_CONFIG_DIR}/config.yaml"))
-        envs += [
-            env("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"),
-            env_field("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
-            env("WITH_SHUTDOWN_HOST_GPU_CLIENTS", "true" if host_driver else "false"),
-            env("DRIVER_ROOT", "/" if host_driver else ctx.driver_install_dir),
-            env("DRIVER_ROOT_CTR_PATH", "/host" if host_driver else DRIVER_ROOT_CTR_PATH),
-        ]
-        if spec.cdi.enabled:
-            envs.append(env("CDI_ENABLED", "true"))
-            hook = cdi_hook_path(ctx)
-            if hook:
-                envs.append(env("NVIDIA_CDI_HOOK_PATH", hook))
-        if ctx.host_root != "/":
-            envs.append(env("HOST_ROOT", ctx.host_root))
-        container = apply_component(
-            {
-                "name": "nvidia-mig-manager",
-                "image": image,
-                "imagePullPolicy": pull_policy(manager),
-                "env": merge_env(envs, manager.env),
-                "securityContext": {"privileged": True},
-                "volumeMounts": [
-                    mount("host-sys", "/sys"),
-                    mount("mig-parted-default-config", DEFAULT_CONFIG_DIR),
-                    *([mount("mig-parted-config", USER_CONFIG_DIR)] if user_config else []),
-                    mount("host-root", "/host", propagation="HostToContainer"),
-                    mount("gpu-clients", "/gpu-clients"),
-                    mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="HostToContainer"),
-                    mount(
-                        "driver-install-dir", DRIVER_ROOT_CTR_PATH, propagation="HostToContainer"
-                    ),
-                    mount("cdi-root", CDI_ROOT),
-                ],
-            },
-            manager,
-        )
-        pod = build_pod_spec(
-            ctx,
-            host_network=ctx.spec.mig_manager.host_network,
+        pod = Pod(
+            main,
+            volumes,
+            env=_manager_env(ctx, user_config),
+            init_containers=[toolkit_validation(ctx)],
+            runtime_class=True,
             host_pid=True,
             host_ipc=True,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=[toolkit_validation(ctx)],
-            containers=[container],
-            volumes=[
-                host_path("host-sys", "/sys", "Directory"),
-                config_map_volume("mig-parted-default-config", DEFAULT_CONFIG_MAP),
-                *([config_map_volume("mig-parted-config", parted)] if user_config else []),
-                validations_volume(),
-                host_path("host-root", ctx.host_root),
-                config_map_volume("gpu-clients", clients),
-                host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
-                host_path("cdi-root", CDI_ROOT, "DirectoryOrCreate"),
-            ],
-            images=[manager],
-            runtime_class=True,
         )
-        annotations = ctx.management_annotations("nvidia-mig-manager")
-        rendered.objects.append(daemonset(ctx, APP, pod, pod_annotations=annotations))
-        return rendered
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _clients(ctx: Ctx) -> str:
+    """The ConfigMap of GPU clients to stop (the user's, else ours)."""
+    return ctx.spec.mig_manager.gpu_clients_config.name or DEFAULT_GPU_CLIENTS_CONFIG_MAP
+
+
+def _manager_env(ctx: Ctx, user_config: bool) -> list[dict[str, Any]]:
+    spec = ctx.spec
+    host_driver = not spec.driver.enabled
+    envs = [
+        env_field("NODE_NAME", "spec.nodeName"),
+        env("DEFAULT_CONFIG_FILE", f"{DEFAULT_CONFIG_DIR}/config.yaml"),
+    ]
+    if user_config:
+        envs.append(env("CONFIG_FILE", f"{USER_CONFIG_DIR}/config.yaml"))
+    envs += [
+        env("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"),
+        env_field("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
+        env("WITH_SHUTDOWN_HOST_GPU_CLIENTS", "true" if host_driver else "false"),
+        env("DRIVER_ROOT", "/" if host_driver else ctx.driver_install_dir),
+        env("DRIVER_ROOT_CTR_PATH", "/host" if host_driver else DRIVER_ROOT_CTR_PATH),
+    ]
+    if spec.cdi.enabled:
+        envs.append(env("CDI_ENABLED", "true"))
+        hook = cdi_hook_path(ctx)
+        if hook:
+            envs.append(env("NVIDIA_CDI_HOOK_PATH", hook))
+    if ctx.host_root != "/":
+        envs.append(env("HOST_ROOT", ctx.host_root))
+    return envs

@@ -30,30 +30,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
+from components.operands._context import Ctx, image_or_condition
 from components.operands._contract import ConfigDocument, GPUNode, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label, nodes_phrase, wants_operand
+from components.operands._plugin_config import (
+    CONFIG_LABEL,
+    DEFAULT_MPS_ROOT,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    apply_plugin_config,
+    mig_env,
+)
 from components.operands._pods import (
-    apply_component,
-    build_pod_spec,
     env,
     env_field,
     host_path,
-    merge_env,
     mount,
     pull_policy,
     run_nvidia_volume,
     toolkit_validation,
 )
-from components.operands._rbac import account_and_rbac, rule
-from components.operands._workloads import daemonset
-from components.operands.device_plugin import (
-    CONFIG_LABEL,
-    DEFAULT_MPS_ROOT,
-    apply_plugin_config,
-    mig_env,
-)
-from components.operands.device_plugin import DEPLOY_LABEL as DEVICE_PLUGIN_DEPLOY_LABEL
+from components.operands._rbac import rule
 
 NAME = "state-mps-control-daemon"
 APP = "nvidia-device-plugin-mps-control-daemon"
@@ -116,12 +113,16 @@ def _affinity(mps: set[str], default: str, configs: Mapping[str, object]) -> dic
     }
 
 
-class MPSControlDaemon(BaseOperand):
+class MPSControlDaemon(DeclaredOperand):
     """The MPS control daemon DaemonSet and its ServiceAccount and RBAC, only while a
     device-plugin node uses a config that asks for MPS."""
 
-    name: str = NAME
-    deploy_label: str | None = DEVICE_PLUGIN_DEPLOY_LABEL
+    name = NAME
+    deploy_label = DEVICE_PLUGIN_DEPLOY_LABEL
+    app = APP
+    account = ACCOUNT
+    image = OperandImage.DEVICE_PLUGIN
+    cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch"]),)
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return policy.spec.device_plugin.enabled and bool(policy.spec.device_plugin.config.name)
@@ -130,10 +131,26 @@ class MPSControlDaemon(BaseOperand):
         return (policy.spec.device_plugin.config.name,) if self.enabled(policy) else ()
 
     def _render(self, ctx: Ctx) -> Rendered:
-        plugin = ctx.spec.device_plugin
-        configs = ctx.view.config_documents.get(plugin.config.name) or {}
-        mps, unreadable = mps_configs(configs)
+        """Nothing, not even its account, unless a node runs it."""
         rendered = Rendered()
+        configs = ctx.view.config_documents.get(ctx.spec.device_plugin.config.name) or {}
+        mps = self._mps_in_use(ctx, configs, rendered)
+        if not mps:
+            return rendered
+        image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
+        if image is None:
+            return rendered
+        rendered.objects.extend(self.rbac(ctx))
+        rendered.objects.extend(self.workload(ctx, image, rendered))
+        return rendered
+
+    def _mps_in_use(
+        self, ctx: Ctx, configs: Mapping[str, ConfigDocument], rendered: Rendered
+    ) -> set[str]:
+        """The MPS configs, when some node that may run the daemon uses one (else empty);
+        the configs that cannot be read and the nodes kept off it, as conditions."""
+        plugin = ctx.spec.device_plugin
+        mps, unreadable = mps_configs(configs)
         where = f"ConfigMap {ctx.view.namespace}/{plugin.config.name}"
         for name, problem in unreadable.items():
             rendered.conditions.append(
@@ -159,67 +176,58 @@ class MPSControlDaemon(BaseOperand):
                     "off; the device plugin there cannot serve MPS clients",
                 )
             )
-        if len(users) == len(left_out):
-            return rendered
-        image = image_or_condition(ctx, OperandImage.DEVICE_PLUGIN, rendered)
-        if image is None:
-            return rendered
-        rendered.objects.extend(
-            account_and_rbac(
-                ctx, ACCOUNT, cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])]
-            )
-        )
-        rendered.objects.append(self._daemonset(ctx, image, mps, configs))
-        return rendered
+        return mps if len(users) > len(left_out) else set()
 
-    def _daemonset(
-        self, ctx: Ctx, image: str, mps: set[str], configs: Mapping[str, object]
-    ) -> dict[str, Any]:
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         plugin = ctx.spec.device_plugin
+        configs = ctx.view.config_documents.get(plugin.config.name) or {}
+        mps, _ = mps_configs(configs)
         mps_root = plugin.mps.root or DEFAULT_MPS_ROOT
-        mounts_shm = {
-            "name": "mps-control-daemon-mounts",
-            "image": image,
-            "imagePullPolicy": pull_policy(plugin),
-            "command": ["mps-control-daemon", "mount-shm"],
-            "securityContext": {"privileged": True},
-            "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
-        }
         envs: list[dict[str, Any]] = [
             env_field("NODE_NAME", "spec.nodeName"),
             env("NVIDIA_VISIBLE_DEVICES", "all"),
             env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
         ]
         mig_env(envs, ctx.spec.mig.strategy)  # the daemon serves MIG devices as the plugin does
-        main = apply_component(
-            {
-                "name": "mps-control-daemon-ctr",
-                "image": image,
-                "imagePullPolicy": pull_policy(plugin),
-                "command": ["mps-control-daemon"],
-                "env": list(envs),
-                "securityContext": {"privileged": True},
-                "volumeMounts": [mount("mps-shm", "/dev/shm"), mount("mps-root", "/mps")],
-            },
-            plugin,
-        )
-        pod = build_pod_spec(
-            ctx,
-            account=ACCOUNT,
-            deploy=DEVICE_PLUGIN_DEPLOY_LABEL,
-            host_pid=True,
-            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True), mounts_shm],
-            containers=[main],
-            volumes=[
-                run_nvidia_volume(),
-                host_path("mps-root", mps_root, "DirectoryOrCreate"),
-                host_path("mps-shm", posixpath.join(mps_root, "shm")),
+        main = {
+            "name": "mps-control-daemon-ctr",
+            "command": ["mps-control-daemon"],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [mount("mps-shm", "/dev/shm"), mount("mps-root", "/mps")],
+        }
+        volumes = [
+            run_nvidia_volume(),
+            host_path("mps-root", mps_root, "DirectoryOrCreate"),
+            host_path("mps-shm", posixpath.join(mps_root, "shm")),
+        ]
+
+        def config_manager(pod: dict[str, Any], main: dict[str, Any]) -> None:
+            apply_plugin_config(ctx, pod, main, image=image, process=DAEMON_PROCESS)
+
+        pod = Pod(
+            main,
+            volumes,
+            env=envs,
+            init_containers=[
+                toolkit_validation(ctx, whole_run_nvidia=True),
+                _mount_shm(ctx, image),
             ],
-            images=[plugin],
             runtime_class=True,
+            host_pid=True,
+            host_network=False,
+            extra={"affinity": _affinity(mps, plugin.config.default, configs)},
+            finish=config_manager,
         )
-        pod["affinity"] = _affinity(mps, plugin.config.default, configs)
-        apply_plugin_config(ctx, pod, main, image=image, process=DAEMON_PROCESS)
-        main["env"] = merge_env(main["env"], plugin.env)
-        annotations = ctx.management_annotations("mps-control-daemon-ctr")
-        return daemonset(ctx, APP, pod, pod_annotations=annotations)
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _mount_shm(ctx: Ctx, image: str) -> dict[str, Any]:
+    """The init container that mounts the MPS shared memory under the MPS root."""
+    return {
+        "name": "mps-control-daemon-mounts",
+        "image": image,
+        "imagePullPolicy": pull_policy(ctx.spec.device_plugin),
+        "command": ["mps-control-daemon", "mount-shm"],
+        "securityContext": {"privileged": True},
+        "volumeMounts": [mount("mps-root", "/mps", propagation="Bidirectional")],
+    }

@@ -15,104 +15,61 @@ it loads libnvidia-ml from the driver's root itself.
 
 from __future__ import annotations
 
-from components.api import NODE_AGENT_DEPLOY_LABEL, ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
-from components.operands._pods import (
-    apply_component,
-    build_pod_spec,
-    env_field,
-    host_path,
-    merge_env,
-    mount,
-    pull_policy,
-)
-from components.operands._rbac import account_and_rbac, rule
-from components.operands._workloads import daemonset, prometheus_scrape, service, service_monitor
+from typing import Any
 
-NAME = "state-node-agent"
-DEPLOY_LABEL = NODE_AGENT_DEPLOY_LABEL
-APP = "gpu-operator-node-agent"
-ACCOUNT = "gpu-operator-node-agent"
+from components.api import NODE_AGENT_DEPLOY_LABEL, OperandImage
+from components.operands._context import Ctx
+from components.operands._contract import CONTAINER, Rendered
+from components.operands._declared import DeclaredOperand, MetricsService, Pod
+from components.operands._pods import env_field, host_path, mount
+from components.operands._rbac import rule
+
 PORT = 8010
 PORT_NAME = "node-agent"
 
 
-class NodeAgent(BaseOperand):
+class NodeAgent(DeclaredOperand):
     """The node agent DaemonSet, ServiceAccount, RBAC, Service (and ServiceMonitor)."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = "state-node-agent"
+    deploy_label = NODE_AGENT_DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
+    app = "gpu-operator-node-agent"
+    account = "gpu-operator-node-agent"
+    image = OperandImage.NODE_AGENT
+    cluster_rules = (
+        # Its own node: watch it (a field selector on its name), write its conditions and
+        # the process list.
+        rule([""], ["nodes"], ["get", "list", "watch", "patch"]),
+        rule([""], ["nodes/status"], ["patch"]),
+        # The pods on its node: whose is a GPU process.
+        rule([""], ["pods"], ["list"]),
+    )
+    service = MetricsService(PORT, PORT_NAME)
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return policy.spec.node_agent.enabled
-
-    def _render(self, ctx: Ctx) -> Rendered:
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         agent = ctx.spec.node_agent
-        rendered = Rendered(
-            objects=[
-                *account_and_rbac(
-                    ctx,
-                    ACCOUNT,
-                    cluster_rules=[
-                        # Its own node: watch it (a field selector on its name), write
-                        # its conditions and the process list.
-                        rule([""], ["nodes"], ["get", "list", "watch", "patch"]),
-                        rule([""], ["nodes/status"], ["patch"]),
-                        # The pods on its node: whose is a GPU process.
-                        rule([""], ["pods"], ["list"]),
-                    ],
-                ),
-                service(
-                    ctx,
-                    APP,
-                    port=PORT,
-                    port_name=PORT_NAME,
-                    selector={"app": APP},
-                    annotations=prometheus_scrape(PORT),
-                ),
-            ]
-        )
-        if ctx.view.has_service_monitor_crd:
-            rendered.objects.append(
-                service_monitor(ctx, APP, {"port": PORT_NAME, "path": "/metrics"})
-            )
-        image = image_or_condition(ctx, OperandImage.NODE_AGENT, rendered)
-        if image is None:
-            return rendered
-        envs = [env_field("NODE_NAME", "spec.nodeName")]
-        container = apply_component(
-            {
-                "name": "node-agent",
-                "image": image,
-                "imagePullPolicy": pull_policy(agent),
-                # Flags in the command, so that `nodeAgent.args` adds to them.
-                "command": [
-                    "gpu-operator",
-                    "node-agent",
-                    "--host-root=/host",
-                    f"--driver-root={ctx.driver_install_dir}",
-                    f"--metrics-port={PORT}",
-                    f"--interval={agent.interval_seconds}",
-                ],
-                "env": merge_env(envs, agent.env),
-                "ports": [{"name": PORT_NAME, "containerPort": PORT}],
-                "securityContext": {"privileged": True, "runAsUser": 0},
-                "volumeMounts": [
-                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                ],
-            },
-            agent,
-        )
-        pod = build_pod_spec(
-            ctx,
-            host_network=agent.host_network,
-            host_pid=True,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            containers=[container],
+        main = {
+            "name": "node-agent",
+            # Flags in the command, so that `nodeAgent.args` adds to them.
+            "command": [
+                "gpu-operator",
+                "node-agent",
+                "--host-root=/host",
+                f"--driver-root={ctx.driver_install_dir}",
+                f"--metrics-port={PORT}",
+                f"--interval={agent.interval_seconds}",
+            ],
+            "ports": [{"name": PORT_NAME, "containerPort": PORT}],
+            "securityContext": {"privileged": True, "runAsUser": 0},
+            "volumeMounts": [
+                mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+            ],
+        }
+        pod = Pod(
+            main,
+            env=[env_field("NODE_NAME", "spec.nodeName")],
             volumes=[host_path("host-root", ctx.host_root)],
-            images=[agent],
+            host_pid=True,
         )
-        rendered.objects.append(daemonset(ctx, APP, pod))
-        return rendered
+        return [self.daemonset(ctx, image, pod)]

@@ -12,30 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.api import OperandImage
+from components.operands._context import Ctx
+from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
 from components.operands._pods import (
     PRIVILEGED,
     VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
     env,
     host_path,
-    merge_env,
     mount,
     pull_policy,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac
-from components.operands._sandbox import WORKLOAD_TYPE_FILE, sandbox_on
-from components.operands._workloads import daemonset
-
-NAME = "state-sandbox-device-plugin"
-DEPLOY_LABEL = deploy_label("sandbox-device-plugin")
-APP = "nvidia-sandbox-device-plugin-daemonset"
-ACCOUNT = "nvidia-sandbox-device-plugin"
+from components.operands._sandbox import WORKLOAD_TYPE_FILE
 
 
 def _wait_for_workload(ctx: Ctx, name: str, workload: str, ready_file: str) -> dict[str, Any]:
@@ -62,55 +53,36 @@ def _wait_for_workload(ctx: Ctx, name: str, workload: str, ready_file: str) -> d
     }
 
 
-class SandboxDevicePlugin(BaseOperand):
+class SandboxDevicePlugin(DeclaredOperand):
     """The KubeVirt GPU device plugin DaemonSet and its ServiceAccount."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = "state-sandbox-device-plugin"
+    deploy_label = deploy_label("sandbox-device-plugin")
+    workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
+    app = "nvidia-sandbox-device-plugin-daemonset"
+    account = "nvidia-sandbox-device-plugin"
+    image = OperandImage.SANDBOX_DEVICE_PLUGIN
+    sandbox = True
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return sandbox_on(policy) and policy.spec.sandbox_device_plugin.enabled
-
-    def _render(self, ctx: Ctx) -> Rendered:
-        spec = ctx.spec.sandbox_device_plugin
-        rendered = Rendered(objects=account_and_rbac(ctx, ACCOUNT))
-        image = image_or_condition(ctx, OperandImage.SANDBOX_DEVICE_PLUGIN, rendered)
-        if image is None:
-            return rendered
-        container = apply_component(
-            {
-                "name": "nvidia-sandbox-device-plugin-ctr",
-                "image": image,
-                "imagePullPolicy": pull_policy(spec),
-                # The image starts the plugin by CMD alone, which sandboxDevicePlugin.args
-                # would replace: name the program, as the reference does.
-                "command": ["nvidia-kubevirt-gpu-device-plugin"],
-                "securityContext": dict(PRIVILEGED),
-                "volumeMounts": [
-                    mount("device-plugin", "/var/lib/kubelet/device-plugins"),
-                    mount("vfio", "/dev/vfio"),
-                ],
-            },
-            spec,
-        )
-        if spec.env:
-            container["env"] = merge_env([], spec.env)
-        pod = build_pod_spec(
-            ctx,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=[
-                _wait_for_workload(ctx, "vfio-pci-validation", "vm-passthrough", "vfio-pci-ready"),
-                _wait_for_workload(ctx, "vgpu-devices-validation", "vm-vgpu", "vgpu-devices-ready"),
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        main = {
+            "name": "nvidia-sandbox-device-plugin-ctr",
+            # The image starts the plugin by CMD alone, which sandboxDevicePlugin.args
+            # would replace: name the program, as the reference does.
+            "command": ["nvidia-kubevirt-gpu-device-plugin"],
+            "securityContext": dict(PRIVILEGED),
+            "volumeMounts": [
+                mount("device-plugin", "/var/lib/kubelet/device-plugins"),
+                mount("vfio", "/dev/vfio"),
             ],
-            containers=[container],
-            volumes=[
-                host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
-                validations_volume(),
-                host_path("vfio", "/dev/vfio"),
-            ],
-            images=[spec],
-            host_network=spec.host_network,
-        )
-        rendered.objects.append(daemonset(ctx, APP, pod))
-        return rendered
+        }
+        volumes = [
+            host_path("device-plugin", ctx.kubelet_host_dir("device-plugins")),
+            validations_volume(),
+            host_path("vfio", "/dev/vfio"),
+        ]
+        waits = [
+            _wait_for_workload(ctx, "vfio-pci-validation", "vm-passthrough", "vfio-pci-ready"),
+            _wait_for_workload(ctx, "vgpu-devices-validation", "vm-vgpu", "vgpu-devices-ready"),
+        ]
+        return [self.daemonset(ctx, image, Pod(main, volumes, init_containers=waits))]

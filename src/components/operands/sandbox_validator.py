@@ -8,26 +8,23 @@ plugin waits for these files. On whenever `sandboxWorkloads.enabled`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.operands._context import Ctx
+from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
 from components.operands._pods import (
-    VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
     env,
     env_field,
     host_path,
-    merge_env,
     mount,
-    pull_policy,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._rbac import rule
 from components.operands._sandbox import sandbox_on
-from components.operands._workloads import daemonset
-from components.operands.validator import PART_OF, validation_step
+from components.operands._validation import PART_OF, validation_step, validator_main
 
 NAME = "state-sandbox-validation"
 DEPLOY_LABEL = deploy_label("sandbox-validator")
@@ -35,82 +32,55 @@ APP = "nvidia-sandbox-validator"
 ACCOUNT = "nvidia-sandbox-validator"
 
 
-class SandboxValidator(BaseOperand):
+class SandboxValidator(DeclaredOperand):
     """The sandbox validator DaemonSet, its ServiceAccount and RBAC."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = NAME
+    deploy_label = DEPLOY_LABEL
+    workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
+    app = APP
+    account = ACCOUNT
+    image = OperandImage.OPERATOR_VALIDATOR
+    # It gets its node (nvidia.com/gpu.workload.config); no pods of its own.
+    cluster_rules = (rule([""], ["nodes"], ["get"]),)
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         return sandbox_on(policy)
 
-    def _render(self, ctx: Ctx) -> Rendered:
-        spec = ctx.spec
-        validator = spec.validator
-        rendered = Rendered(
-            objects=account_and_rbac(
-                ctx,
-                ACCOUNT,
-                # It gets its node (nvidia.com/gpu.workload.config); no pods of its own.
-                cluster_rules=[rule([""], ["nodes"], ["get"])],
-            )
-        )
-        image = image_or_condition(ctx, OperandImage.OPERATOR_VALIDATOR, rendered)
-        if image is None:
-            return rendered
-        waiting = [
-            env("WITH_WAIT", "true"),
-            env_field("NODE_NAME", "spec.nodeName"),
-            # What a node without the workload label runs, which each step checks for.
-            env("DEFAULT_GPU_WORKLOAD_CONFIG", spec.sandbox_workloads.default_workload),
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        # Gone validator, gone files: the device plugin waits again on restart.
+        main = validator_main(APP, {"privileged": True}, "*")
+        volumes = [
+            validations_volume(),
+            host_path("driver-install-dir", "/run/nvidia/driver"),
+            host_path("host-root", ctx.host_root),
         ]
-        host_root = mount("host-root", "/host", read_only=True, propagation="HostToContainer")
-        steps = []
-        if spec.vfio_manager.enabled:
-            steps.append(validation_step(ctx, image, "vfio-pci", waiting, (), [host_root]))
-        if spec.vgpu_manager.enabled:
-            driver = mount(
-                "driver-install-dir", "/run/nvidia/driver", propagation="HostToContainer"
-            )
-            steps.append(
-                validation_step(ctx, image, "vgpu-manager", waiting, (), [host_root, driver])
-            )
-        if spec.vgpu_device_manager.enabled:
-            steps.append(validation_step(ctx, image, "vgpu-devices", waiting, ()))
-        main = apply_component(
-            {
-                "name": APP,
-                "image": image,
-                "imagePullPolicy": pull_policy(validator),
-                "command": ["sh", "-c"],
-                "args": ["echo all validations are successful; sleep infinity"],
-                "securityContext": {"privileged": True},
-                # Gone validator, gone files: the device plugin waits again on restart.
-                "lifecycle": {
-                    "preStop": {
-                        "exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/*"]}
-                    }
-                },
-                "volumeMounts": [
-                    mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional")
-                ],
-            },
-            validator,
+        pod = Pod(
+            main,
+            volumes,
+            init_containers=_steps(ctx, image),
+            host_network=False,
+            selector=PART_OF,
         )
-        if validator.env:
-            main["env"] = merge_env([], validator.env)
-        pod = build_pod_spec(
-            ctx,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=steps,
-            containers=[main],
-            volumes=[
-                validations_volume(),
-                host_path("driver-install-dir", "/run/nvidia/driver"),
-                host_path("host-root", ctx.host_root),
-            ],
-            images=[validator],
-        )
-        rendered.objects.append(daemonset(ctx, APP, pod, selector=PART_OF))
-        return rendered
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _steps(ctx: Ctx, image: str) -> list[dict[str, Any]]:
+    """One validation init container per VM operand the policy switches on."""
+    spec = ctx.spec
+    waiting = [
+        env("WITH_WAIT", "true"),
+        env_field("NODE_NAME", "spec.nodeName"),
+        # What a node without the workload label runs, which each step checks for.
+        env("DEFAULT_GPU_WORKLOAD_CONFIG", spec.sandbox_workloads.default_workload),
+    ]
+    host_root = mount("host-root", "/host", read_only=True, propagation="HostToContainer")
+    steps = []
+    if spec.vfio_manager.enabled:
+        steps.append(validation_step(ctx, image, "vfio-pci", waiting, (), [host_root]))
+    if spec.vgpu_manager.enabled:
+        driver = mount("driver-install-dir", "/run/nvidia/driver", propagation="HostToContainer")
+        steps.append(validation_step(ctx, image, "vgpu-manager", waiting, (), [host_root, driver]))
+    if spec.vgpu_device_manager.enabled:
+        steps.append(validation_step(ctx, image, "vgpu-devices", waiting, ()))
+    return steps

@@ -33,18 +33,16 @@ become `file=/host<host path>`, where the toolkit sees the host's files.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
 from typing import Any
 
-from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.api import OperandImage
+from components.operands._context import Ctx
+from components.operands._contract import CONTAINER, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label, nodes_phrase
 from components.operands._pods import (
     AS_ROOT,
     VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
     driver_location_env,
     env,
     env_field,
@@ -56,10 +54,10 @@ from components.operands._pods import (
     set_env,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._rbac import rule
 from components.operands._runtime import RUNTIMES, node_runtime
+from components.operands._runtime_config import runtime_config
 from components.operands._workloads import (
-    daemonset,
     entrypoint_config_map,
     entrypoint_mount,
     entrypoint_volume,
@@ -71,27 +69,6 @@ APP = "nvidia-container-toolkit-daemonset"
 ACCOUNT = "nvidia-container-toolkit"
 ENTRYPOINT_CONFIG_MAP = "nvidia-container-toolkit-entrypoint"
 DEFAULT_INSTALL_DIR = "/usr/local/nvidia"
-
-#: Host defaults per runtime: (config file, drop-in file, socket file).
-RUNTIME_DEFAULTS: Mapping[str, tuple[str, str | None, str | None]] = {
-    "containerd": (
-        "/etc/containerd/config.toml",
-        "/etc/containerd/conf.d/99-nvidia.toml",
-        "/run/containerd/containerd.sock",
-    ),
-    "crio": ("/etc/crio/config.toml", "/etc/crio/crio.conf.d/99-nvidia.conf", None),
-    "docker": ("/etc/docker/daemon.json", None, "/var/run/docker.sock"),
-}
-_CONFIG_ENV: Mapping[str, str] = {
-    "containerd": "CONTAINERD_CONFIG",
-    "crio": "CRIO_CONFIG",
-    "docker": "DOCKER_CONFIG",
-}
-_SOCKET_ENV: Mapping[str, str] = {"containerd": "CONTAINERD_SOCKET", "docker": "DOCKER_SOCKET"}
-CONFIG_DIR = "/runtime/config-dir"
-DROP_IN_DIR = "/runtime/config-dir.d"
-SOCKET_DIR = "/runtime/sock-dir"
-
 
 _ENTRYPOINT = """#!/bin/bash
 # Start once the validator has judged the driver, with the driver settings it recorded in
@@ -140,42 +117,6 @@ def _config_sources_in_container(envs: list[dict[str, Any]]) -> None:
     set_env(envs, "RUNTIME_CONFIG_SOURCE", ",".join(out))
 
 
-def runtime_config(
-    runtime: str, envs: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Set the runtime env (in place) and return the mounts and volumes for it (the Kata
-    manager configures the runtime the same way)."""
-    config_default, drop_in_default, socket_default = RUNTIME_DEFAULTS[runtime]
-    mounts: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
-
-    config = get_env(envs, _CONFIG_ENV[runtime]) or get_env(envs, "RUNTIME_CONFIG")
-    config = config or config_default
-    in_ctr = f"{CONFIG_DIR}/{posixpath.basename(config)}"
-    set_env(envs, "RUNTIME_CONFIG", in_ctr)
-    set_env(envs, _CONFIG_ENV[runtime], in_ctr)
-    mounts.append(mount(f"{runtime}-config", CONFIG_DIR))
-    volumes.append(host_path(f"{runtime}-config", posixpath.dirname(config), "DirectoryOrCreate"))
-
-    if drop_in_default is not None:
-        drop_in = get_env(envs, "RUNTIME_DROP_IN_CONFIG") or drop_in_default
-        set_env(envs, "RUNTIME_DROP_IN_CONFIG", f"{DROP_IN_DIR}/{posixpath.basename(drop_in)}")
-        set_env(envs, "RUNTIME_DROP_IN_CONFIG_HOST_PATH", drop_in)
-        mounts.append(mount(f"{runtime}-drop-in-config", DROP_IN_DIR))
-        volumes.append(
-            host_path(f"{runtime}-drop-in-config", posixpath.dirname(drop_in), "DirectoryOrCreate")
-        )
-
-    if socket_default is not None:
-        socket = get_env(envs, _SOCKET_ENV[runtime]) or socket_default
-        in_ctr = f"{SOCKET_DIR}/{posixpath.basename(socket)}"
-        set_env(envs, "RUNTIME_SOCKET", in_ctr)
-        set_env(envs, _SOCKET_ENV[runtime], in_ctr)
-        mounts.append(mount(f"{runtime}-socket", SOCKET_DIR))
-        volumes.append(host_path(f"{runtime}-socket", posixpath.dirname(socket)))
-    return mounts, volumes
-
-
 def _driver_validation(ctx: Ctx) -> dict[str, Any]:
     """Waits until the validator has found a working driver (`driver-ready`)."""
     return {
@@ -204,151 +145,163 @@ def _driver_validation(ctx: Ctx) -> dict[str, Any]:
     }
 
 
-class Toolkit(BaseOperand):
+class Toolkit(DeclaredOperand):
     """The container toolkit DaemonSet, its ServiceAccount and entrypoint ConfigMap."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = NAME
+    deploy_label = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
+    app = APP
+    account = ACCOUNT
+    image = OperandImage.CONTAINER_TOOLKIT
+    # The validator's driver step (driver-validation, below) lists the driver DaemonSets
+    # of its namespace to tell a driver of ours from the host's.
+    rules = (rule(["apps"], ["daemonsets"], ["list"]),)
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return policy.spec.toolkit.enabled
+    def always(self, ctx: Ctx) -> list[dict[str, Any]]:
+        return [entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP)]
 
-    def _render(self, ctx: Ctx) -> Rendered:
-        spec = ctx.spec
-        toolkit = spec.toolkit
-        rendered = Rendered(
-            objects=[
-                # The validator's driver step (driver-validation, below) lists the driver
-                # DaemonSets of its namespace to tell a driver of ours from the host's.
-                *account_and_rbac(ctx, ACCOUNT, rules=[rule(["apps"], ["daemonsets"], ["list"])]),
-                entrypoint_config_map(ctx, ENTRYPOINT_CONFIG_MAP, _ENTRYPOINT, app=APP),
-            ]
-        )
-        image = image_or_condition(ctx, OperandImage.CONTAINER_TOOLKIT, rendered)
-        if image is None:
-            return rendered
-
-        detected = ctx.container_runtime
-        others = [
-            n.name
-            for n in ctx.view.gpu_nodes
-            if (r := node_runtime(n.container_runtime)) is not None and r != detected
-        ]
-        if others:
-            rendered.conditions.append(
-                (
-                    "MixedContainerRuntimes",
-                    f"{nodes_phrase(others, ('does', 'do'))} not run {detected}, the runtime "
-                    "the container toolkit is configured for",
-                )
-            )
-
-        install_dir = toolkit.install_dir or DEFAULT_INSTALL_DIR
-        defaults = [
-            env("ROOT", install_dir),
-            env("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", "management.nvidia.com/gpu"),
-            env("NVIDIA_VISIBLE_DEVICES", "void"),
-            env("TOOLKIT_PID_FILE", "/run/nvidia/toolkit/toolkit.pid"),
-            env_field("NRI_NAMESPACE", "metadata.namespace"),
-            env("RUNTIME", detected),
-        ]
-        if detected == "containerd" and not ctx.nri_plugin:
-            defaults.append(env("CONTAINERD_RUNTIME_CLASS", ctx.runtime_class))
-        if spec.cdi.enabled:
-            # Workloads get GPUs through the runtime's own CDI support, so `nvidia` is
-            # not the default runtime; management pods name it (or use the NRI plugin).
-            defaults += [
-                env("CDI_ENABLED", "true"),
-                env("NVIDIA_RUNTIME_SET_AS_DEFAULT", "false"),
-                env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
-                env("CRIO_CONFIG_MODE", "config"),
-            ]
-            if ctx.nri_plugin:
-                defaults.append(env("ENABLE_NRI_PLUGIN", "true"))
-        elif detected == "crio":
-            # Without CDI, CRI-O gets the OCI prestart hook rather than a runtime handler
-            # (which would make `nvidia` its default runtime), as with the reference.
-            defaults.append(env("CRIO_CONFIG_MODE", "hook"))
-        if spec.cdi.nri_plugin_enabled and not spec.cdi.enabled:
-            rendered.conditions.append(
-                (
-                    "NRIPluginNeedsCDI",
-                    "cdi.nriPluginEnabled is ignored while cdi.enabled is false: the NRI "
-                    "plugin injects CDI devices; set cdi.enabled: true to use it",
-                )
-            )
-        if ctx.host_root != "/":
-            defaults.append(env("HOST_ROOT", ctx.host_root))
-        envs = merge_env(defaults, toolkit.env)
-        runtime = get_env(envs, "RUNTIME") or detected
-        if runtime not in RUNTIMES:
-            rendered.conditions.append(
-                (
-                    "RuntimeUnsupported",
-                    f"toolkit.env sets RUNTIME={runtime!r}; use one of {', '.join(RUNTIMES)}",
-                )
-            )
-            runtime = detected
-            set_env(envs, "RUNTIME", runtime)
-        _config_sources_in_container(envs)
-        if ctx.nri_plugin:
-            # The NRI plugin neither reads nor writes the runtime's config: mount only its
-            # socket (a read-only host such as Talos has no config directories to create).
-            nri_mount, nri_volume = _nri_socket(envs)
-            runtime_mounts, runtime_volumes = [nri_mount], [nri_volume]
-        else:
-            runtime_mounts, runtime_volumes = runtime_config(runtime, envs)
-
-        container = apply_component(
-            {
-                "name": "nvidia-container-toolkit-ctr",
-                "image": image,
-                "imagePullPolicy": pull_policy(toolkit),
-                "command": ["/bin/bash", "-c"],
-                "args": ["/bin/entrypoint.sh"],
-                "env": envs,
-                "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
-                "volumeMounts": [
-                    entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
-                    mount("toolkit-root", "/run/nvidia/toolkit"),
-                    mount("run-nvidia-validations", VALIDATIONS_DIR),
-                    mount("toolkit-install-dir", install_dir),
-                    mount("crio-hooks", "/usr/share/containers/oci/hooks.d"),
-                    mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
-                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                    mount("cdi-root", "/var/run/cdi"),
-                    *runtime_mounts,
-                ],
-            },
-            toolkit,
-        )
-        crio_hooks = (
-            "/usr/share/containers/oci/hooks.d"
-            if runtime == "crio"
-            else "/run/containers/oci/hooks.d"
-        )
-        volumes = [
-            entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
-            host_path("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
-            validations_volume(),
-            host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
-            host_path("host-root", ctx.host_root),
-            host_path("toolkit-install-dir", install_dir),
-            host_path("crio-hooks", crio_hooks),
-            host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
-            host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
-            *runtime_volumes,
-        ]
-        pod = build_pod_spec(
-            ctx,
-            host_network=ctx.spec.toolkit.host_network,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        _tell_mixed_runtimes(ctx, rendered)
+        install_dir = ctx.spec.toolkit.install_dir or DEFAULT_INSTALL_DIR
+        envs, runtime = _toolkit_env(ctx, install_dir, rendered)
+        mounts, volumes = _host_files(ctx, install_dir, runtime, envs)
+        main = {
+            "name": "nvidia-container-toolkit-ctr",
+            "command": ["/bin/bash", "-c"],
+            "args": ["/bin/entrypoint.sh"],
+            "securityContext": {"privileged": True, "seLinuxOptions": {"level": "s0"}},
+            "volumeMounts": mounts,
+        }
+        pod = Pod(
+            main,
+            volumes,
+            env=envs,
+            user_env=False,
             init_containers=[_driver_validation(ctx)],
-            containers=[container],
-            volumes=volumes,
-            images=[toolkit],
             host_pid=True,
         )
-        rendered.objects.append(daemonset(ctx, APP, pod))
-        return rendered
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _host_files(
+    ctx: Ctx, install_dir: str, runtime: str, envs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The toolkit's mounts and volumes: where it installs, the CDI root, the CRI-O hooks
+    and the runtime's config (its env pointed into the container, in place)."""
+    _config_sources_in_container(envs)
+    if ctx.nri_plugin:
+        # The NRI plugin neither reads nor writes the runtime's config: mount only its
+        # socket (a read-only host such as Talos has no config directories to create).
+        nri_mount, nri_volume = _nri_socket(envs)
+        runtime_mounts, runtime_volumes = [nri_mount], [nri_volume]
+    else:
+        runtime_mounts, runtime_volumes = runtime_config(runtime, envs)
+    mounts = [
+        entrypoint_mount(ENTRYPOINT_CONFIG_MAP),
+        mount("toolkit-root", "/run/nvidia/toolkit"),
+        mount("run-nvidia-validations", VALIDATIONS_DIR),
+        mount("toolkit-install-dir", install_dir),
+        mount("crio-hooks", "/usr/share/containers/oci/hooks.d"),
+        mount("driver-install-dir", "/driver-root", propagation="HostToContainer"),
+        mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+        mount("cdi-root", "/var/run/cdi"),
+        *runtime_mounts,
+    ]
+    crio_hooks = (
+        "/usr/share/containers/oci/hooks.d" if runtime == "crio" else "/run/containers/oci/hooks.d"
+    )
+    volumes = [
+        entrypoint_volume(ENTRYPOINT_CONFIG_MAP),
+        host_path("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
+        validations_volume(),
+        host_path("driver-install-dir", ctx.driver_install_dir, "DirectoryOrCreate"),
+        host_path("host-root", ctx.host_root),
+        host_path("toolkit-install-dir", install_dir),
+        host_path("crio-hooks", crio_hooks),
+        host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
+        host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+        *runtime_volumes,
+    ]
+    return mounts, volumes
+
+
+def _tell_mixed_runtimes(ctx: Ctx, rendered: Rendered) -> None:
+    detected = ctx.container_runtime
+    others = [
+        n.name
+        for n in ctx.view.gpu_nodes
+        if (r := node_runtime(n.container_runtime)) is not None and r != detected
+    ]
+    if others:
+        rendered.conditions.append(
+            (
+                "MixedContainerRuntimes",
+                f"{nodes_phrase(others, ('does', 'do'))} not run {detected}, the runtime "
+                "the container toolkit is configured for",
+            )
+        )
+
+
+def _toolkit_env(
+    ctx: Ctx, install_dir: str, rendered: Rendered
+) -> tuple[list[dict[str, Any]], str]:
+    """The toolkit's env with `toolkit.env` applied, and the runtime it configures."""
+    spec = ctx.spec
+    detected = ctx.container_runtime
+    defaults = [
+        env("ROOT", install_dir),
+        env("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", "management.nvidia.com/gpu"),
+        env("NVIDIA_VISIBLE_DEVICES", "void"),
+        env("TOOLKIT_PID_FILE", "/run/nvidia/toolkit/toolkit.pid"),
+        env_field("NRI_NAMESPACE", "metadata.namespace"),
+        env("RUNTIME", detected),
+    ]
+    if detected == "containerd" and not ctx.nri_plugin:
+        defaults.append(env("CONTAINERD_RUNTIME_CLASS", ctx.runtime_class))
+    if spec.cdi.enabled:
+        # Workloads get GPUs through the runtime's own CDI support, so `nvidia` is not the
+        # default runtime; management pods name it (or use the NRI plugin).
+        defaults += [
+            env("CDI_ENABLED", "true"),
+            env("NVIDIA_RUNTIME_SET_AS_DEFAULT", "false"),
+            env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
+            env("CRIO_CONFIG_MODE", "config"),
+        ]
+        if ctx.nri_plugin:
+            defaults.append(env("ENABLE_NRI_PLUGIN", "true"))
+    elif detected == "crio":
+        # Without CDI, CRI-O gets the OCI prestart hook rather than a runtime handler
+        # (which would make `nvidia` its default runtime), as with the reference.
+        defaults.append(env("CRIO_CONFIG_MODE", "hook"))
+    if spec.cdi.nri_plugin_enabled and not spec.cdi.enabled:
+        rendered.conditions.append(
+            (
+                "NRIPluginNeedsCDI",
+                "cdi.nriPluginEnabled is ignored while cdi.enabled is false: the NRI "
+                "plugin injects CDI devices; set cdi.enabled: true to use it",
+            )
+        )
+    if ctx.host_root != "/":
+        defaults.append(env("HOST_ROOT", ctx.host_root))
+    return _with_user_env(defaults, ctx, rendered)
+
+
+def _with_user_env(
+    defaults: list[dict[str, Any]], ctx: Ctx, rendered: Rendered
+) -> tuple[list[dict[str, Any]], str]:
+    """`toolkit.env` over the defaults; a `RUNTIME` it names that no runtime is goes back
+    to the detected one, with a condition."""
+    detected = ctx.container_runtime
+    envs = merge_env(defaults, ctx.spec.toolkit.env)
+    runtime = get_env(envs, "RUNTIME") or detected
+    if runtime not in RUNTIMES:
+        rendered.conditions.append(
+            (
+                "RuntimeUnsupported",
+                f"toolkit.env sets RUNTIME={runtime!r}; use one of {', '.join(RUNTIMES)}",
+            )
+        )
+        runtime = detected
+        set_env(envs, "RUNTIME", runtime)
+    return envs, runtime

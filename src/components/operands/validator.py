@@ -13,66 +13,29 @@ to each validation step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
-from components.api import ClusterPolicy, EnvVar, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from components.api import ClusterPolicy, OperandImage
+from components.operands._context import Ctx
+from components.operands._contract import CONTAINER, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
 from components.operands._pods import (
     AS_ROOT,
-    VALIDATIONS_DIR,
-    apply_component,
-    build_pod_spec,
     driver_location_env,
     env,
     env_field,
     host_path,
-    merge_env,
     mount,
-    pull_policy,
     validations_volume,
 )
-from components.operands._rbac import account_and_rbac, rule
-from components.operands._workloads import daemonset
+from components.operands._rbac import rule
+from components.operands._validation import PART_OF, validation_step, validator_main
 
 NAME = "state-operator-validation"
 DEPLOY_LABEL = deploy_label("operator-validator")
 APP = "nvidia-operator-validator"
 ACCOUNT = "nvidia-operator-validator"
-PART_OF = {"app.kubernetes.io/part-of": "gpu-operator"}
-#: Validation steps that look at host-level state and need the host's SELinux level.
-_HOST_LEVEL = frozenset({"driver", "vfio-pci", "vgpu-manager"})
-
-
-def validation_step(
-    ctx: Ctx,
-    image: str,
-    component: str,
-    defaults: Sequence[dict[str, Any]],
-    overrides: Iterable[EnvVar],
-    mounts: Sequence[dict[str, Any]] = (),
-) -> dict[str, Any]:
-    """The init container that runs `nvidia-validator` for one `component` (the sandbox
-    validator runs its steps the same way)."""
-    validator = ctx.spec.validator
-    return {
-        "name": f"{component}-validation",
-        "image": image,
-        "imagePullPolicy": pull_policy(validator),
-        "command": ["sh", "-c"],
-        "args": ["nvidia-validator"],
-        "env": merge_env([env("COMPONENT", component), *defaults], overrides),
-        "securityContext": {
-            **AS_ROOT,
-            **({"seLinuxOptions": {"level": "s0"}} if component in _HOST_LEVEL else {}),
-        },
-        "volumeMounts": [
-            mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional"),
-            *mounts,
-        ],
-    }
 
 
 def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
@@ -94,117 +57,71 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
     return out
 
 
-class Validator(BaseOperand):
+class Validator(DeclaredOperand):
     """The operator validator DaemonSet, its ServiceAccount and RBAC."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = NAME
+    deploy_label = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
+    app = APP
+    account = ACCOUNT
+    image = OperandImage.OPERATOR_VALIDATOR
+    rules = (
+        rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+        rule(["apps"], ["daemonsets"], ["get", "list"]),
+    )
+    cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch"]),)
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         """Always on, as in the reference: the other operands wait for its files."""
         return True
 
-    def _render(self, ctx: Ctx) -> Rendered:
-        spec = ctx.spec
-        validator = spec.validator
-        rendered = Rendered(
-            objects=account_and_rbac(
-                ctx,
-                ACCOUNT,
-                rules=[
-                    rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
-                    rule(["apps"], ["daemonsets"], ["get", "list"]),
-                ],
-                cluster_rules=[rule([""], ["nodes"], ["get", "list", "watch"])],
-            )
-        )
-        image = image_or_condition(ctx, OperandImage.OPERATOR_VALIDATOR, rendered)
-        if image is None:
-            return rendered
-
-        steps = [
-            validation_step(
-                ctx,
-                image,
-                "driver",
-                [
-                    env("WITH_WAIT", "true"),
-                    env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
-                    *driver_location_env(ctx),
-                ],
-                validator.driver.env,
-                [
-                    mount(
-                        "driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"
-                    ),
-                    mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-                    mount("host-dev-char", "/host-dev-char"),
-                ],
-            ),
-            validation_step(
-                ctx,
-                image,
-                "toolkit",
-                # The runtime hands it the GPUs, which is what it checks.
-                [env("NVIDIA_VISIBLE_DEVICES", "all"), env("WITH_WAIT", "false")],
-                validator.toolkit.env,
-            ),
-            validation_step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        main = validator_main("nvidia-operator-validator", AS_ROOT, "*-ready")
+        volumes = [
+            validations_volume(),
+            host_path("driver-install-dir", ctx.driver_install_dir),
+            host_path("host-root", ctx.host_root),
+            host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
         ]
-        if spec.device_plugin.enabled:
-            steps.append(
-                validation_step(
-                    ctx,
-                    image,
-                    "plugin",
-                    [
-                        env("WITH_WORKLOAD", "false"),
-                        env("MIG_STRATEGY", spec.mig.strategy),
-                        *_workload_env(ctx, image),
-                    ],
-                    validator.plugin.env,
-                )
-            )
-        main = apply_component(
-            {
-                "name": "nvidia-operator-validator",
-                "image": image,
-                "imagePullPolicy": pull_policy(validator),
-                "command": ["sh", "-c"],
-                "args": ["echo all validations are successful; sleep infinity"],
-                "securityContext": dict(AS_ROOT),
-                "lifecycle": {
-                    "preStop": {
-                        "exec": {"command": ["/bin/sh", "-c", f"rm -f {VALIDATIONS_DIR}/*-ready"]}
-                    }
-                },
-                "volumeMounts": [
-                    mount("run-nvidia-validations", VALIDATIONS_DIR, propagation="Bidirectional")
-                ],
-            },
-            validator,
-        )
-        if validator.env:
-            main["env"] = merge_env([], validator.env)
-        pod = build_pod_spec(
-            ctx,
-            host_network=ctx.spec.validator.host_network,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=steps,
-            containers=[main],
-            volumes=[
-                validations_volume(),
-                host_path("driver-install-dir", ctx.driver_install_dir),
-                host_path("host-root", ctx.host_root),
-                host_path("host-dev-char", f"{ctx.host_root.rstrip('/')}/dev/char"),
-            ],
-            images=[validator],
+        pod = Pod(
+            main,
+            volumes,
+            init_containers=_steps(ctx, image),
             runtime_class=True,
+            # The toolkit validation checks that a management container gets the GPUs.
+            gpu_container="toolkit-validation",
+            selector=PART_OF,
         )
-        # The toolkit validation checks that a management container gets the GPUs.
-        annotations = ctx.management_annotations("toolkit-validation")
-        rendered.objects.append(
-            daemonset(ctx, APP, pod, selector=PART_OF, pod_annotations=annotations)
-        )
-        return rendered
+        return [self.daemonset(ctx, image, pod)]
+
+
+def _steps(ctx: Ctx, image: str) -> list[dict[str, Any]]:
+    """driver -> toolkit -> cuda (-> plugin, with the device plugin on)."""
+    spec = ctx.spec
+    validator = spec.validator
+    driver_env = [
+        env("WITH_WAIT", "true"),
+        env_field("OPERATOR_NAMESPACE", "metadata.namespace"),
+        *driver_location_env(ctx),
+    ]
+    driver_mounts = [
+        mount("driver-install-dir", ctx.driver_install_dir, propagation="HostToContainer"),
+        mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
+        mount("host-dev-char", "/host-dev-char"),
+    ]
+    # The runtime hands the toolkit step the GPUs, which is what it checks.
+    toolkit_env = [env("NVIDIA_VISIBLE_DEVICES", "all"), env("WITH_WAIT", "false")]
+    steps = [
+        validation_step(ctx, image, "driver", driver_env, validator.driver.env, driver_mounts),
+        validation_step(ctx, image, "toolkit", toolkit_env, validator.toolkit.env),
+        validation_step(ctx, image, "cuda", _workload_env(ctx, image), validator.cuda.env),
+    ]
+    if spec.device_plugin.enabled:
+        plugin_env = [
+            env("WITH_WORKLOAD", "false"),
+            env("MIG_STRATEGY", spec.mig.strategy),
+            *_workload_env(ctx, image),
+        ]
+        steps.append(validation_step(ctx, image, "plugin", plugin_env, validator.plugin.env))
+    return steps

@@ -7,93 +7,66 @@ first (the driver manager init container). On while `sandboxWorkloads.enabled` a
 
 from __future__ import annotations
 
-from components.api import ClusterPolicy, OperandImage
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from typing import Any
+
+from components.api import OperandImage
+from components.operands._context import Ctx
+from components.operands._contract import VM_PASSTHROUGH, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label
-from components.operands._pods import (
-    apply_component,
-    build_pod_spec,
-    env,
-    host_path,
-    merge_env,
-    mount,
-    pull_policy,
-)
-from components.operands._rbac import account_and_rbac
+from components.operands._pods import env, host_path, mount
 from components.operands._sandbox import (
     DRIVER_MANAGER_CLUSTER_RULES,
     manager_resources,
     privileged_s0,
-    sandbox_on,
     uninstall_driver,
 )
-from components.operands._workloads import daemonset
 
-NAME = "state-vfio-manager"
-DEPLOY_LABEL = deploy_label("vfio-manager")
 APP = "nvidia-vfio-manager"
-ACCOUNT = "nvidia-vfio-manager"
 
 
-class VFIOManager(BaseOperand):
+class VFIOManager(DeclaredOperand):
     """The VFIO manager DaemonSet, its ServiceAccount and RBAC."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = "state-vfio-manager"
+    deploy_label = deploy_label("vfio-manager")
+    workloads = frozenset({VM_PASSTHROUGH})
+    app = APP
+    account = APP
+    image = OperandImage.VFIO_MANAGER
+    cluster_rules = DRIVER_MANAGER_CLUSTER_RULES
+    sandbox = True
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return sandbox_on(policy) and policy.spec.vfio_manager.enabled
-
-    def _render(self, ctx: Ctx) -> Rendered:
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         spec = ctx.spec.vfio_manager
-        rendered = Rendered(
-            objects=account_and_rbac(
-                ctx,
-                ACCOUNT,
-                cluster_rules=DRIVER_MANAGER_CLUSTER_RULES,
-            )
-        )
-        image = image_or_condition(ctx, OperandImage.VFIO_MANAGER, rendered)
-        if image is None:
-            return rendered
-        container = apply_component(
-            {
-                "name": APP,
-                "image": image,
-                "imagePullPolicy": pull_policy(spec),
-                "command": ["/bin/sh", "-c"],
-                "args": ["vfio-manage bind --all && while true; do sleep 86400; done"],
-                "env": merge_env([env("HOST_ROOT", "/host")], spec.env),
-                "resources": manager_resources(),
-                "securityContext": privileged_s0(),
-                "volumeMounts": [
-                    mount("host-sys", "/sys"),
-                    mount("host-lib-modules", "/lib/modules", read_only=True),
-                    mount("host-root", "/host"),
-                ],
-                # Give the GPUs back to the host when the node leaves passthrough.
-                "lifecycle": {
-                    "preStop": {"exec": {"command": ["/bin/sh", "-c", "vfio-manage unbind --all"]}}
-                },
-            },
-            spec,
-        )
-        pod = build_pod_spec(
-            ctx,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            init_containers=[uninstall_driver(ctx, spec.driver_manager, evict=False)],
-            containers=[container],
-            volumes=[
-                host_path("host-sys", "/sys", "Directory"),
-                host_path("host-lib-modules", "/lib/modules", "Directory"),
-                host_path("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
-                host_path("host-root", ctx.host_root),
+        main = {
+            "name": APP,
+            "command": ["/bin/sh", "-c"],
+            "args": ["vfio-manage bind --all && while true; do sleep 86400; done"],
+            "resources": manager_resources(),
+            "securityContext": privileged_s0(),
+            "volumeMounts": [
+                mount("host-sys", "/sys"),
+                mount("host-lib-modules", "/lib/modules", read_only=True),
+                mount("host-root", "/host"),
             ],
-            images=[spec, spec.driver_manager],
-            host_network=spec.host_network,
+            # Give the GPUs back to the host when the node leaves passthrough.
+            "lifecycle": {
+                "preStop": {"exec": {"command": ["/bin/sh", "-c", "vfio-manage unbind --all"]}}
+            },
+        }
+        volumes = [
+            host_path("host-sys", "/sys", "Directory"),
+            host_path("host-lib-modules", "/lib/modules", "Directory"),
+            host_path("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
+            host_path("host-root", ctx.host_root),
+        ]
+        pod = Pod(
+            main,
+            volumes,
+            env=[env("HOST_ROOT", "/host")],
+            init_containers=[uninstall_driver(ctx, spec.driver_manager, evict=False)],
+            images=[spec.driver_manager],
+            extra={"terminationGracePeriodSeconds": 30},
         )
-        pod["terminationGracePeriodSeconds"] = 30
-        rendered.objects.append(daemonset(ctx, APP, pod))
-        return rendered
+        return [self.daemonset(ctx, image, pod)]

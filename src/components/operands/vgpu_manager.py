@@ -12,76 +12,98 @@ it exists only while such nodes exist. vGPU hosts on several OS releases are not
 
 from __future__ import annotations
 
-from components.api import (
-    OS_ID_LABEL,
-    OS_VERSION_LABEL,
-    ClusterPolicy,
-    ImageError,
-    OperandImage,
-    os_tag,
-)
-from components.operands._context import BaseOperand, Ctx, image_or_condition
-from components.operands._contract import Rendered
+from typing import Any
+
+from components.api import OS_ID_LABEL, OS_VERSION_LABEL, ImageError, OperandImage, os_tag
+from components.operands._context import Ctx
+from components.operands._contract import VM_VGPU, Rendered
+from components.operands._declared import DeclaredOperand, Pod
 from components.operands._names import deploy_label, nodes_phrase
-from components.operands._pods import (
-    apply_component,
-    build_pod_spec,
-    host_path,
-    merge_env,
-    mount,
-    pull_policy,
-)
-from components.operands._rbac import account_and_rbac, rule
+from components.operands._pods import host_path, mount
+from components.operands._rbac import rule
 from components.operands._sandbox import (
     DRIVER_MANAGER_CLUSTER_RULES,
     labelled_nodes,
     privileged_s0,
-    sandbox_on,
     uninstall_driver,
 )
-from components.operands._workloads import daemonset
 
 NAME = "state-vgpu-manager"
-DEPLOY_LABEL = deploy_label("vgpu-manager")
-APP = "nvidia-vgpu-manager-daemonset"
-ACCOUNT = "nvidia-vgpu-manager"
 
 
-class VGPUManager(BaseOperand):
+class VGPUManager(DeclaredOperand):
     """The vGPU manager DaemonSet, its ServiceAccount and RBAC."""
 
-    name: str = NAME
-    deploy_label: str | None = DEPLOY_LABEL
+    name = NAME
+    deploy_label = deploy_label("vgpu-manager")
+    workloads = frozenset({VM_VGPU})
+    app = "nvidia-vgpu-manager-daemonset"
+    account = "nvidia-vgpu-manager"
+    image = OperandImage.VGPU_MANAGER
+    cluster_rules = (*DRIVER_MANAGER_CLUSTER_RULES, rule(["apps"], ["daemonsets"], ["get"]))
+    sandbox = True
 
-    def enabled(self, policy: ClusterPolicy) -> bool:
-        return sandbox_on(policy) and policy.spec.vgpu_manager.enabled
-
-    def _render(self, ctx: Ctx) -> Rendered:
+    def can_run(self, ctx: Ctx, rendered: Rendered) -> bool:
         spec = ctx.spec.vgpu_manager
-        rendered = Rendered(
-            objects=account_and_rbac(
-                ctx,
-                ACCOUNT,
-                cluster_rules=[
-                    *DRIVER_MANAGER_CLUSTER_RULES,
-                    rule(["apps"], ["daemonsets"], ["get"]),
-                ],
+        if spec.version:
+            return True
+        rendered.conditions.append(
+            (
+                "VGPUManagerImageMissing",
+                f"{NAME}: set vgpuManager.repository and vgpuManager.version to the "
+                "vGPU manager image built from NVIDIA's vGPU host driver (there is no "
+                "public default)",
             )
         )
-        if not (spec.repository or spec.image or spec.version) or not spec.version:
-            rendered.conditions.append(
-                (
-                    "VGPUManagerImageMissing",
-                    f"{NAME}: set vgpuManager.repository and vgpuManager.version to the "
-                    "vGPU manager image built from NVIDIA's vGPU host driver (there is no "
-                    "public default)",
-                )
-            )
-            return rendered
-        base = image_or_condition(ctx, OperandImage.VGPU_MANAGER, rendered)
-        hosts = labelled_nodes(ctx.view.gpu_nodes, DEPLOY_LABEL)
-        if base is None or not hosts:
-            return rendered
+        return False
+
+    def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
+        release = self._release(ctx, rendered)
+        if release is None:
+            return []
+        (os_id, os_version), tag = release
+        main = {
+            "name": "nvidia-vgpu-manager-ctr",
+            "command": ["nvidia-driver"],
+            "args": ["init"],
+            "securityContext": privileged_s0(),
+            "volumeMounts": [
+                mount("run-nvidia", "/run/nvidia", propagation="Bidirectional"),
+                mount("host-os-release", "/host-etc/os-release"),
+                mount("vfio", "/dev/vfio"),
+                mount("cgroup", "/sys/fs/cgroup"),
+                mount("var-log", "/var/log"),
+                mount("dev-log", "/dev/log"),
+            ],
+        }
+        volumes = [
+            host_path("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
+            host_path("host-os-release", f"{ctx.host_root.rstrip('/')}/etc/os-release"),
+            host_path("cgroup", "/sys/fs/cgroup", "Directory"),
+            host_path("vfio", "/dev/vfio", "Directory"),
+            host_path("host-root", ctx.host_root),
+            host_path("host-sys", "/sys", "Directory"),
+            host_path("var-log", "/var/log", "Directory"),
+            host_path("dev-log", "/dev/log"),
+        ]
+        manager = ctx.spec.vgpu_manager.driver_manager
+        pod = Pod(
+            main,
+            volumes,
+            init_containers=[uninstall_driver(ctx, manager, evict=True)],
+            images=[manager],
+            node_selector={OS_ID_LABEL: os_id, OS_VERSION_LABEL: os_version},
+            host_pid=True,
+            host_ipc=True,
+        )
+        return [self.daemonset(ctx, f"{image}-{tag}", pod)]
+
+    def _release(self, ctx: Ctx, rendered: Rendered) -> tuple[tuple[str, str], str] | None:
+        """The one OS release of the vGPU hosts and its image tag; None (and why, where
+        there are hosts) otherwise."""
+        hosts = labelled_nodes(ctx.view.gpu_nodes, self.deploy_label or "")
+        if not hosts:
+            return None
         releases = {(n.os_id or "", n.os_version or "") for n in hosts}
         if len(releases) > 1:
             rendered.conditions.append(
@@ -91,58 +113,13 @@ class VGPUManager(BaseOperand):
                     f"image serves one: move them to one release",
                 )
             )
-            return rendered
-        os_id, os_version = releases.pop()
+            return None
+        release = releases.pop()
         try:
-            tag = os_tag(os_id, os_version)
+            return release, os_tag(*release)
         except ImageError as exc:
             names = [n.name for n in hosts]
             rendered.conditions.append(
                 ("OSLabelsMissing", f"{NAME}: {nodes_phrase(names)} no OS labels: {exc}")
             )
-            return rendered
-        container = apply_component(
-            {
-                "name": "nvidia-vgpu-manager-ctr",
-                "image": f"{base}-{tag}",
-                "imagePullPolicy": pull_policy(spec),
-                "command": ["nvidia-driver"],
-                "args": ["init"],
-                "securityContext": privileged_s0(),
-                "volumeMounts": [
-                    mount("run-nvidia", "/run/nvidia", propagation="Bidirectional"),
-                    mount("host-os-release", "/host-etc/os-release"),
-                    mount("vfio", "/dev/vfio"),
-                    mount("cgroup", "/sys/fs/cgroup"),
-                    mount("var-log", "/var/log"),
-                    mount("dev-log", "/dev/log"),
-                ],
-            },
-            spec,
-        )
-        if spec.env:
-            container["env"] = merge_env([], spec.env)
-        pod = build_pod_spec(
-            ctx,
-            account=ACCOUNT,
-            deploy=DEPLOY_LABEL,
-            node_selector={OS_ID_LABEL: os_id, OS_VERSION_LABEL: os_version},
-            init_containers=[uninstall_driver(ctx, spec.driver_manager, evict=True)],
-            containers=[container],
-            volumes=[
-                host_path("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
-                host_path("host-os-release", f"{ctx.host_root.rstrip('/')}/etc/os-release"),
-                host_path("cgroup", "/sys/fs/cgroup", "Directory"),
-                host_path("vfio", "/dev/vfio", "Directory"),
-                host_path("host-root", ctx.host_root),
-                host_path("host-sys", "/sys", "Directory"),
-                host_path("var-log", "/var/log", "Directory"),
-                host_path("dev-log", "/dev/log"),
-            ],
-            images=[spec, spec.driver_manager],
-            host_pid=True,
-            host_ipc=True,
-            host_network=spec.host_network,
-        )
-        rendered.objects.append(daemonset(ctx, APP, pod))
-        return rendered
+            return None

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from components.api import ClusterPolicy, ImageError, driver_image
 from components.operands._context import BaseOperand, Ctx
-from components.operands._contract import Rendered
+from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import name_list
 from components.operands.driver._daemonset import driver_daemonset, shared_objects
 from components.operands.driver._pools import (
@@ -61,6 +61,7 @@ class Driver(BaseOperand):
 
     name: str = NAME
     deploy_label: str | None = DEPLOY_LABEL
+    workloads = frozenset({CONTAINER})
 
     def enabled(self, policy: ClusterPolicy) -> bool:
         """On unless `driver.enabled: false`, or NVIDIADriver resources manage drivers
