@@ -131,10 +131,15 @@ def summary(since: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
 
 
 async def join(
-    sim: SimulatedCluster, count: int, deadline_s: float, *, labels: dict[str, str]
+    sim: SimulatedCluster,
+    count: int,
+    deadline_s: float,
+    *,
+    labels: dict[str, str],
+    operator_pid: int | None = None,
 ) -> dict[str, Any]:
     """Register `count` GPU nodes at once (with `labels` added, for the floor) and time each
-    until its GPUs are allocatable."""
+    until its GPUs are allocatable; with `operator_pid`, the CPU that process spent on it."""
     async with sim.api_client() as api:
         transport = Transport(api)
         cache = Cache(transport, RESTMapper(transport))
@@ -163,6 +168,7 @@ async def join(
                 await transport.request("POST", "/api/v1/nodes", body=manifest)
                 timeline.created[specs[index].name] = time.monotonic()
 
+        cpu_before = scale._cpu_seconds(operator_pid) if operator_pid else 0.0
         began = time.monotonic()
         await asyncio.gather(*(create(i) for i in range(count)))
         while not timeline.all_allocatable():
@@ -170,10 +176,16 @@ async def join(
                 waiting = sorted(n for n, m in timeline.seen.items() if "allocatable" not in m)
                 raise TimeoutError(f"{len(waiting)} joining nodes not allocatable: {waiting[:5]}")
             await asyncio.sleep(0.1)
+        cpu = scale._cpu_seconds(operator_pid) - cpu_before if operator_pid else None
         await cache.stop()
         await transport.close()
     since = timeline.since_creation()
-    return {"quiet_after_seconds": settled, "milestones": summary(since), "nodes": since}
+    return {
+        "quiet_after_seconds": settled,
+        **({"operator_cpu_seconds": round(cpu, 2)} if cpu is not None else {}),
+        "milestones": summary(since),
+        "nodes": since,
+    }
 
 
 def _floor_labels(sim: SimulatedCluster) -> dict[str, str]:
@@ -213,7 +225,8 @@ def run_once(
                     reference=kind == "reference",
                 )
             )
-            return {"rollout_seconds": rollout["seconds"], **_join(sim, joining, deadline_s, False)}
+            joined = _join(sim, joining, deadline_s, False, process.pid)
+            return {"rollout_seconds": rollout["seconds"], **joined}
         finally:
             os.kill(process.pid, signal.SIGTERM)
             process.wait(120)
@@ -222,14 +235,18 @@ def run_once(
                 shutil.copyfile(log, scale.RESULTS / "join-operator.log")
 
 
-def _join(sim: SimulatedCluster, joining: int, deadline_s: float, floor: bool) -> dict[str, Any]:
+def _join(
+    sim: SimulatedCluster, joining: int, deadline_s: float, floor: bool, pid: int | None = None
+) -> dict[str, Any]:
     labels = _floor_labels(sim) if floor else {}
-    return asyncio.run(join(sim, joining, deadline_s, labels=labels))
+    return asyncio.run(join(sim, joining, deadline_s, labels=labels, operator_pid=pid))
 
 
 def _line(kind: str, figures: dict[str, Any]) -> str:
     a = figures["milestones"]["allocatable"]
-    return f"{kind:>9}: allocatable p50 {a['p50']}s  p90 {a['p90']}s  max {a['max']}s"
+    cpu = figures.get("operator_cpu_seconds")
+    spent = f", operator CPU {cpu}s" if cpu is not None else ""
+    return f"{kind:>9}: allocatable p50 {a['p50']}s  p90 {a['p90']}s  max {a['max']}s{spent}"
 
 
 def main() -> None:
