@@ -141,6 +141,8 @@ from components.api._upgrade import (
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     PodDeletionSpec,
+    PreflightMode,
+    PreflightSpec,
     scaled_value,
 )
 from components.api._validate import YAMLProblem, load_documents, validate_document, validate_text
@@ -199,6 +201,8 @@ __all__ = [
     "NodeUpgradeStatus",
     "OperandImage",
     "PodDeletionSpec",
+    "PreflightMode",
+    "PreflightSpec",
     "Reason",
     "ResourceRequirements",
     "ServiceMonitorConfig",
