@@ -42,7 +42,7 @@ class TTL:
 
 
 class ImageChecker:
-    """Cached, deduplicated checks; `on_change` is called when a new verdict comes in."""
+    """Cached, deduplicated checks; `on_change` is called when an answer comes in."""
 
     def __init__(
         self,
@@ -84,10 +84,16 @@ class ImageChecker:
         return await asyncio.shield(self._inflight[key])
 
     def next_expiry(self) -> float | None:
-        """Seconds until the first verdict other than PRESENT is due again (None: none)."""
+        """Seconds until the first verdict other than PRESENT is due again (None: none).
+        One already due is left out: a lookup is refreshing it (and its answer calls
+        `on_change`), or nothing needs that image any more."""
         now = self.clock()
-        due = [at for check, at in self._entries.values() if check.verdict is not Verdict.PRESENT]
-        return max(0.0, min(due) - now) if due else None
+        due = [
+            at
+            for check, at in self._entries.values()
+            if check.verdict is not Verdict.PRESENT and at > now
+        ]
+        return min(due) - now if due else None
 
     async def _run(self, key: tuple[str, str], credentials: Credentials) -> Check:
         image = key[0]
@@ -105,8 +111,10 @@ class ImageChecker:
                 self._entries.popitem(last=False)
             if previous is None or previous[0] != result:
                 log.debug("pre-flight %s: %s %s", image, result.verdict, result.detail)
-                if self.on_change is not None:
-                    self.on_change()
+            # Every answer, changed or not: whoever waits on it looks again (and learns when
+            # it is due next).
+            if self.on_change is not None:
+                self.on_change()
             return result
         finally:
             self._inflight.pop(key, None)

@@ -60,7 +60,7 @@ class Gate:
             missing = any(f.check.verdict is Verdict.MISSING for f in blocking)
             reason = MISSING_REASON if missing else UNREACHABLE_REASON
             message = "; ".join(f.describe() for f in blocking)
-            message = f"nodes kept out of the driver walk: {message}"
+            message = f"{message} (no driver walk starts on these nodes)"
             if warnings:
                 message += "; not checked, going on: " + "; ".join(f.describe() for f in warnings)
             return True, reason, message

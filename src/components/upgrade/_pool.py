@@ -59,8 +59,6 @@ class PoolReconciler:
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
         self._entries = Entries()
         self._summary_due = 0.0
-        self._held = False
-        """Whether the last admission held a node for pre-flight."""
         """When the counts may be taken again while no node waits for a slot."""
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -76,7 +74,8 @@ class PoolReconciler:
             # do, and they can wait their (slower) turn.
             return Result(requeue_after=self._summary_due - now)
         began = time.thread_time()
-        self._held = False
+        if self.preflight is not None:
+            self.preflight.begin()
         pools, members = self.reader.members()
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
@@ -97,8 +96,8 @@ class PoolReconciler:
         await asyncio.gather(*writes)
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
         due = self.preflight.requeue_after() if self.preflight is not None else None
-        # A held node is looked at again when its image's verdict is due (pushed since?).
-        return Result(requeue_after=due + 0.05) if due is not None and self._held else None
+        # A held node or a reported image is looked at again when its verdict is due.
+        return Result(requeue_after=due + 0.05) if due is not None else None
 
     def status_writes_pending(self) -> bool:
         """Whether a policy's `status.upgrade` is still to be written or being written (the
@@ -113,7 +112,6 @@ class PoolReconciler:
 
     def _admit(self, pool: Pool, views: list[NodeView], c: Counts) -> list[Any]:
         hold = self.preflight.held(pool, views) if self.preflight is not None else frozenset()
-        self._held = self._held or bool(hold)
         chosen = admit(views, pool.policy, hold=hold)
         by_name = {v.name: v for v in views}
         cap = c.max_parallel or "unlimited"

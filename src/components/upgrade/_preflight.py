@@ -87,22 +87,36 @@ class AdmissionPreflight:
         self._said: dict[PoolKey, tuple[bool, str, str] | None] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writing: set[PoolKey] = set()
+        self._open = False
+        """Whether the last round held a node (`begin` starts a round)."""
         self._clock = clock
 
+    def begin(self) -> None:
+        """A new admission round over every pool."""
+        self._open = False
+
     def held(self, pool: Pool, views: Sequence[NodeView]) -> frozenset[str]:
-        """The nodes admission must skip now (blocked, or waiting for their first check)."""
+        """The `upgrade-required` nodes admission must skip now (their image is missing,
+        or not checked yet). Every node's image is checked, not only the waiting nodes':
+        a new install, or a node that would pull again, hears of a missing image too."""
         mode = pool.policy.preflight.mode
         if mode == "Off":
             return frozenset()
         needs: dict[str, str] = {}
         secrets_of: dict[str, tuple[str, ...]] = {}
+        images: dict[str, tuple[str, tuple[str, ...]] | None] = {}
         for view in views:
-            if view.state is not S.UPGRADE_REQUIRED or view.skip:
+            if view.skip:
                 continue
-            found = driver_image_of(self._target_daemonset(view.name))
-            if found is None:
+            ds = self._target_daemonset(view.name)
+            if ds is None:
                 continue
-            needs[view.name], secrets_of[found[0]] = found
+            uid = str(ds["metadata"].get("uid") or name_of(ds))
+            if uid not in images:
+                images[uid] = driver_image_of(ds)
+            found = images[uid]
+            if found is not None:
+                needs[view.name], secrets_of[found[0]] = found
         checks = {
             image: self.checker.lookup(
                 image, self._credentials(secrets_of[image]), secrets=",".join(secrets_of[image])
@@ -111,10 +125,17 @@ class AdmissionPreflight:
         }
         result = gate(needs, checks, mode)
         self._report(pool, result)
-        return result.blocked | result.pending
+        waiting = {v.name for v in views if v.state is S.UPGRADE_REQUIRED}
+        held = frozenset((result.blocked | result.pending) & waiting)
+        self._open = self._open or bool(held)
+        return held
 
     def requeue_after(self) -> float | None:
-        """When a verdict that holds nodes (or warns) is due again."""
+        """When a verdict that holds nodes or is reported (missing, unreachable) is due
+        again; None while nothing is held or reported (an image pushed since is then
+        noticed without waiting for a node event)."""
+        if not self._open and not any(v is not None for v in self._said.values()):
+            return None
         return self.checker.next_expiry()
 
     def _target_daemonset(self, node: str) -> Object | None:
