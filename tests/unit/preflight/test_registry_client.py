@@ -14,6 +14,7 @@ from aiohttp import web
 
 from components.preflight import (
     MANIFEST_TYPES,
+    TTL,
     BasicAuth,
     ImageChecker,
     RegistryClient,
@@ -242,3 +243,38 @@ async def test_a_thousand_lookups_of_one_image_send_one_check(
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+async def test_a_missing_verdict_is_asked_again_after_its_ttl_and_a_push_is_seen(
+    anonymous: tuple[str, list[web.Request]],
+) -> None:
+    host, seen = anonymous
+    now = [1000.0]
+    changes: list[int] = []
+    checker = ImageChecker(
+        ttl=TTL(present=300, missing=10, unreachable=60),
+        clock=lambda: now[0],
+        on_change=lambda: changes.append(1),
+    )
+
+    async def no_credentials(ref: Any) -> None:
+        return None
+
+    image = f"{host}/nvidia/driver:590.48.01-rhel9"
+    try:
+        assert (await checker.check(image, no_credentials)).verdict is Verdict.MISSING
+        assert checker.next_expiry() == 10
+        TAGS["nvidia/driver"].add("590.48.01-rhel9")  # pushed
+        now[0] += 5
+        assert checker.lookup(image, no_credentials).verdict is Verdict.MISSING  # type: ignore[union-attr]
+        assert len(seen) == 1  # still fresh: not asked again
+        now[0] += 6
+        # Expired: the old verdict still answers while the refresh runs, then the new one.
+        assert checker.lookup(image, no_credentials).verdict is Verdict.MISSING  # type: ignore[union-attr]
+        assert (await checker.check(image, no_credentials)).verdict is Verdict.PRESENT
+        assert checker.next_expiry() is None
+    finally:
+        TAGS["nvidia/driver"].discard("590.48.01-rhel9")
+        await checker.close()
+    assert len(seen) == 2
+    assert len(changes) == 2
