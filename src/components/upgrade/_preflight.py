@@ -101,6 +101,7 @@ class AdmissionPreflight:
         a new install, or a node that would pull again, hears of a missing image too."""
         mode = pool.policy.preflight.mode
         if mode == "Off":
+            self._report(pool, Gate())  # a condition said before is cleared
             return frozenset()
         needs: dict[str, str] = {}
         secrets_of: dict[str, tuple[str, ...]] = {}
@@ -179,6 +180,10 @@ class AdmissionPreflight:
         if said is None and stored is None:
             return  # no image ever failed: no condition at all
         previous = self._said.get(pool.key, _UNSAID)
+        if previous is _UNSAID and stored == wanted:
+            # Said before a restart of ours: neither the condition nor the Event again.
+            self._said[pool.key] = said
+            return
         if (stored == wanted and previous == said) or pool.key in self._writing:
             return
         self._said[pool.key] = said

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from components.api import UpgradeState
+from components.api import UpgradeState, validate_text
 from components.preflight import (
     BasicAuth,
     Check,
@@ -97,3 +97,15 @@ def test_references_and_pull_secret_credentials() -> None:
     assert credentials_for(hub, auths) == BasicAuth("hub", "p")
     assert credentials_for(pinned, auths) == BasicAuth("$oauthtoken", "key")
     assert credentials_for(parse_reference(RHEL), auths) is None
+
+
+@pytest.mark.parametrize(("mode", "ok"), [("Strict", True), ("Warn", True), ("Sometimes", False)])
+def test_validate_knows_the_preflight_mode(mode: str, ok: bool) -> None:
+    text = (
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: p}\n"
+        f"spec:\n  driver:\n    upgradePolicy:\n      preflight: {{mode: {mode}}}\n"
+    )
+    report = validate_text(text)
+    assert (report.problems == []) is ok
+    if not ok:
+        assert "spec.driver.upgradePolicy.preflight.mode" in str(report.problems[0][1])
