@@ -9,6 +9,7 @@ the simulated nodes never pull it, they read the driver version from the tag.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
@@ -26,7 +27,9 @@ CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 
 
 class SimulatedRegistry:
-    """One registry process; `address` is `127.0.0.1:<port>` once started."""
+    """One registry process; `address` is `127.0.0.1:<port>` once started. With `user`
+    (and `password`) it answers 401 with a Basic challenge to requests without them; this
+    class's own requests carry them."""
 
     def __init__(
         self,
@@ -35,11 +38,15 @@ class SimulatedRegistry:
         *,
         die_with_parent: bool = True,
         startup_timeout: float = 30.0,
+        user: str = "",
+        password: str = "",
     ) -> None:
         self.binary = binary
+        self.user, self.password = user, password
+        credentials = ["-user", user, "-password", password] if user else []
         self.process = Process(
             "registry",
-            [str(binary), "-address", "127.0.0.1:0"],
+            [str(binary), "-address", "127.0.0.1:0", *credentials],
             log_path,
             die_with_parent=die_with_parent,
         )
@@ -79,6 +86,9 @@ class SimulatedRegistry:
         request = urllib.request.Request(url, data=body or None, method=method)
         if content_type:
             request.add_header("Content-Type", content_type)
+        if self.user:
+            token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return int(response.status)

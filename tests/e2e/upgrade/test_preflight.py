@@ -5,12 +5,15 @@ A driver version is pushed for ubuntu22.04 only: the rhel9 nodes are never cordo
 policy's `PreflightFailed` condition and an Event name `...:<version>-rhel9` and the nodes
 that need it, and the ubuntu nodes walk meanwhile; pushing the missing image (through the
 registry's API) clears the condition and the walk goes on. A new install hears of a
-missing image the same way, before any node is walked.
+missing image the same way, before any node is walked; a private registry is asked with
+the policy's image pull secret.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -39,7 +42,7 @@ S = UpgradeState
 POLICY = "cluster-policy"
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 NODE = GVK("", "v1", "Node")
-FIRST, SECOND = "580.95.05", "590.48.01"
+FIRST, SECOND, THIRD = "580.95.05", "590.48.01", "595.58.03"
 REPOSITORY = "nvidia/driver"
 MIXED = ClusterConfig(
     gpu_nodes=4, cpu_nodes=0, gpus_per_node=1, os=parse_os_list("ubuntu22.04,rhel9.4")
@@ -226,3 +229,51 @@ async def test_a_version_missing_for_rhel9_walks_only_the_ubuntu_nodes_until_pus
 
     await eventually(cleared, "PreflightFailed=False once the image is pushed", 120)
     assert {labels_of(n).get(STATE_LABEL) for n in watch.gpu_nodes()} == {S.UPGRADE_DONE.value}
+
+
+async def test_a_private_registry_is_asked_with_the_policy_s_pull_secret(
+    mixed_cluster: SimulatedCluster, operator: OperatorProcess, watch: Watch
+) -> None:
+    private = SimulatedRegistry(
+        mixed_cluster.binaries.registry,
+        mixed_cluster.workdir / "logs" / "private-registry.log",
+        user="robot",
+        password="s3cret",
+    ).start()
+    try:
+        private.push_driver_images(THIRD, ["ubuntu22.04"], repository=REPOSITORY)
+        config = {"auths": {private.address: {"username": "robot", "password": "s3cret"}}}
+        await watch.client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "regcred", "namespace": NAMESPACE},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {
+                    ".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()
+                },
+            }
+        )
+        ops = [
+            {"op": "add", "path": "/spec/driver/repository", "value": f"{private.address}/nvidia"},
+            {"op": "add", "path": "/spec/driver/imagePullSecrets", "value": ["regcred"]},
+            {"op": "add", "path": "/spec/driver/version", "value": THIRD},
+        ]
+        await watch.client.patch(CLUSTER_POLICY, POLICY, ops, patch_type=PatchType.JSON)
+        missing = f"{private.address}/{REPOSITORY}:{THIRD}-rhel9"
+
+        # Without the secret's credentials the registry refuses us (a warning, no block):
+        # a blocking ImageMissing means the 401 was answered with them.
+        async def blocked() -> dict[str, Any] | None:
+            c = await _condition(watch)
+            return c if c and c["status"] == "True" and missing in c["message"] else None
+
+        condition = await eventually(blocked, f"PreflightFailed names {missing}", 180)
+        assert condition["reason"] == "ImageMissing"
+        await _walked(watch, UBUNTU, THIRD)
+        assert {watch.states()[n] for n in RHEL} == {S.UPGRADE_REQUIRED.value}
+
+        private.push_driver_images(THIRD, ["rhel9"], repository=REPOSITORY)
+        await _walked(watch, RHEL, THIRD)
+    finally:
+        private.stop()
