@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the control-plane binaries the tests and the simulated cluster run, from the official
 # Go modules: kube-apiserver, kube-controller-manager and kube-scheduler (k8s.io/kubernetes),
-# etcd (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok, plus its standard stages).
+# etcd (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok, plus its standard stages) and an
+# in-memory OCI registry (github.com/google/go-containerregistry's pkg/registry, hack/go/registry).
 #
 # The wrapper modules under hack/go/ pin every version (go.mod + go.sum are committed).
 # Binaries land in ${GPU_OPERATOR_CACHE:-~/.cache/gpu-operator}/bin/<component>-<version>/;
@@ -44,5 +45,9 @@ if [[ ! -f "${stages}/pod-ready.yaml" ]]; then
      "${src}/pod/fast/pod-delete.yaml" "${stages}/"
   chmod 644 "${stages}"/*.yaml
 fi
+
+# The simulated cluster's image registry: the operator's pre-flight checks ask it whether a
+# driver image exists (hack/go/registry/main.go).
+build registry "${REGISTRY_VERSION}" "${here}/go/registry" "-s -w" .
 
 echo "control-plane binaries ready in ${bin} ($((SECONDS - started))s)"

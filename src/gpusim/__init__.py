@@ -16,7 +16,7 @@ In tests::
 
 from __future__ import annotations
 
-from gpusim._binaries import KWOK_VERSION, SimBinaries
+from gpusim._binaries import KWOK_VERSION, REGISTRY_VERSION, SimBinaries
 from gpusim._cluster import SimulatedCluster
 from gpusim._components import KCM_CONTROLLERS
 from gpusim._crds import apply_crds, load_documents
@@ -73,6 +73,7 @@ from gpusim._reference import (
     reference_daemonsets,
     reference_install,
 )
+from gpusim._registry import SimulatedRegistry
 from gpusim._state import state_dir
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "MIG_PROFILES",
     "PRODUCTS",
     "REFERENCE_DRIVER_DAEMONSET",
+    "REGISTRY_VERSION",
     "ClusterConfig",
     "GpuProduct",
     "MigConfigError",
@@ -107,6 +109,7 @@ __all__ = [
     "SimBinaries",
     "SimError",
     "SimulatedCluster",
+    "SimulatedRegistry",
     "apply_crds",
     "build_reference",
     "cpu_node",

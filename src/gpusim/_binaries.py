@@ -13,6 +13,8 @@ from pathlib import Path
 from reconciler.envtest import Binaries, cache_root, kubernetes_bin
 
 KWOK_VERSION = "v0.8.0"
+REGISTRY_VERSION = "v0.22.1"
+"""go-containerregistry's in-memory OCI registry (`hack/go/registry`)."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class SimBinaries(Binaries):
     kube_scheduler: Path = Path()
     kwok: Path = Path()
     kwok_stages: Path = Path()
+    registry: Path = Path()
 
     @classmethod
     def from_cache(cls, root: Path | None = None) -> SimBinaries:
@@ -37,4 +40,5 @@ class SimBinaries(Binaries):
             kube_scheduler=kubernetes / "kube-scheduler",
             kwok=kwok / "kwok",
             kwok_stages=kwok / "stages",
+            registry=base / f"registry-{REGISTRY_VERSION}" / "registry",
         )

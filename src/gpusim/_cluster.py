@@ -32,6 +32,7 @@ from gpusim._nodes import (
     kernel_labels,
     node_manifest,
 )
+from gpusim._registry import SimulatedRegistry
 from reconciler.envtest import ControlPlane, ControlPlaneError, Process
 
 _T = TypeVar("_T")
@@ -79,7 +80,8 @@ class SimulatedCluster:
     kube-controller-manager starts: a cluster where the operator's CRDs were there before
     (its garbage collector learns custom kinds by discovery every 30 s; an object owned by
     a kind created after it started is retried, with a GET each time, until then).
-    `progress` receives one line per start-up step.
+    `progress` receives one line per start-up step. `registry` starts an OCI registry on
+    loopback (`self.registry`, `gpusim._registry`) for the operator's image pre-flight.
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class SimulatedCluster:
         crds: Sequence[dict[str, Any]] = (),
         progress: Callable[[str], None] | None = None,
         on_process: Callable[[str, int], None] | None = None,
+        registry: bool = False,
     ) -> None:
         self.config = config or ClusterConfig()
         self._crds = tuple(crds)
@@ -111,6 +114,8 @@ class SimulatedCluster:
         self.nodes: list[NodeSpec] = []
         self.started_seconds = 0.0
         self._components: Components | None = None
+        self._want_registry = registry
+        self.registry: SimulatedRegistry | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -181,6 +186,15 @@ class SimulatedCluster:
                 on_process=self._on_process,
             )
             self.processes = self._components.processes
+            if self._want_registry:
+                self._progress("starting the image registry")
+                self.registry = SimulatedRegistry(
+                    self.binaries.registry,
+                    plane.logs_dir / "registry.log",
+                    die_with_parent=self._die_with_parent,
+                ).start()
+                if self.registry.process.pid is not None:
+                    self._on_process("registry", self.registry.process.pid)
             gated = _gate_pod_ready(stages, plane.workdir / "kwok-stages")
             self._components.start([*gated, *own])
             self._progress(
@@ -202,6 +216,8 @@ class SimulatedCluster:
         """Stop every process (behaviour, kwok, scheduler, controllers, apiserver, etcd)."""
         if self._components is not None:
             self._components.stop()
+        if self.registry is not None:
+            self.registry.stop()
         if self.control_plane is not None:
             self.control_plane.stop()
 

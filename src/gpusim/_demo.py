@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -26,12 +27,13 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
+from components.api import DEFAULT_IMAGES, OperandImage, os_tag
 from components.commands.demo import REPO_CONFIG
 from components.errors import CommandError
 from gpusim._cluster import SimulatedCluster
 from gpusim._crds import apply_crds, load_documents
 from gpusim._errors import SimError
-from gpusim._nodes import ClusterConfig, parse_os_list
+from gpusim._nodes import ClusterConfig, OsRelease, parse_os_list
 from reconciler.envtest import free_port
 
 NAMESPACE = "gpu-operator"
@@ -62,13 +64,14 @@ def run_demo(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     _say(f"starting a simulated cluster: {args.nodes} GPU nodes, {args.cpu_nodes} CPU-only")
-    sim = SimulatedCluster(cluster_config, progress=lambda line: _say(f"  {line}"))
+    sim = SimulatedCluster(cluster_config, registry=True, progress=lambda line: _say(f"  {line}"))
     operator: subprocess.Popen[bytes] | None = None
     try:
         try:
             sim.start()
         except SimError as exc:
             raise CommandError(str(exc)) from exc
+        _serve_driver_images(sim, policy, cluster_config.os)
         log_path = Path(sim.workdir) / "logs" / "gpu-operator.log"
         operator = _start_operator(sim.kubeconfig, log_path)
         _say(f"operator started (pid {operator.pid}); its log: {log_path}")
@@ -92,6 +95,29 @@ def run_demo(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 operator.kill()
         sim.stop()
+
+
+def _serve_driver_images(
+    sim: SimulatedCluster, policy: dict[str, Any], releases: Sequence[OsRelease]
+) -> None:
+    """The demo's driver images live in the simulated cluster's registry: a policy that
+    takes NVIDIA's driver image is pointed at it, and the image for each node OS is pushed,
+    so the operator's pre-flight check finds what every node will pull."""
+    driver = policy.setdefault("spec", {}).setdefault("driver", {})
+    if (
+        sim.registry is None
+        or driver.get("repository") not in (None, "", "nvcr.io/nvidia")
+        or driver.get("image") not in (None, "", "driver")
+        or driver.get("usePrecompiled") is True
+    ):
+        return
+    version = str(driver.get("version") or DEFAULT_IMAGES[OperandImage.DRIVER].version)
+    if version.startswith("sha256:"):
+        return
+    driver["repository"] = f"{sim.registry.address}/nvidia"
+    tags = sorted({os_tag(r.id, r.version_id) for r in releases})
+    sim.registry.push_driver_images(version, tags)
+    _say(f"driver images {version}-{{{','.join(tags)}}} served by {sim.registry.address}")
 
 
 def _load_policy(path: Path) -> dict[str, Any]:

@@ -144,6 +144,8 @@ from components.api._upgrade import (
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
     PodDeletionSpec,
+    PreflightMode,
+    PreflightSpec,
     scaled_value,
 )
 from components.api._validate import YAMLProblem, load_documents, validate_document, validate_text
@@ -204,6 +206,8 @@ __all__ = [
     "OperandImage",
     "OperandSpec",
     "PodDeletionSpec",
+    "PreflightMode",
+    "PreflightSpec",
     "Reason",
     "ResourceRequirements",
     "ServiceMonitorConfig",

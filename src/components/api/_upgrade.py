@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -107,6 +107,23 @@ class DrainSpec(ApiModel):
     )
 
 
+PreflightMode = Literal["Strict", "Warn", "Off"]
+
+
+class PreflightSpec(ApiModel):
+    """Ours (the reference has no such field): before a node's driver walk, ask the image's
+    registry whether the image the node will pull exists."""
+
+    mode: PreflightMode = crd_default(
+        "Warn",
+        description=(
+            "Warn: a missing image keeps its nodes out of the walk, an unreachable registry "
+            "is reported and the walk goes on; Strict: an unreachable registry blocks too; "
+            "Off: no check."
+        ),
+    )
+
+
 class DriverUpgradePolicySpec(ApiModel):
     """How driver upgrades roll through the nodes."""
 
@@ -126,6 +143,10 @@ class DriverUpgradePolicySpec(ApiModel):
     pod_deletion: PodDeletionSpec = Field(default_factory=PodDeletionSpec)
     wait_for_completion: WaitForCompletionSpec = Field(default_factory=WaitForCompletionSpec)
     drain: DrainSpec = Field(default_factory=DrainSpec)
+    preflight: PreflightSpec = Field(
+        default_factory=PreflightSpec,
+        description="Ours: check that each node's driver image exists before its walk.",
+    )
 
 
 class NVIDIADriverUpgradePolicySpec(DriverUpgradePolicySpec):

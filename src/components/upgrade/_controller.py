@@ -27,6 +27,7 @@ from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
 from components.upgrade._names import NODE
 from components.upgrade._node import NodeReconciler
 from components.upgrade._pool import PoolReconciler
+from components.upgrade._preflight import AdmissionPreflight
 from components.upgrade._reader import ClusterReader
 from components.upgrade._status import Waits
 from components.upgrade._step import DEFAULT_VALIDATION_TIMEOUT
@@ -96,12 +97,14 @@ class UpgradeController:
             expectation_timeout=expectation_timeout,
             clock=clock,
         )
+        self.preflight = AdmissionPreflight(self.reader, manager.client, self.writer.recorder)
         self.pools = PoolReconciler(
             self.reader,
             self.writer,
             self.waits,
             self.metrics,
             admission_fold=self.nodes.admission_fold,
+            preflight=self.preflight,
         )
 
         informers = UpgradeInformers.register(manager, namespace)
@@ -121,6 +124,7 @@ class UpgradeController:
             max_interval=1.0,
         )
         self.waits.on_change = lambda: self.pool_controller.enqueue(POOL_REQUEST)
+        self.preflight.checker.on_change = self.waits.on_change
         Watches(self.reader).connect(informers, self.node_controller, self.pool_controller)
 
     def busy(self) -> bool:

@@ -80,17 +80,23 @@ def counts(nodes: Sequence[NodeView], policy: DriverUpgradePolicySpec) -> Counts
     )
 
 
-def admit(nodes: Sequence[NodeView], policy: DriverUpgradePolicySpec) -> list[str]:
+def admit(
+    nodes: Sequence[NodeView],
+    policy: DriverUpgradePolicySpec,
+    *,
+    hold: frozenset[str] = frozenset(),
+) -> list[str]:
     """The `upgrade-required` nodes that may start now (move to `cordon-required`).
 
-    Nodes with the skip label never start. Nodes already unavailable go first (they cost
-    no unavailability), then by name, so the order is stable across restarts.
+    Nodes with the skip label never start, nor do those in `hold` (pre-flight: their
+    image is not known to exist); neither takes a slot. Nodes already unavailable go first
+    (they cost no unavailability), then by name, so the order is stable across restarts.
     """
     c = counts(nodes, policy)
     slots = math.inf if c.max_parallel == 0 else c.max_parallel - c.in_progress
     budget = c.max_unavailable - c.unavailable
     candidates = sorted(
-        (n for n in nodes if n.state is S.UPGRADE_REQUIRED and not n.skip),
+        (n for n in nodes if n.state is S.UPGRADE_REQUIRED and not n.skip and n.name not in hold),
         key=lambda n: (not n.unavailable, n.name),
     )
     chosen: list[str] = []

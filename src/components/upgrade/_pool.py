@@ -21,6 +21,7 @@ from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics
 from components.upgrade._model import NodeView
 from components.upgrade._names import NODE, STATE_LABEL, STATUS_FIELD_MANAGER
+from components.upgrade._preflight import AdmissionPreflight
 from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
@@ -45,10 +46,14 @@ class PoolReconciler:
         metrics: UpgradeMetrics,
         *,
         admission_fold: AdmissionFold | None = None,
+        preflight: AdmissionPreflight | None = None,
     ) -> None:
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self.admission_fold = admission_fold
+        self.preflight = preflight
+        """Which waiting nodes must stay out of the walk (their image is not known to
+        exist); None: no check."""
         """The node reconcile's plan for what an admitted node does at once (None: admission
         writes only its own transition)."""
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
@@ -69,6 +74,8 @@ class PoolReconciler:
             # do, and they can wait their (slower) turn.
             return Result(requeue_after=self._summary_due - now)
         began = time.thread_time()
+        if self.preflight is not None:
+            self.preflight.begin()
         pools, members = self.reader.members()
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
@@ -88,7 +95,9 @@ class PoolReconciler:
         )
         await asyncio.gather(*writes)
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
-        return None
+        due = self.preflight.requeue_after() if self.preflight is not None else None
+        # A held node or a reported image is looked at again when its verdict is due.
+        return Result(requeue_after=due + 0.05) if due is not None else None
 
     def status_writes_pending(self) -> bool:
         """Whether a policy's `status.upgrade` is still to be written or being written (the
@@ -102,7 +111,8 @@ class PoolReconciler:
         return bool(self.cache.list(NODE, index=index))
 
     def _admit(self, pool: Pool, views: list[NodeView], c: Counts) -> list[Any]:
-        chosen = admit(views, pool.policy)
+        hold = self.preflight.held(pool, views) if self.preflight is not None else frozenset()
+        chosen = admit(views, pool.policy, hold=hold)
         by_name = {v.name: v for v in views}
         cap = c.max_parallel or "unlimited"
         writes = []

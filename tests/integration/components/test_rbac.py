@@ -403,13 +403,17 @@ ALLOWED_TO_OPERATOR = [
     ("create", "configmaps", "", NAMESPACE, None),
     ("update", "leases", "coordination.k8s.io", NAMESPACE, None),
     ("create", "servicemonitors", "monitoring.coreos.com", NAMESPACE, None),
+    # Pre-flight reads the driver's image pull secrets by name, in its namespace only.
+    ("get", "secrets", "", NAMESPACE, None),
     # Secure /metrics: who is this scraper, and may they get /metrics?
     ("create", "tokenreviews", "authentication.k8s.io", None, None),
     ("create", "subjectaccessreviews", "authorization.k8s.io", None, None),
 ]
 
 DENIED_TO_OPERATOR = [
-    ("get", "secrets", "", NAMESPACE, None),
+    ("list", "secrets", "", NAMESPACE, None),
+    ("watch", "secrets", "", NAMESPACE, None),
+    ("get", "secrets", "", "kube-system", None),
     ("delete", "nodes", "", None, None),
     ("create", "pods", "", "kube-system", None),
     ("create", "daemonsets", "apps", "kube-system", None),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpusim import KWOK_VERSION, SimBinaries, SimulatedCluster
+from gpusim import KWOK_VERSION, REGISTRY_VERSION, SimBinaries, SimulatedCluster
 from reconciler import envtest
 from reconciler.envtest import BinaryMissingError
 
@@ -25,6 +25,7 @@ def test_versions_match_the_build_script() -> None:
         "KUBERNETES_VERSION": envtest.KUBERNETES_VERSION,
         "ETCD_VERSION": envtest.ETCD_VERSION,
         "KWOK_VERSION": KWOK_VERSION,
+        "REGISTRY_VERSION": REGISTRY_VERSION,
     }
 
 

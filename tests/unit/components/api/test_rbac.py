@@ -138,6 +138,7 @@ GRANTS: list[tuple[str, str, str, set[str]]] = [
     ("Role", "apps", "daemonsets", {"get", "list", "watch", "create", "patch", "delete"}),
     ("Role", "apps", "controllerrevisions", {"get", "list", "watch"}),
     ("Role", "", "configmaps", {"get", "list", "watch", "create", "patch", "delete"}),
+    ("Role", "", "secrets", {"get"}),
     ("Role", "", "services", {"get", "list", "watch", "create", "patch", "delete"}),
     ("Role", "", "serviceaccounts", {"get", "list", "watch", "create", "patch", "delete"}),
     (
@@ -175,7 +176,8 @@ def test_exactly_the_verbs_it_needs(kind: str, group: str, resource: str, verbs:
 
 def test_nothing_else_is_granted() -> None:
     assert allowed("ClusterRole", "", "secrets") == set()
-    assert allowed("Role", "", "secrets") == set()
+    # Pre-flight reads the driver's image pull secrets by name, in its own namespace only.
+    assert allowed("Role", "", "secrets") == {"get"}
     assert allowed("ClusterRole", "apps", "daemonsets") & {"create", "update", "delete"} == set()
     assert allowed("ClusterRole", "", "nodes") & {"delete", "create"} == set()
     # Every namespace but its own is out of reach (a ClusterRole would reach them all).
