@@ -22,9 +22,9 @@ import logging
 import time
 from typing import Any
 
-from components.api import KINDS, crd
 from components.errors import CommandError
 from components.kinds import CLUSTER_POLICY
+from components.offline import KINDS, crd
 from components.run import api_client, plain_client
 from reconciler import Client, Object, annotations_of, name_of
 from reconciler.errors import ApiError, ApiUnreachable, NotFound

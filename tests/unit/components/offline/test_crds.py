@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.api import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, crd, render_all
-from components.api._crd import cel_rules, render
-from components.api._validate._walk import SchemaChecker
 from components.cli import main
+from components.offline import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, crd, render_all
+from components.offline._crd import cel_rules, render
+from components.offline._validate._walk import SchemaChecker
 from tests.unit.components.api.cases import REPO
 
 pytestmark = pytest.mark.unit

@@ -22,7 +22,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from components.api._base import ApiModel, Cel, Format, IntOrString, ListMap, PreserveUnknown
+from components.api import ApiModel, Cel, Format, IntOrString, ListMap, PreserveUnknown
 
 Schema = dict[str, Any]
 

@@ -13,15 +13,15 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from components.api._validate._limits import (
+from components.api import LongInteger
+from components.api.limits import (
     ETCD_REFUSES,
     INT64_MAX,
     INT64_MIN,
     MAX_OBJECT_BYTES,
     mebibytes,
 )
-from components.api._validate._problems import Problem, show
-from components.api._validate._yaml import LongInteger
+from components.offline._validate._problems import Problem, show
 
 
 def _scalar_size(value: Any) -> int:

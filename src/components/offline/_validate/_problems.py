@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from components.api._base import ApiModel
+from components.api import ApiModel
 
 
 @dataclass(frozen=True)

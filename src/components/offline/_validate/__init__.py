@@ -21,24 +21,24 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from components.api._crd import KINDS
-from components.api._validate._files import (
-    EXTENSIONS,
-    Unreadable,
-    expand,
-    read_stream,
-    read_text,
-)
-from components.api._validate._limits import (
+from components.api import YAMLProblem, load_documents
+from components.api.limits import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_FILE_VALUES,
     MAX_OBJECT_BYTES,
     MAX_VALUES,
 )
-from components.api._validate._problems import Problem, Report
-from components.api._validate._rules import is_ours, validate_document
-from components.api._validate._yaml import YAMLProblem, load_documents
+from components.offline._crd import KINDS
+from components.offline._validate._files import (
+    EXTENSIONS,
+    Unreadable,
+    expand,
+    read_stream,
+    read_text,
+)
+from components.offline._validate._problems import Problem, Report
+from components.offline._validate._rules import is_ours, validate_document
 
 _STATUS_IGNORED = Problem(
     "",

@@ -1,5 +1,5 @@
 """`gpu-operator crds` and `gpu-operator validate`: their command lines. The work is in
-`components.api.commands`, imported when one of them runs."""
+`components.offline.commands`, imported when one of them runs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from components.commands import deferred
 
-run_crds = deferred("components.api.commands", "run_crds")
-run_validate = deferred("components.api.commands", "run_validate")
+run_crds = deferred("components.offline.commands", "run_crds")
+run_validate = deferred("components.offline.commands", "run_validate")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.api import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd
+from components.offline import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd
 from tests.unit.components.api.cases import REFERENCE_CRDS
 
 pytestmark = pytest.mark.unit

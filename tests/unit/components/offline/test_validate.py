@@ -10,8 +10,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components.api import ClusterPolicy, NVIDIADriver, validate_document, validate_text
+from components.api import ClusterPolicy, NVIDIADriver
 from components.cli import main
+from components.offline import validate_document, validate_text
 from tests.unit.components.api.cases import (
     COMPAT_FILES,
     INVALID,
@@ -232,8 +233,8 @@ def test_integers_out_of_their_format_range(spec: dict[str, Any], path: str, say
 def test_cel_rules_are_evaluated_from_the_crds_text() -> None:
     """Every non-transition CEL rule in the CRDs compiles and runs with the CEL library, and
     its verdict on the cases above is the one the Python twin on the models gives."""
-    from components.api._crd import cel_rules
-    from components.api._validate._cel import holds, is_transition
+    from components.offline._crd import cel_rules
+    from components.offline._validate._cel import holds, is_transition
 
     values: list[Any] = [0, 5, -1, "25%", "101%", "abc", "", {}, {"default": "x"}]
     values += [{"default": "x", "name": "n"}, {"usePrecompiled": True, "version": "sha256:ab"}]

@@ -28,7 +28,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from components.api._validate._limits import (
+from components.api.limits import (
     ETCD_REFUSES,
     MAX_DEPTH,
     MAX_FILE_VALUES,

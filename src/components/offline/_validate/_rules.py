@@ -8,13 +8,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from components.api._base import ApiModel
-from components.api._clusterpolicy import ClusterPolicy
-from components.api._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, object_schema
-from components.api._nvidiadriver import NVIDIADriver
-from components.api._validate._encoded import encoded_problems
-from components.api._validate._problems import Problem, pydantic_problems, show, type_name
-from components.api._validate._walk import SchemaChecker
+from components.api import ApiModel, ClusterPolicy, NVIDIADriver
+from components.offline._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, object_schema
+from components.offline._validate._encoded import encoded_problems
+from components.offline._validate._problems import Problem, pydantic_problems, show, type_name
+from components.offline._validate._walk import SchemaChecker
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MODELS: dict[str, type[ApiModel]] = {

@@ -8,9 +8,9 @@ import difflib
 import re
 from typing import Any
 
-from components.api._schema import Schema
-from components.api._validate._cel import holds, is_transition
-from components.api._validate._problems import Problem, show, show_typed
+from components.offline._schema import Schema
+from components.offline._validate._cel import holds, is_transition
+from components.offline._validate._problems import Problem, show, show_typed
 
 _TYPE_CHECKS = {
     "string": lambda v: isinstance(v, str),

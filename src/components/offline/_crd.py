@@ -14,11 +14,15 @@ from typing import Any
 
 import yaml
 
-from components.api._base import ApiModel, Cel
-from components.api._clusterpolicy import ClusterPolicySpec
-from components.api._nvidiadriver import NVIDIADriverSpec
-from components.api._schema import Schema, schema_for_model
-from components.api._status import ClusterPolicyStatus, NVIDIADriverStatus
+from components.api import (
+    ApiModel,
+    Cel,
+    ClusterPolicySpec,
+    ClusterPolicyStatus,
+    NVIDIADriverSpec,
+    NVIDIADriverStatus,
+)
+from components.offline._schema import Schema, schema_for_model
 
 GROUP = "nvidia.com"
 HEADER = (

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.api._validate import MAX_OBJECT_BYTES, load_documents, validate_text
 from components.cli import main
+from components.offline._validate import MAX_OBJECT_BYTES, load_documents, validate_text
 
 pytestmark = pytest.mark.unit
 

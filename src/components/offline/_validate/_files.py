@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import IO
 
-from components.api._validate._limits import MAX_FILE_BYTES, mebibytes
+from components.api.limits import MAX_FILE_BYTES, mebibytes
 
 #: kubectl's extensions for the files of a directory.
 EXTENSIONS = (".yaml", ".yml", ".json")

@@ -1,5 +1,5 @@
 """The `gpu-operator crds` and `gpu-operator validate` subcommands: what they do (their
-command line is `components.commands.api`)."""
+command line is `components.commands.offline`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from components.api._clusterpolicy import ClusterPolicy
-from components.api._crd import CLUSTER_POLICY, KINDS, render, render_all, write_all
-from components.api._nvidiadriver import NVIDIADriver
-from components.api._unsupported import not_acted_on, unsupported_fields
-from components.api._validate import Report, validate_files, validate_stream
+from components.api import ClusterPolicy, NVIDIADriver, not_acted_on, unsupported_fields
 from components.errors import CommandError
+from components.offline._crd import CLUSTER_POLICY, KINDS, render, render_all, write_all
+from components.offline._validate import Report, validate_files, validate_stream
 
 
 def run_crds(args: argparse.Namespace) -> int:
