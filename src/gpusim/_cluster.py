@@ -32,6 +32,7 @@ from gpusim._nodes import (
     kernel_labels,
     node_manifest,
 )
+from reconciler import annotations_of, name_of
 from reconciler.envtest import ControlPlane, ControlPlaneError, Process
 
 _T = TypeVar("_T")
@@ -284,7 +285,7 @@ class SimulatedCluster:
             core: Any = client.CoreV1Api(api)
             listed = await _ok(await core.list_node(_preload_content=False))
             used = [
-                int((item["metadata"].get("annotations") or {}).get(ANNOTATION_INDEX, "-1"))
+                int(annotations_of(item).get(ANNOTATION_INDEX, "-1"))
                 for item in listed.get("items") or []
             ]
         await self._add_nodes(specs, first_index=max(used, default=-1) + 1, wait=wait_ready)
@@ -323,7 +324,7 @@ class SimulatedCluster:
             listed = await _ok(await core.list_node(_preload_content=False))
             for item in listed.get("items") or []:
                 if _schedulable(item):
-                    waiting.discard(item["metadata"]["name"])
+                    waiting.discard(name_of(item))
             if not waiting:
                 return
             if time.monotonic() > deadline:
