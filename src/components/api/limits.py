@@ -1,4 +1,5 @@
-"""The limits `validate` holds input to: the API server's and etcd's own (a resource past
+"""The limits YAML is read within (`load_documents`, and so `gpu-operator validate` and the
+operator's reading of users' config files): the API server's and etcd's own (a resource past
 them is refused by the cluster, so it is a problem here too) and the bounds on what one
 file may cost to read (a file past them is refused before it can take the machine).
 

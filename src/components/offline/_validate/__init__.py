@@ -12,7 +12,8 @@ YAML list of resources, a directory (its manifests), standard input. A document 
 when it is ours (`is_ours`: any kind of nvidia.com, and a case or spelling variant of our
 kinds); other resources in the same file are passed over, and a file with none of ours is
 a problem. No input shows a traceback or takes the machine: what cannot be read is one
-sentence (`_files`, `_yaml`), within the limits of `_limits`.
+sentence (`_files`, and `components.api`'s bounded YAML reader), within the limits of
+`components.api.limits`.
 """
 
 from __future__ import annotations
