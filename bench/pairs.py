@@ -14,8 +14,8 @@ floor already keeps busy (`cpu_bound`): the ratio its own CPU and the work its l
 cause elsewhere add to the floor's CPU, and, per target, how much CPU the operator may spend
 to reach ready and still meet it on average.
 
-    .venv/bin/python bench/pairs.py bench/results/scale-1000-b3ea712.json ... \
-        [--target 100=1.10 --target 1000=1.05] [--name pairs-b3ea712]
+    .venv/bin/python bench/pairs.py bench/results/scale-1000.json ... \
+        [--target 100=1.10 --target 1000=1.05] [--name pairs-1000]
 
 Writes bench/results/<name>.json (default `pairs`) and prints it as the last line.
 """

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from components import __version__
-from components.commands import api, demo, hooks, node_agent, run, sim
+from components.commands import demo, hooks, node_agent, offline, run, sim
 from components.errors import CommandError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(handler=_version)
-    api.register(sub)
+    offline.register(sub)
     demo.register(sub)
     hooks.register(sub)
     node_agent.register(sub)

@@ -22,11 +22,11 @@ import logging
 import time
 from typing import Any
 
-from components.api import KINDS, crd
 from components.errors import CommandError
 from components.kinds import CLUSTER_POLICY
+from components.offline import KINDS, crd
 from components.run import api_client, plain_client
-from reconciler import Client, Object, annotations_of, name_of
+from reconciler import Client, Object, annotations_of, name_of, uid_of
 from reconciler.errors import ApiError, ApiUnreachable, NotFound
 
 log = logging.getLogger("components.hooks")
@@ -61,7 +61,7 @@ async def _present(client: Client, name: str, uid: str) -> bool:
         live = await client.get_live(CLUSTER_POLICY, name)
     except NotFound:
         return False
-    return bool(live["metadata"].get("uid") == uid)
+    return uid_of(live) == uid
 
 
 async def delete_policies(
@@ -81,7 +81,7 @@ async def delete_policies(
                     "ClusterPolicy %s: not of release %s/%s, left alone", name, namespace, release
                 )
                 continue
-            uid = str(policy["metadata"]["uid"])
+            uid = uid_of(policy)
             await client.delete(
                 CLUSTER_POLICY, name, propagation_policy="Foreground", uid=uid, missing_ok=True
             )

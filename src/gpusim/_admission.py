@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusim._nodes import SIM_PREFIX
+from reconciler import annotations_of, creation_timestamp_of, name_of, namespace_of, uid_of
 
 ANNOTATION_ADMITTED = SIM_PREFIX + "admitted"
 """Set to `true` on a GPU pod the simulated device manager admitted: kwok may start it."""
@@ -64,7 +65,7 @@ _READY_STAGE = "pod-ready"
 def gate_pod_ready(stage: Mapping[str, Any]) -> dict[str, Any] | None:
     """kwok's `pod-ready` stage with `STAGE_GATE` added to its selector; None for any
     other stage."""
-    if (stage.get("metadata") or {}).get("name") != _READY_STAGE:
+    if name_of(stage) != _READY_STAGE:
         return None
     spec = dict(stage.get("spec") or {})
     selector = dict(spec.get("selector") or {})
@@ -140,7 +141,6 @@ class DevicePod:
 def device_pod(pod: Mapping[str, Any]) -> DevicePod | None:
     """The pod as admission sees it, or None (unbound, finished, or asking for no device
     resource)."""
-    meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     node = spec.get("nodeName")
@@ -152,12 +152,12 @@ def device_pod(pod: Mapping[str, Any]) -> DevicePod | None:
         for c in spec.get("initContainers") or []
     ]
     containers += [DeviceContainer(device_limits(c)) for c in spec.get("containers") or []]
-    annotations = meta.get("annotations") or {}
+    annotations = annotations_of(pod)
     return DevicePod(
-        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
-        uid=str(meta.get("uid") or ""),
+        key=f"{namespace_of(pod)}/{name_of(pod)}",
+        uid=uid_of(pod),
         node=str(node),
-        created=str(meta.get("creationTimestamp") or ""),
+        created=creation_timestamp_of(pod),
         containers=tuple(containers),
         admitted=annotations.get(ANNOTATION_ADMITTED) == "true" or phase == "Running",
     )

@@ -33,6 +33,7 @@ from gpusim._nodes import (
     node_manifest,
 )
 from gpusim._registry import SimulatedRegistry
+from reconciler import annotations_of, name_of
 from reconciler.envtest import ControlPlane, ControlPlaneError, Process
 
 _T = TypeVar("_T")
@@ -300,7 +301,7 @@ class SimulatedCluster:
             core: Any = client.CoreV1Api(api)
             listed = await _ok(await core.list_node(_preload_content=False))
             used = [
-                int((item["metadata"].get("annotations") or {}).get(ANNOTATION_INDEX, "-1"))
+                int(annotations_of(item).get(ANNOTATION_INDEX, "-1"))
                 for item in listed.get("items") or []
             ]
         await self._add_nodes(specs, first_index=max(used, default=-1) + 1, wait=wait_ready)
@@ -339,7 +340,7 @@ class SimulatedCluster:
             listed = await _ok(await core.list_node(_preload_content=False))
             for item in listed.get("items") or []:
                 if _schedulable(item):
-                    waiting.discard(item["metadata"]["name"])
+                    waiting.discard(name_of(item))
             if not waiting:
                 return
             if time.monotonic() > deadline:

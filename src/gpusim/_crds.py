@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client
 
+from reconciler import name_of
+
 FIELD_MANAGER = "gpu-operator"
 _ESTABLISH_SECONDS = 30.0
 
@@ -41,7 +43,7 @@ async def apply_crds(api: client.ApiClient, documents: Iterable[dict[str, Any]])
     for document in documents:
         if document.get("kind") != "CustomResourceDefinition":
             raise ValueError(f"expected a CustomResourceDefinition, got {document.get('kind')}")
-        name = document["metadata"]["name"]
+        name = name_of(document)
         await ext.patch_custom_resource_definition(
             name,
             document,

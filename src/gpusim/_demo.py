@@ -34,6 +34,7 @@ from gpusim._cluster import SimulatedCluster
 from gpusim._crds import apply_crds, load_documents
 from gpusim._errors import SimError
 from gpusim._nodes import ClusterConfig, OsRelease, parse_os_list
+from reconciler import name_of
 from reconciler.envtest import free_port
 
 NAMESPACE = "gpu-operator"
@@ -174,7 +175,7 @@ async def _drive(
             if exc.status != 409:
                 raise
         custom = client.CustomObjectsApi(api)
-        name = policy["metadata"]["name"]
+        name = name_of(policy)
         await custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
         _say(f"created ClusterPolicy {name}; waiting for it to become ready")
         await _follow_policy(custom, name, operator, log_path, wait_seconds)

@@ -21,6 +21,7 @@ from gpusim._nodes import (
     ANNOTATION_PRODUCT,
     SIM_PREFIX,
 )
+from reconciler import is_deleting, labels_of, metadata_of, name_of, namespace_of, uid_of
 
 # -- which pods are which node software: the one table ---------------------------------
 
@@ -148,15 +149,14 @@ class PodInfo:
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
     """The operand pod `pod` is, or None for any other pod (or one not bound to a node)."""
-    meta = pod.get("metadata") or {}
-    software = software_of(meta.get("labels") or {})
+    software = software_of(labels_of(pod))
     spec = pod.get("spec") or {}
     node = spec.get("nodeName")
     if software is None or not node:
         return None
     status = pod.get("status") or {}
     ready = (
-        not meta.get("deletionTimestamp")
+        not is_deleting(pod)
         and status.get("phase") == "Running"
         and any(
             c.get("type") == "Ready" and c.get("status") == "True"
@@ -170,9 +170,9 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
         for item in container.get("env") or []
         if "value" in item and "name" in item
     }
-    namespace = meta.get("namespace", "")
+    namespace = namespace_of(pod)
     return PodInfo(
-        key=f"{namespace}/{meta.get('name', '')}",
+        key=f"{namespace}/{name_of(pod)}",
         node=node,
         software=software,
         ready=bool(ready),
@@ -207,8 +207,7 @@ def gpu_workload_node(pod: dict[str, Any]) -> str | None:
     resource (or sees the GPUs through `NVIDIA_VISIBLE_DEVICES`), is bound and has not
     finished (a terminating one still holds it until it is gone, as its processes do on a
     real GPU). None for any other pod."""
-    meta = pod.get("metadata") or {}
-    if software_of(meta.get("labels") or {}) is not None:
+    if software_of(labels_of(pod)) is not None:
         return None
     view = pod_view(pod)
     uses = view.gpu or sees_gpus(pod.get("spec") or {})
@@ -242,9 +241,8 @@ def gpu_workload(pod: Mapping[str, Any]) -> GpuWorkload | None:
     """The pod as a GPU workload: bound, Running, not being deleted, and limiting an
     `nvidia.com/` resource (or seeing the GPUs through its environment: one process);
     None for any other pod (and for the NVIDIA software itself)."""
-    meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    if software_of(meta.get("labels") or {}) is not None or meta.get("deletionTimestamp"):
+    if software_of(labels_of(pod)) is not None or is_deleting(pod):
         return None
     if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") != "Running":
         return None
@@ -252,8 +250,8 @@ def gpu_workload(pod: Mapping[str, Any]) -> GpuWorkload | None:
     if gpus <= 0:
         return None
     return GpuWorkload(
-        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
-        uid=str(meta.get("uid") or ""),
+        key=f"{namespace_of(pod)}/{name_of(pod)}",
+        uid=uid_of(pod),
         node=str(spec["nodeName"]),
         gpus=gpus,
     )
@@ -312,7 +310,7 @@ def _sim_annotations(meta: Mapping[str, Any]) -> dict[str, str]:
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:
-    meta = node.get("metadata") or {}
+    meta = metadata_of(node)
     status = node.get("status") or {}
     try:
         version = int(meta.get("resourceVersion", "0"))
@@ -334,7 +332,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
 def trim_node(node: dict[str, Any]) -> dict[str, Any]:
     """A Node cut down to what `node_info` reads (a node's images and conditions are most
     of it, and change on every heartbeat)."""
-    meta = node.get("metadata") or {}
+    meta = metadata_of(node)
     status = node.get("status") or {}
     return {
         "metadata": {
@@ -404,7 +402,7 @@ def _keep_admission(meta: Mapping[str, Any], kept: dict[str, Any]) -> None:
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """A Pod cut down to what `pod_info`, `gpu_workload_node`, `gpu_workload` and
     `device_pod` (admission) read; any other pod keeps its name alone."""
-    meta = pod.get("metadata") or {}
+    meta = metadata_of(pod)
     kept: dict[str, Any] = {
         key: meta[key] for key in ("name", "namespace", "resourceVersion") if key in meta
     }

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import GVK, Client, Object, name_of
+from reconciler import GVK, Client, Object, name_of, uid_of
 from reconciler.kinds import NODE
 
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
@@ -139,7 +139,7 @@ def owner_of(policy: Object) -> dict[str, Any]:
         "apiVersion": "nvidia.com/v1",
         "kind": "ClusterPolicy",
         "name": name_of(policy),
-        "uid": policy["metadata"]["uid"],
+        "uid": uid_of(policy),
         "controller": True,
         "blockOwnerDeletion": True,
     }

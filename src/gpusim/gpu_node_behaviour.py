@@ -93,6 +93,9 @@ from reconciler import (
     Result,
     enqueue_mapped,
     enqueue_object,
+    metadata_of,
+    name_of,
+    namespace_of,
     resource_version_of,
 )
 from reconciler.errors import NotFound
@@ -116,7 +119,7 @@ def _config_maps_of(pod: Object) -> Iterable[str]:
 
 
 def _trim_config_map(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
+    meta = metadata_of(obj)
     kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
     return {"metadata": kept, "data": dict(obj.get("data") or {})}
 
@@ -321,8 +324,7 @@ class GpuNodeBehaviour:
         return True
 
     def _nodes_mounting(self, config_map: Object) -> list[Request]:
-        meta = config_map.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        key = f"{namespace_of(config_map)}/{name_of(config_map)}"
         pods = self._client.list(POD, index=(PODS_BY_CONFIG_MAP, key))
         return [Request("", info.node) for info in map(pod_info, pods) if info is not None]
 

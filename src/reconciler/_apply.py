@@ -17,10 +17,11 @@ from reconciler._objects import (
     GVK,
     Object,
     annotations_of,
+    display_name_of,
+    metadata_of,
     name_of,
     namespace_of,
     parse_revision,
-    ref,
     resource_version_of,
     revision_of,
 )
@@ -84,7 +85,7 @@ class ServerSideApply:
         if annotation:
             digest = desired_hash(obj)
             if before is not None and annotations_of(before).get(annotation) == digest:
-                log.debug("apply %s %s skipped: unchanged", gvk.kind, ref(obj))
+                log.debug("apply %s %s skipped: unchanged", gvk.kind, display_name_of(obj))
                 return Applied(before, Operation.UNCHANGED)
             obj = _with_annotation(obj, annotation, digest)
         params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
@@ -103,7 +104,7 @@ class ServerSideApply:
         )
         if annotation:
             self._applied.remember((gvk, namespace, name), out)
-        what = f"{gvk.kind}{'/' + subresource if subresource else ''} {ref(obj)}"
+        what = f"{gvk.kind}{'/' + subresource if subresource else ''} {display_name_of(obj)}"
         if status == 201:
             operation = Operation.CREATED
         elif before is not None and resource_version_of(before) == resource_version_of(out):
@@ -145,6 +146,6 @@ class ServerSideApply:
 
 
 def _with_annotation(obj: Object, key: str, value: str) -> Object:
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(metadata_of(obj))
     meta["annotations"] = {**(meta.get("annotations") or {}), key: value}
     return {**obj, "metadata": meta}

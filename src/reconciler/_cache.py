@@ -16,7 +16,7 @@ from reconciler._connectivity import Connectivity
 from reconciler._exceptions import CacheSyncTimeout, NotCached
 from reconciler._indexers import NAMESPACE_INDEX, IndexFunc, by_label, label_index_name
 from reconciler._informer import Informer
-from reconciler._objects import GVK, Object, ObjectKey, labels_of
+from reconciler._objects import GVK, Object, ObjectKey, labels_of, namespace_of
 from reconciler._reflector import INACTIVITY_TIMEOUT
 from reconciler._restmapper import RESTMapper
 from reconciler._transport import Transport
@@ -160,7 +160,7 @@ class Cache:
             candidates = store.by_index(NAMESPACE_INDEX, namespace) if namespace else store.list()
         out = candidates
         if namespace is not None:
-            out = [o for o in out if (o["metadata"].get("namespace") or "") == namespace]
+            out = [o for o in out if namespace_of(o) == namespace]
         if labels:
             items = labels.items()
             out = [o for o in out if all(labels_of(o).get(k) == v for k, v in items)]

@@ -29,7 +29,7 @@ from reconciler._exceptions import (
 )
 from reconciler._kinds import POD
 from reconciler._live_reads import LiveReads
-from reconciler._objects import GVK, Object, name_of, namespace_of, ref, ref_of
+from reconciler._objects import GVK, Object, display_name, display_name_of, name_of, namespace_of
 from reconciler._outcomes import Applied, Eviction, EvictionResult
 from reconciler._restmapper import Resource, RESTMapper
 from reconciler._retry import TRANSIENT, with_retries
@@ -122,7 +122,7 @@ class Client(LiveReads):
         res = await self.mapper.resource_for(gvk)
         params: Params = {"fieldManager": self.field_manager}
         out = await self.request("POST", res.path(namespace_of(obj)), params=params, body=obj)
-        log.info("created %s %s", gvk.kind, ref(out))
+        log.info("created %s %s", gvk.kind, display_name_of(out))
         return out
 
     async def update(self, obj: Object, *, subresource: str | None = None) -> Object:
@@ -136,7 +136,12 @@ class Client(LiveReads):
             params=params,
             body=obj,
         )
-        log.info("updated %s%s %s", gvk.kind, "/" + subresource if subresource else "", ref(obj))
+        log.info(
+            "updated %s%s %s",
+            gvk.kind,
+            "/" + subresource if subresource else "",
+            display_name_of(obj),
+        )
         return out
 
     async def update_status(self, obj: Object) -> Object:
@@ -182,7 +187,7 @@ class Client(LiveReads):
             "patched %s%s %s: %s",
             gvk.kind,
             "/" + subresource if subresource else "",
-            ref(out),
+            display_name_of(out),
             _summary(patch),
         )
         return out
@@ -218,9 +223,9 @@ class Client(LiveReads):
         except NotFound:
             if not missing_ok:
                 raise
-            log.debug("delete %s %s: already gone", gvk.kind, ref_of(namespace, name))
+            log.debug("delete %s %s: already gone", gvk.kind, display_name(namespace, name))
             return
-        log.info("deleted %s %s (%s)", gvk.kind, ref_of(namespace, name), propagation_policy)
+        log.info("deleted %s %s (%s)", gvk.kind, display_name(namespace, name), propagation_policy)
 
     async def evict(
         self, name: str, namespace: str, *, grace_period_seconds: int | None = None

@@ -31,7 +31,7 @@ from typing import Any
 from reconciler._client import Client
 from reconciler._exceptions import NotFound, ReconcilerError
 from reconciler._kinds import EVENT
-from reconciler._objects import Object, meta
+from reconciler._objects import Object, metadata_of
 from reconciler._transport import PatchType
 
 log = logging.getLogger("reconciler.events")
@@ -143,7 +143,7 @@ class EventRecorder:
 
     async def event(self, obj: Object, type_: str, reason: str, message: str) -> None:
         """Record `reason`/`message` on `obj` (type `Normal` or `Warning`)."""
-        m = meta(obj)
+        m = metadata_of(obj)
         # Events of cluster-scoped objects live in "default", as kubectl expects.
         namespace = m.get("namespace") or "default"
         if not self._spend((str(m.get("uid") or ""), str(m.get("name")), reason)):

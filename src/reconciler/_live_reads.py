@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from reconciler._decode import decode, page_decoder
-from reconciler._objects import GVK, Object
+from reconciler._objects import GVK, Object, metadata_of
 from reconciler._restmapper import RESTMapper
 from reconciler._transport import Params
 
@@ -71,7 +71,7 @@ class LiveReads:
                 item.setdefault("apiVersion", gvk.api_version)
                 item.setdefault("kind", gvk.kind)
             yield items
-            token = (doc.get("metadata") or {}).get("continue")
+            token = metadata_of(doc).get("continue")
             if not token:
                 return
             params = {**params, "continue": token}

@@ -32,7 +32,7 @@ from reconciler._exceptions import (
     UnknownKind,
     error_from_status,
 )
-from reconciler._objects import GVK, Object
+from reconciler._objects import GVK, Object, resource_version_of
 from reconciler._restmapper import RESTMapper
 from reconciler._transport import Params, Transport
 
@@ -215,7 +215,7 @@ class Reflector:
                 if event_type == "ERROR":
                     raise error_from_status(int(obj.get("code") or 500), obj)
                 count += 1
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                rv = resource_version_of(obj)
                 if event_type != "BOOKMARK":
                     self._sink.on_watch_event(event_type, obj)
                 if rv:

@@ -10,8 +10,7 @@ from reconciler._objects import Object, ObjectKey
 
 
 def key_of(obj: Object) -> ObjectKey:
-    meta = obj["metadata"]
-    return ObjectKey(meta.get("namespace") or "", meta["name"])
+    return ObjectKey.of(obj)
 
 
 class Store:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from reconciler._decode import Plan, build_plan
-from reconciler._objects import Object
+from reconciler._objects import Object, metadata_of
 
 Path = Sequence[str]
 """Keys from the top of an object to the field to drop; `"*"` means every list element."""
@@ -178,8 +178,8 @@ class Trimmer:
         """`obj` trimmed; `previous` is the cached copy it replaces, whose (interned) parts
         are reused where `obj` has equal ones: an update interns only what it changed."""
         _drop(obj, self._plan)
-        meta = obj.get("metadata")
-        if isinstance(meta, dict) and meta.get("annotations") == {}:
+        meta = metadata_of(obj)
+        if meta.get("annotations") == {}:
             del meta["annotations"]
         if self.transform is not None:
             obj = self.transform(obj)

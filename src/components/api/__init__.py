@@ -1,4 +1,4 @@
-"""The ClusterPolicy and NVIDIADriver API: typed models, CRDs, offline validation.
+"""The ClusterPolicy and NVIDIADriver API: typed models and the pure rules on them.
 
 Parse what the API server (or a YAML file) gives, read typed fields with the reference's
 defaults, write back without losing anything::
@@ -21,8 +21,11 @@ Status (the body of a status-subresource write)::
     status.mark_not_ready(Reason.DRIVER_NOT_READY, "driver not ready on 2 nodes")
     {"status": status.to_dict(defaults=True)}
 
-CRDs: `crd(CLUSTER_POLICY)`, `render_all()`; offline checks: `validate_text(...)`; YAML read
-with bounds (depth, aliases; libyaml where built), whatever the text: `load_documents(text)`.
+YAML read with bounds (depth, aliases; libyaml where built), whatever the text:
+`load_documents(text)`; the bounds themselves (the API server's and etcd's) in `limits`.
+
+The CRDs generated from these models and the offline validator are not here: they serve the
+command line only (`components.offline`), and an import contract keeps them out of `api`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from components.api._affinity import (
     pod_spec_targets,
     template_pod_spec,
 )
+from components.api._base import ApiModel, Cel, Format, IntOrString, ListMap, PreserveUnknown
 from components.api._clusterpolicy import (
     ClusterPolicy,
     ClusterPolicySpec,
@@ -49,7 +53,6 @@ from components.api._common import (
     OperandSpec,
     ResourceRequirements,
 )
-from components.api._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd, render_all
 from components.api._driver import DriverSpec
 from components.api._images import (
     DEFAULT_IMAGES,
@@ -136,6 +139,7 @@ from components.api._text import names_and_more
 from components.api._unsupported import (
     UNSUPPORTED_CONDITION,
     UNSUPPORTED_REASON,
+    not_acted_on,
     unsupported_fields,
     unsupported_message,
 )
@@ -148,10 +152,9 @@ from components.api._upgrade import (
     PreflightSpec,
     scaled_value,
 )
-from components.api._validate import YAMLProblem, load_documents, validate_document, validate_text
+from components.api._yaml import LongInteger, YAMLProblem, load_documents
 
 __all__ = [
-    "CLUSTER_POLICY",
     "DEFAULT_IMAGES",
     "DRIVER_CONFIG_DIGEST_ANNOTATION",
     "DRIVER_CONFIG_DIGEST_ENV",
@@ -164,10 +167,8 @@ __all__ = [
     "HOST_DRIVER_REASON",
     "KEEP_OFF_TAKEN_OVER",
     "KERNEL_LABEL",
-    "KINDS",
     "MAX_LISTED_NODES",
     "NODE_AGENT_CONDITIONS",
-    "NVIDIA_DRIVER",
     "NVIDIA_DRIVER_OWNER_LABEL",
     "OS_ID_LABEL",
     "OS_VERSION_LABEL",
@@ -193,7 +194,7 @@ __all__ = [
     "ImageError",
     "ImageSpec",
     "KataRuntimeClassSpec",
-    "Kind",
+    "LongInteger",
     "MIGPodDeletionSpec",
     "MIGStrategy",
     "NVIDIADriver",
@@ -214,7 +215,6 @@ __all__ = [
     "UpgradeState",
     "UpgradeStatus",
     "YAMLProblem",
-    "crd",
     "driver_image",
     "driver_manager_image",
     "driver_side_image",
@@ -224,13 +224,10 @@ __all__ = [
     "operand_image",
     "operand_section",
     "os_tag",
-    "render_all",
     "resolve_image",
     "scaled_value",
     "unsupported_fields",
     "unsupported_message",
-    "validate_document",
-    "validate_text",
 ]
 
 # -- one home for rules the controllers and the upgrade share (issue 11, item 4) ----------
@@ -272,4 +269,15 @@ __all__ += [
     "is_fenced",
     "is_foreign",
     "revisions_before_fence",
+]
+
+# -- the schema markers the CRD generator (components.offline) reads off the models -------
+__all__ += [
+    "ApiModel",
+    "Cel",
+    "Format",
+    "IntOrString",
+    "ListMap",
+    "PreserveUnknown",
+    "not_acted_on",
 ]

@@ -11,17 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from reconciler import creation_timestamp_of, is_deleting, name_of
+
 Obj = TypeVar("Obj", bound=Mapping[str, Any])
 
 
 def _age_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+    return (creation_timestamp_of(obj), name_of(obj))
 
 
 def active_cluster_policy(objects: Iterable[Obj]) -> Obj | None:
     """The active one of `objects` (every ClusterPolicy there is), None if none is."""
-    live = [o for o in objects if not (o.get("metadata") or {}).get("deletionTimestamp")]
+    live = [o for o in objects if not is_deleting(o)]
     return min(live, key=_age_key) if live else None
 
 

@@ -3,7 +3,7 @@
 Resolution, in order:
 
 1. What the section sets. Parts it leaves empty come from the operand's default
-   (DESIGN section 3), so `devicePlugin: {version: v0.19.0}` keeps the default repository.
+   (`DEFAULT_IMAGES`), so `devicePlugin: {version: v0.19.0}` keeps the default repository.
    An `image` with a `/` and no `repository` is a full path; an `image` that already has a
    tag or digest and no `version` is used as is (tools like kbld write that).
 2. When the section sets none of `repository`, `image`, `version`: the operator's

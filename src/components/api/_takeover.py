@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from components.api._affinity import template_pod_spec
 from components.api._labels import COMPONENT_LABEL
+from reconciler import annotations_of, labels_of, owner_references_of
 
 DRIVER_TAKEOVER_LABEL: Final = "nvidia.com/gpu-driver-takeover"
 """On a node whose driver pod is still the reference operator's: `true` until the upgrade
@@ -49,28 +50,20 @@ KEEP_OFF_TAKEN_OVER: Final = {"key": DRIVER_TAKEOVER_LABEL, "operator": "DoesNot
 """The node affinity expression every driver DaemonSet of ours carries."""
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata") or {}
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def owned_by_uid(obj: Mapping[str, Any], uid: str) -> bool:
-    return bool(uid) and any(
-        str(ref.get("uid") or "") == uid for ref in _meta(obj).get("ownerReferences") or ()
-    )
+    return bool(uid) and any(str(ref.get("uid") or "") == uid for ref in owner_references_of(obj))
 
 
 def is_foreign(obj: Mapping[str, Any], policy_uid: str) -> bool:
     """Owned by the ClusterPolicy with `policy_uid`, and not rendered by us (no component
     label): something the reference operator created for that policy."""
-    labels = _meta(obj).get("labels") or {}
-    return owned_by_uid(obj, policy_uid) and COMPONENT_LABEL not in labels
+    return owned_by_uid(obj, policy_uid) and COMPONENT_LABEL not in labels_of(obj)
 
 
 def is_driver_template(daemonset: Mapping[str, Any]) -> bool:
     """Whether a DaemonSet's pods are driver pods (by the reference's labels)."""
     template = (daemonset.get("spec") or {}).get("template") or {}
-    labels = (template.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(template)
     return any(labels.get(k) == v for k, v in DRIVER_TEMPLATE_LABELS)
 
 
@@ -102,9 +95,7 @@ def fence_patch(
         {**t, "matchExpressions": [*(t.get("matchExpressions") or ()), _FENCE]}
         for t in _terms(pod_spec)
     ] or [{"matchExpressions": [_FENCE]}]
-    revisions = sorted(
-        {str((_meta(p).get("labels") or {}).get(_REVISION_LABEL) or "") for p in pods} - {""}
-    )
+    revisions = sorted({str(labels_of(p).get(_REVISION_LABEL) or "") for p in pods} - {""})
     return {
         "metadata": {"annotations": {FENCED_REVISIONS_ANNOTATION: ",".join(revisions)}},
         "spec": {
@@ -119,7 +110,7 @@ def fence_patch(
 def revisions_before_fence(daemonset: Mapping[str, Any]) -> frozenset[str] | None:
     """The revisions a fenced DaemonSet's pods ran when it was fenced (None: not recorded,
     fenced by an older operator): a pod at another revision was created since."""
-    value = (_meta(daemonset).get("annotations") or {}).get(FENCED_REVISIONS_ANNOTATION)
+    value = annotations_of(daemonset).get(FENCED_REVISIONS_ANNOTATION)
     if value is None:
         return None
     return frozenset(r for r in str(value).split(",") if r)

@@ -3,7 +3,7 @@
 `components.cli` builds its parser from these modules on every start, even for `version`
 or `--help`, so they import nothing heavy (no kubernetes_asyncio, aiohttp, pydantic,
 prometheus): each one adds its subcommand's arguments and help, and its handler imports
-the implementation (`components.run`, `components.api.commands`, or the simulator's
+the implementation (`components.run`, `components.offline.commands`, or the simulator's
 `gpusim._cli` and `gpusim._demo`) only when that subcommand runs. A unit test keeps it that
 way.
 

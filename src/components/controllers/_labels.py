@@ -1,7 +1,7 @@
 """Which labels a node should carry: pure functions of its labels and the policy.
 
 The rules are the reference operator's, so node selectors and runbooks written for it
-keep working (DESIGN section 3):
+keep working:
 
 * `nvidia.com/gpu.present=true` on a node NFD found an NVIDIA PCI device on; `false` on a
   node that had it and has no GPU any more (its `nvidia.com/gpu.deploy.*` labels go).

@@ -2,7 +2,7 @@
 
 A driver DaemonSet that is no longer desired is deleted only when every node it selects
 is served by a desired one, so no node is ever left without a driver by a cleanup (the
-reference deleted and recreated driver DaemonSets in a loop; DESIGN section 5).
+reference deleted and recreated driver DaemonSets in a loop).
 """
 
 from __future__ import annotations

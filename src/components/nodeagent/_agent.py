@@ -31,14 +31,23 @@ from components.nodeagent._report import (
     critical,
     verdicts,
 )
-from reconciler import GVK, Client, Object, PatchType
+from reconciler import (
+    Client,
+    Object,
+    PatchType,
+    annotations_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    uid_of,
+)
+from reconciler.kinds import NODE
 
 log = logging.getLogger("components.nodeagent")
 
 PROCESSES_ANNOTATION: Final = GPU_PROCESSES_ANNOTATION
 REPLICAS_LABEL: Final = "nvidia.com/gpu.replicas"
 GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
-NODE: Final = GVK("", "v1", "Node")
 RESTART_STATES: Final = frozenset(
     {"wait-for-jobs-required", "pod-deletion-required", "drain-required", "pod-restart-required"}
 )
@@ -248,7 +257,7 @@ class NodeAgent:
 
     def observe(self, node: Object) -> Observation:
         """Look at NVML and the host root, given the node as the API server has it."""
-        labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
+        labels: Mapping[str, str] = labels_of(node)
         host = self.host.facts()
         base = Observation(
             node=self.node,
@@ -303,7 +312,7 @@ class NodeAgent:
                     c["reason"],
                     c["message"],
                 )
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        annotations = annotations_of(node)
         processes = process_list(await self._owners(obs.gpus))
         if annotations.get(PROCESSES_ANNOTATION) != processes:
             await self.api.patch_metadata(
@@ -323,8 +332,7 @@ class NodeAgent:
         uids = {uid for _, _, uid in found if uid}
         if uids - set(self._pods):
             self._pods = {
-                str(meta.get("uid")): f"{meta.get('namespace')}/{meta.get('name')}"
-                for meta in ((p.get("metadata") or {}) for p in await self.api.pods_on_node())
+                uid_of(p): f"{namespace_of(p)}/{name_of(p)}" for p in await self.api.pods_on_node()
             }
         return [
             GpuProcess(

@@ -68,7 +68,7 @@ from components.operands.vfio_manager import VFIOManager
 from components.operands.vgpu_device_manager import VGPUDeviceManager
 from components.operands.vgpu_manager import VGPUManager
 
-#: The operands in the reference's order (DESIGN "Operand order"; `state-operator-metrics`
+#: The operands in the reference's order (its state names; `state-operator-metrics`
 #: renders only the operator's ServiceMonitor, its Service ships with the operator).
 #: The VM operands after the container ones, as the reference orders them; the node
 #: labeller decides which of the two stacks a node runs.

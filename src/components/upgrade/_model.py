@@ -40,7 +40,15 @@ from components.upgrade._names import (
     parse_state,
 )
 from components.upgrade._times import parse_time
-from reconciler import Object, annotations_of, labels_of
+from reconciler import (
+    Object,
+    annotations_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    resource_version_of,
+    uid_of,
+)
 
 # -- nodes -------------------------------------------------------------------------------
 
@@ -173,8 +181,8 @@ def node_view(obj: Object) -> NodeView:
     all_annotations = annotations_of(obj)
     raw = labels.get(STATE_LABEL)
     return NodeView(
-        name=str((obj.get("metadata") or {}).get("name") or ""),
-        uid=str((obj.get("metadata") or {}).get("uid") or ""),
+        name=name_of(obj),
+        uid=uid_of(obj),
         state=parse_state(raw),
         state_label=raw,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
@@ -189,7 +197,7 @@ def node_view(obj: Object) -> NodeView:
         annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
         has_labels=bool(labels),
         has_annotations=bool(all_annotations),
-        resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
+        resource_version=resource_version_of(obj),
         validated=agent_verdict(obj.get("status") or {}),
     )
 
@@ -206,10 +214,9 @@ class PdbView:
 
 
 def pdb_view(obj: Object) -> PdbView:
-    meta = obj.get("metadata") or {}
     return PdbView(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
+        namespace=namespace_of(obj),
+        name=name_of(obj),
         selector=(obj.get("spec") or {}).get("selector"),
         disruptions_allowed=int((obj.get("status") or {}).get("disruptionsAllowed") or 0),
     )
@@ -226,7 +233,7 @@ def newest_revision(ds_name: str, revisions: Sequence[Object]) -> str | None:
     labels = labels_of(newest)
     if labels.get(REVISION_LABEL):
         return str(labels[REVISION_LABEL])
-    name = str((newest.get("metadata") or {}).get("name") or "")
+    name = name_of(newest)
     prefix = f"{ds_name}-"
     return name[len(prefix) :] if name.startswith(prefix) else name
 

@@ -24,7 +24,18 @@ from components.upgrade._names import (
     VALIDATOR_APP,
 )
 from components.upgrade._times import parse_time
-from reconciler import Object
+from reconciler import (
+    Object,
+    annotations_of,
+    creation_timestamp_of,
+    is_deleting,
+    labels_of,
+    name_of,
+    namespace_of,
+    owner_references_of,
+    resource_version_of,
+    uid_of,
+)
 
 _FAILING_RESTARTS = 10
 """A driver container restarted more often than this and not ready is failing (the
@@ -166,15 +177,12 @@ def _failing(status: Mapping[str, Any]) -> bool:
 
 
 def pod_view(obj: Object) -> PodView:
-    meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    owner = next(
-        (r for r in meta.get("ownerReferences") or [] if r.get("controller")),
-        None,
-    )
-    annotations = meta.get("annotations") or {}
-    labels = meta.get("labels") or {}
+    owner = next((r for r in owner_references_of(obj) if r.get("controller")), None)
+    annotations = annotations_of(obj)
+    labels = labels_of(obj)
+    deleting = is_deleting(obj)
     selector = spec.get("nodeSelector") or {}
     pin = selector.get(DRIVER_KERNEL_PIN_LABEL)
     kernel = annotations.get(DRIVER_KERNEL_ANNOTATION)
@@ -182,16 +190,16 @@ def pod_view(obj: Object) -> PodView:
     if kernel is None:
         kernel = pin if pin is not None else selector.get(KERNEL_LABEL)
     return PodView(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""),
-        resource_version=str(meta.get("resourceVersion") or ""),
+        namespace=namespace_of(obj),
+        name=name_of(obj),
+        uid=uid_of(obj),
+        resource_version=resource_version_of(obj),
         node=str(spec.get("nodeName") or ""),
         labels=labels,
         phase=str(status.get("phase") or "Pending"),
-        terminating=bool(meta.get("deletionTimestamp")),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        ready=_ready(status) and not meta.get("deletionTimestamp"),
+        terminating=deleting,
+        created=parse_time(creation_timestamp_of(obj)) or 0.0,
+        ready=_ready(status) and not deleting,
         gpu=_uses_gpu(spec),
         owner_kind=str(owner.get("kind") or "") if owner else "",
         owner_name=str(owner.get("name") or "") if owner else "",

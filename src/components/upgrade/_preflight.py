@@ -34,7 +34,7 @@ from components.upgrade._names import NODE, POD
 from components.upgrade._pods import is_driver_pod, pick_driver_pod
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool, PoolKey
 from components.upgrade._times import format_time
-from reconciler import Object, labels_of, name_of
+from reconciler import Object, labels_of, name_of, uid_of
 
 log = logging.getLogger("components.upgrade")
 
@@ -112,7 +112,7 @@ class AdmissionPreflight:
             ds = self._target_daemonset(view.name)
             if ds is None:
                 continue
-            uid = str(ds["metadata"].get("uid") or name_of(ds))
+            uid = uid_of(ds) or name_of(ds)
             if uid not in images:
                 images[uid] = driver_image_of(ds)
             found = images[uid]

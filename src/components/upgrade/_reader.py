@@ -38,7 +38,18 @@ from components.upgrade._names import (
     STATE_LABEL,
 )
 from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_view
-from reconciler import OWNER_INDEX, Cache, Object, label_index_name, labels_of, name_of
+from reconciler import (
+    OWNER_INDEX,
+    Cache,
+    Object,
+    generation_of,
+    is_deleting,
+    label_index_name,
+    labels_of,
+    name_of,
+    resource_version_of,
+    uid_of,
+)
 
 log = logging.getLogger("components.upgrade")
 
@@ -77,8 +88,7 @@ class Views:
         self._nodes: dict[tuple[str, str], NodeView] = {}
 
     def pod(self, obj: Object) -> PodView:
-        meta = obj["metadata"]
-        key = (str(meta.get("uid") or meta.get("name")), str(meta.get("resourceVersion") or ""))
+        key = (uid_of(obj) or name_of(obj), resource_version_of(obj))
         view = self._pods.get(key)
         if view is None:
             if len(self._pods) >= self._limit:
@@ -87,8 +97,7 @@ class Views:
         return view
 
     def node(self, obj: Object) -> NodeView:
-        meta = obj["metadata"]
-        key = (str(meta.get("name")), str(meta.get("resourceVersion") or ""))
+        key = (name_of(obj), resource_version_of(obj))
         view = self._nodes.get(key)
         if view is None:
             if len(self._nodes) >= self._limit:
@@ -104,8 +113,7 @@ def pod_node(obj: Object) -> Iterable[str]:
 
 
 def template_labels(ds: Object) -> dict[str, str]:
-    labels = (((ds.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
-    return labels if isinstance(labels, dict) else {}
+    return labels_of((ds.get("spec") or {}).get("template") or {})
 
 
 def pinned_kernel_of(ds: Object) -> str | None:
@@ -131,8 +139,7 @@ class ClusterReader:
         self, kind: str, obj: Object, raw: Any, model: type[DriverUpgradePolicySpec]
     ) -> tuple[DriverUpgradePolicySpec, bool]:
         # The spec's generation, not the resourceVersion: status writes do not change it.
-        meta = obj["metadata"]
-        key = (kind, str(meta.get("uid") or name_of(obj)), str(meta.get("generation") or ""))
+        key = (kind, uid_of(obj) or name_of(obj), str(generation_of(obj) or ""))
         found = self._policies.get(key)
         if found is None:
             try:
@@ -159,7 +166,7 @@ class ClusterReader:
 
     def nvidia_driver_pool(self, name: str) -> Pool | None:
         nvd = self.cache.get(NVIDIA_DRIVER, name)
-        if nvd is None or (nvd.get("metadata") or {}).get("deletionTimestamp"):
+        if nvd is None or is_deleting(nvd):
             return None
         raw = (nvd.get("spec") or {}).get("upgradePolicy")
         policy, valid = self._parse("NVIDIADriver", nvd, raw, NVIDIADriverUpgradePolicySpec)
@@ -179,8 +186,7 @@ class ClusterReader:
         if cp is None:
             return None
         # Every node reconcile asks: the pool is built once per version of the policy.
-        meta = cp["metadata"]
-        version = (str(meta.get("uid") or name_of(cp)), str(meta.get("resourceVersion") or ""))
+        version = (uid_of(cp) or name_of(cp), resource_version_of(cp))
         if self._cluster_policy_pool is not None and self._cluster_policy_pool[0] == version:
             return self._cluster_policy_pool[1]
         pool = self._build_cluster_policy_pool(cp)
@@ -217,7 +223,7 @@ class ClusterReader:
         if pod.owner_kind != "DaemonSet":
             return None
         ds = self.cache.get(DAEMONSET, pod.owner_name, pod.namespace)
-        if ds is None or str(ds["metadata"].get("uid") or "") != pod.owner_uid:
+        if ds is None or uid_of(ds) != pod.owner_uid:
             return None
         return ds
 
@@ -245,7 +251,7 @@ class ClusterReader:
     def target_revision(self, ds: Object | None) -> str | None:
         if ds is None:
             return None
-        uid = str(ds["metadata"].get("uid") or "")
+        uid = uid_of(ds)
         revisions = self.cache.list(CONTROLLER_REVISION, index=(OWNER_INDEX, uid))
         return newest_revision(name_of(ds), revisions)
 
@@ -258,7 +264,7 @@ class ClusterReader:
         def pool_of(ds: Object | None) -> Pool | None:
             if ds is None:
                 return None
-            uid = str(ds["metadata"].get("uid") or "")
+            uid = uid_of(ds)
             if uid not in ds_pools:
                 ds_pools[uid] = self.pool_for_daemonset(ds)
             return ds_pools[uid]

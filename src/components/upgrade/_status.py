@@ -14,7 +14,7 @@ from components.api import NodeUpgradeStatus, UpgradeStatus
 from components.upgrade._limits import Counts
 from components.upgrade._model import NodeView
 from components.upgrade._times import format_time
-from reconciler import Object
+from reconciler import Object, name_of
 
 _EntryKey = tuple[str, str, str, float | None]
 
@@ -67,11 +67,10 @@ def status_body(policy: Object, status: UpgradeStatus) -> Object | None:
     wanted = status.to_dict(defaults=True)
     if current.get("upgrade") == wanted:
         return None
-    meta = policy.get("metadata") or {}
     return {
         "apiVersion": policy.get("apiVersion"),
         "kind": policy.get("kind"),
-        "metadata": {"name": meta.get("name")},
+        "metadata": {"name": name_of(policy)},
         "status": {"upgrade": wanted},
     }
 

@@ -46,11 +46,13 @@ from reconciler import (
     Object,
     Request,
     annotations_of,
+    is_deleting,
     label_index_name,
     labels_of,
     name_of,
     namespace_of,
     owner_references_of,
+    uid_of,
 )
 
 S = UpgradeState
@@ -140,8 +142,7 @@ class Watches:
         return (
             pod_node(old) != pod_node(new)
             or owner_references_of(old) != owner_references_of(new)
-            or bool(old["metadata"].get("deletionTimestamp"))
-            != bool(new["metadata"].get("deletionTimestamp"))
+            or is_deleting(old) != is_deleting(new)
         )
 
     def _pod_to_node(self, obj: Object) -> Iterable[Request]:
@@ -166,7 +167,7 @@ class Watches:
     def _daemonset_to_nodes(self, obj: Object) -> Iterable[Request]:
         if not is_driver_pod(template_labels(obj)):
             return ()
-        requests = self._nodes_of_daemonset(str(obj["metadata"].get("uid") or ""))
+        requests = self._nodes_of_daemonset(uid_of(obj))
         kernel = pinned_kernel_of(obj)
         if kernel is not None:
             # A precompiled driver DaemonSet for a kernel: nodes that run that kernel may
@@ -233,9 +234,7 @@ def _node_changed(old: Object, new: Object) -> bool:
 
 
 def _spec_changed(old: Object, new: Object) -> bool:
-    return old.get("spec") != new.get("spec") or bool(
-        old["metadata"].get("deletionTimestamp")
-    ) != bool(new["metadata"].get("deletionTimestamp"))
+    return old.get("spec") != new.get("spec") or is_deleting(old) != is_deleting(new)
 
 
 def _spec_or_labels_changed(old: Object, new: Object) -> bool:

@@ -21,7 +21,15 @@ from components.upgrade._pin import PinChange
 from components.upgrade._reader import Pool
 from components.upgrade._step import Transition
 from components.upgrade._tracker import WriteTracker
-from reconciler import NORMAL, WARNING, Client, EventRecorder, Object, PatchType
+from reconciler import (
+    NORMAL,
+    WARNING,
+    Client,
+    EventRecorder,
+    Object,
+    PatchType,
+    resource_version_of,
+)
 from reconciler.errors import Conflict as ApiConflict
 from reconciler.errors import Invalid, NotFound
 
@@ -106,10 +114,9 @@ class NodeWriter:
 
     async def write_pin(self, obj: Object, node: NodeView, change: PinChange) -> Object | None:
         """One merge patch of the pin, refused (409) if the node changed since we read it."""
-        meta = obj["metadata"]
         body = {
             "metadata": {
-                "resourceVersion": meta.get("resourceVersion"),
+                "resourceVersion": resource_version_of(obj) or None,
                 "labels": {DRIVER_KERNEL_PIN_LABEL: change.value},
             }
         }
@@ -131,7 +138,7 @@ class NodeWriter:
         since we read it): the node leaves the reference's driver for ours."""
         body = {
             "metadata": {
-                "resourceVersion": obj["metadata"].get("resourceVersion"),
+                "resourceVersion": resource_version_of(obj) or None,
                 "labels": {DRIVER_TAKEOVER_LABEL: None},
             }
         }

@@ -13,19 +13,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from components.api import (
-    CLUSTER_POLICY,
-    KINDS,
-    NVIDIA_DRIVER,
-    ClusterPolicy,
-    ClusterPolicyStatus,
-    ComponentStatus,
-    Kind,
-    NVIDIADriver,
-    Reason,
-    crd,
-    validate_document,
-)
+from components.api import ClusterPolicy, ClusterPolicyStatus, ComponentStatus, NVIDIADriver, Reason
+from components.offline import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd, validate_document
 from tests.unit.components.api.cases import (
     COMPAT_FILES,
     INVALID,

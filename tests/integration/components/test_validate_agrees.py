@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from components.api import CLUSTER_POLICY, validate_text
-from components.api._crd import object_schema
+from components.offline import CLUSTER_POLICY, validate_text
+from components.offline._crd import object_schema
 from tests.integration.components.test_api_crds import install_crds, reason
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from components.api import KINDS, crd
 from components.hooks import RELEASE_NAME, RELEASE_NAMESPACE, apply_crds, delete_policies
 from components.kinds import CLUSTER_POLICY
+from components.offline import KINDS, crd
 from reconciler import GVK, Cache, Client, Object, PatchType, name_of
 from reconciler.envtest import ControlPlane
 from reconciler.errors import NotFound

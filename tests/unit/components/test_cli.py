@@ -67,8 +67,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("argv", "implementation"),
     [
-        (["crds"], "components.api.commands"),
-        (["validate", "-"], "components.api.commands"),
+        (["crds"], "components.offline.commands"),
+        (["validate", "-"], "components.offline.commands"),
         (["demo"], "gpusim._demo"),
         (["run"], "components.run"),
         (["sim", "up"], "gpusim._cli"),

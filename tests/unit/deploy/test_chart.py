@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.api import ClusterPolicy, unsupported_fields, validate_document
+from components.api import ClusterPolicy, unsupported_fields
+from components.offline import validate_document
 from tests.reference_chart import policy_images, reference_chart_images
 from tests.tools import CHART, REPO, run
 from tests.unit.components.api.cases import COMPAT

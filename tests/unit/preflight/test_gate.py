@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from components.api import UpgradeState, validate_text
+from components.api import UpgradeState
+from components.offline import validate_text
 from components.preflight import (
     BasicAuth,
     Check,

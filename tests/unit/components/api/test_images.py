@@ -1,4 +1,4 @@
-"""Image references: spec first, then the operator's environment, then DESIGN's defaults."""
+"""Image references: spec first, then the operator's environment, then the reference's defaults."""
 
 from __future__ import annotations
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.api import (
-    CLUSTER_POLICY,
     MAX_LISTED_NODES,
-    NVIDIA_DRIVER,
     ClusterPolicy,
     ClusterPolicyStatus,
     ComponentStatus,
@@ -17,9 +15,9 @@ from components.api import (
     Reason,
     UpgradeState,
     UpgradeStatus,
-    crd,
 )
-from components.api._validate._walk import SchemaChecker
+from components.offline import CLUSTER_POLICY, NVIDIA_DRIVER, crd
+from components.offline._validate._walk import SchemaChecker
 
 pytestmark = pytest.mark.unit
 

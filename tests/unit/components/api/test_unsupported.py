@@ -10,19 +10,15 @@ import pytest
 import yaml
 
 from components.api import (
-    CLUSTER_POLICY,
-    NVIDIA_DRIVER,
     ClusterPolicy,
     ClusterPolicySpec,
-    Kind,
     NVIDIADriver,
     NVIDIADriverSpec,
-    crd,
     unsupported_fields,
-    validate_document,
 )
 from components.api._unsupported import CLUSTER_POLICY_RULES, NVIDIA_DRIVER_RULES
 from components.cli import main
+from components.offline import CLUSTER_POLICY, NVIDIA_DRIVER, Kind, crd, validate_document
 from tests.unit.components.api.cases import REFERENCE_CRDS, REPO, driver, policy
 
 pytestmark = pytest.mark.unit
