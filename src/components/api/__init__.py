@@ -107,6 +107,25 @@ from components.api._node_agent import (
     node_agent_enabled,
 )
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
+from components.api._remediation import (
+    AGENT_REQUEST_ANNOTATIONS,
+    DEFAULT_XIDS,
+    REBOOT_REQUEST_ANNOTATION,
+    REBOOT_RESULT_ANNOTATION,
+    REBOOT_SENTINEL,
+    REMEDIATION_APPROVED_ANNOTATION,
+    REMEDIATION_FAILED_CONDITION,
+    REMEDIATION_GPU_ANNOTATION,
+    REMEDIATION_HISTORY_ANNOTATION,
+    REMEDIATION_REASON_ANNOTATION,
+    REMEDIATION_SINCE_ANNOTATION,
+    REMEDIATION_STATE_LABEL,
+    REMEDIATION_TAINT,
+    REMEDIATION_XID_ANNOTATION,
+    RESET_REQUEST_ANNOTATION,
+    RESET_RESULT_ANNOTATION,
+    RemediationSpec,
+)
 from components.api._sandbox import DriverSideSpec, KataRuntimeClassSpec
 from components.api._status import (
     MAX_LISTED_NODES,
@@ -151,8 +170,10 @@ from components.api._upgrade import (
 from components.api._validate import YAMLProblem, load_documents, validate_document, validate_text
 
 __all__ = [
+    "AGENT_REQUEST_ANNOTATIONS",
     "CLUSTER_POLICY",
     "DEFAULT_IMAGES",
+    "DEFAULT_XIDS",
     "DRIVER_CONFIG_DIGEST_ANNOTATION",
     "DRIVER_CONFIG_DIGEST_ENV",
     "DRIVER_KERNEL_PIN_LABEL",
@@ -172,6 +193,20 @@ __all__ = [
     "OS_ID_LABEL",
     "OS_VERSION_LABEL",
     "POD_SECURITY_LABELS",
+    "REBOOT_REQUEST_ANNOTATION",
+    "REBOOT_RESULT_ANNOTATION",
+    "REBOOT_SENTINEL",
+    "REMEDIATION_APPROVED_ANNOTATION",
+    "REMEDIATION_FAILED_CONDITION",
+    "REMEDIATION_GPU_ANNOTATION",
+    "REMEDIATION_HISTORY_ANNOTATION",
+    "REMEDIATION_REASON_ANNOTATION",
+    "REMEDIATION_SINCE_ANNOTATION",
+    "REMEDIATION_STATE_LABEL",
+    "REMEDIATION_TAINT",
+    "REMEDIATION_XID_ANNOTATION",
+    "RESET_REQUEST_ANNOTATION",
+    "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
     "ClusterPolicy",
@@ -209,6 +244,7 @@ __all__ = [
     "PreflightMode",
     "PreflightSpec",
     "Reason",
+    "RemediationSpec",
     "ResourceRequirements",
     "ServiceMonitorConfig",
     "UpgradeState",
