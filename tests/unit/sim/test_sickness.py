@@ -148,7 +148,7 @@ async def test_a_reset_waits_while_a_process_holds_the_gpu(tmp_path: Path) -> No
 
 
 async def test_a_failed_reset_is_answered_and_the_gpu_stays_sick(tmp_path: Path) -> None:
-    agent, api, reset, nvml = setup(tmp_path, {}, fail=True)
+    agent, api, _, nvml = setup(tmp_path, {}, fail=True)
     nvml.raise_xid(0, 79)
     api.annotations[RESET_REQUEST_ANNOTATION] = "0/r1"
     await agent.step()
