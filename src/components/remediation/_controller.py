@@ -50,10 +50,12 @@ from components.remediation._model import (
 )
 from components.upgrade import (
     POD_NODE_INDEX,
+    PodVolumes,
     deletion_plan,
     describe,
     disruption_blocker,
     format_time,
+    gpu_pods,
     pdb_view,
     pod_as_read,
     pod_node,
@@ -167,6 +169,7 @@ class RemediationController:
         self.metrics: RemediationMetrics = remediation_metrics_for(manager.registry)
         self._started: set[str] = set()
         """Nodes this process moved into a step the cache may not show yet."""
+        self._volumes = PodVolumes(self.client)
         self._told: dict[str, str] = {}
         """The last waiting Event per node (approval, dry run, blocked): said once."""
         self.controller: Controller | None = None
@@ -322,8 +325,12 @@ class RemediationController:
         self, node: Object, view: NodeView, move: Move, policy: Object | None, now: float
     ) -> Result | None:
         listed = self.client.list(POD, index=(POD_NODE_INDEX, view.name))
-        pods = [pod_view(p) for p in listed]
-        plan = deletion_plan(pods, pod_deletion(policy), section=SECTION)
+        rules = pod_deletion(policy)
+        pods = gpu_pods([pod_view(p) for p in listed])
+        if not rules.delete_empty_dir:
+            # The cache drops volumes: whether a GPU pod has emptyDir data is read once.
+            pods = await self._volumes.with_local_storage(pods)
+        plan = deletion_plan(pods, rules, section=SECTION)
         if plan.clear:
             gpu = view.gpu if view.gpu is not None else 0
             request = f"{gpu}/{reset_id(view)}"
