@@ -138,6 +138,7 @@ from components.api._status import (
     NodeUpgradeStatus,
     NVIDIADriverStatus,
     Reason,
+    RemediationNodeStatus,
     UpgradeState,
     UpgradeStatus,
 )
@@ -244,6 +245,7 @@ __all__ = [
     "PreflightMode",
     "PreflightSpec",
     "Reason",
+    "RemediationNodeStatus",
     "RemediationSpec",
     "ResourceRequirements",
     "ServiceMonitorConfig",

@@ -92,7 +92,9 @@ def setup_operator(
         if upgrade
         else None
     )
-    remediation = RemediationController(manager, recorder=recorder)
+    remediation = RemediationController(
+        manager, recorder=recorder, on_change=lambda: policy.requeue_active()
+    )
     remediation.setup()
     return Operator(
         manager, namespace, metrics, labels, policy, driver, upgrades, mig_clearing, remediation

@@ -430,6 +430,7 @@ class RemediationController:
     ) -> None:
         log.info("node %s: GPU remediation %s: %s", view.name, to, why)
         self._told.pop(view.name, None)
+        self._changed()
         await self.recorder.event(
             _node_ref(node), WARNING if warning else NORMAL, EVENT_REASONS[to], why
         )

@@ -22,8 +22,8 @@ from components.api import (
     REMEDIATION_TAINT,
     RESET_REQUEST_ANNOTATION,
 )
-from gpusim import ClusterConfig, SimulatedCluster, error_patch
-from tests.e2e.operator._harness import OperatorProcess, create_policy
+from gpusim import ClusterConfig, SimulatedCluster, error_patch, load_documents
+from tests.e2e.operator._harness import REPO, OperatorProcess, create_policy
 from tests.e2e.operator._harness import wait_ready as _wait_ready
 from tests.polling import eventually
 
@@ -48,7 +48,9 @@ POLICY = {
 @pytest.fixture(scope="module")
 def operator_cluster() -> Iterator[SimulatedCluster]:
     """Six GPU nodes of two GPUs: each test breaks its own."""
-    with SimulatedCluster(ClusterConfig(gpu_nodes=6, cpu_nodes=0, gpus_per_node=GPUS)) as sim:
+    crds = load_documents(sorted((REPO / "config" / "crd").glob("*.yaml")))
+    config = ClusterConfig(gpu_nodes=6, cpu_nodes=0, gpus_per_node=GPUS)
+    with SimulatedCluster(config, crds=crds) as sim:
         yield sim
 
 
@@ -220,7 +222,9 @@ async def test_three_sick_nodes_with_a_limit_of_one_go_one_at_a_time(
         under_way = sum(1 for s in states if s in ("taint", "drain", "reset", "validate"))
         most = max(most, under_way)
         healthy = [_conditions(n)["GPUHealthy"].status for n in nodes]
-        if under_way and any(s is None and h == "False" for s, h in zip(states, healthy)):
+        if under_way and any(
+            s is None and h == "False" for s, h in zip(states, healthy, strict=True)
+        ):
             queued = True  # a sick node waits while another is remediated
         return True if states == ["done"] * 3 else None
 
