@@ -55,6 +55,7 @@ OWNED_STATUS_KEYS = (
     "conditions",
     "components",
     "nodeAgent",
+    "remediation",
 )
 IGNORED_REASON = "Ignored"
 _MAX_NAMED = 5
@@ -320,6 +321,7 @@ def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
         ),
         [(c.get("name"), c.get("state")) for c in raw.get("components") or ()],
         "nodeAgent" in raw,
+        [(e.get("node"), e.get("step")) for e in raw.get("remediation") or ()],
     )
 
 

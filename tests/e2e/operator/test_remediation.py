@@ -9,6 +9,7 @@ it when the operator asks.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -24,13 +25,14 @@ from components.api import (
 )
 from gpusim import ClusterConfig, SimulatedCluster, error_patch, load_documents
 from tests.e2e.operator._harness import REPO, OperatorProcess, create_policy
+from tests.e2e.operator._harness import policy as _policy
 from tests.e2e.operator._harness import wait_ready as _wait_ready
 from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 
 GPUS = 2
-WAIT = 120.0
+WAIT = float(os.environ.get("GPU_OPERATOR_E2E_REMEDIATION_WAIT", "120"))
 """Seconds any one step may take on a loaded machine (not asserted: a ceiling)."""
 POLICY = {
     "nodeAgent": {"enabled": True},
@@ -177,6 +179,14 @@ async def test_xid_79_fences_drains_resets_and_returns_the_node_across_a_restart
     await eventually(blocked, "the PDB named as what the drain waits for", seconds=WAIT)
     still = await core.read_namespaced_pod(first.metadata.name, "default")
     assert still.metadata.deletion_timestamp is None  # the budget held
+
+    async def listed() -> list[Any] | None:
+        entries = ((await _policy(kube)).get("status") or {}).get("remediation") or []
+        return entries or None
+
+    (entry,) = await eventually(listed, "the policy status listing the node", seconds=WAIT)
+    assert (entry["node"], entry["step"], entry["gpu"]) == (name, "drain", "1")
+    assert "XID 79" in entry["reason"]
 
     operator.kill()
     operator.start()
