@@ -67,13 +67,14 @@ def test_injecting_adds_to_what_is_there_and_resets_can_be_made_to_fail() -> Non
 class FakeApi:
     def __init__(self, annotations: dict[str, str]) -> None:
         self.annotations = annotations
+        self.allocatable = "2"
         self.conditions: dict[str, dict[str, Any]] = {}
 
     async def read_node(self) -> dict[str, Any]:
         return {
             "metadata": {"name": "gpu-0", "annotations": dict(self.annotations)},
             "status": {
-                "allocatable": {"nvidia.com/gpu": "2"},
+                "allocatable": {"nvidia.com/gpu": self.allocatable},
                 "conditions": list(self.conditions.values()),
             },
         }
@@ -161,3 +162,12 @@ async def test_a_reboot_request_writes_the_hosts_sentinel(tmp_path: Path) -> Non
     await agent.step()
     assert (tmp_path / "var/run/reboot-required").exists()
     assert api.annotations[REBOOT_RESULT_ANNOTATION] == "b1/written"
+
+
+async def test_a_sick_gpu_the_plugin_withholds_is_no_validation_mismatch(tmp_path: Path) -> None:
+    agent, api, _, nvml = setup(tmp_path, {})
+    nvml.raise_xid(1, 79)
+    api.allocatable = "1"  # the device plugin stopped offering GPU 1
+    await agent.step()
+    assert api.conditions["GPUHealthy"]["status"] == "False"
+    assert api.conditions["GPUValidated"]["status"] == "True"
