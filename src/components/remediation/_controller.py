@@ -136,6 +136,18 @@ def _watched(node: Object) -> tuple[Any, ...]:
     return labels_of(node).get(REMEDIATION_STATE_LABEL), notes, conds, has_taint(node)
 
 
+def _policy_said(obj: Object) -> tuple[Any, ...]:
+    """What of a ClusterPolicy the remediation reads (its status writes are not it)."""
+    spec = obj.get("spec") or {}
+    meta = obj.get("metadata") or {}
+    return (
+        spec.get("remediation"),
+        spec.get("nodeAgent"),
+        (spec.get("driver") or {}).get("upgradePolicy"),
+        bool(meta.get("deletionTimestamp")),
+    )
+
+
 def _node_ref(node: Object) -> Object:
     meta = node.get("metadata") or {}
     return {
@@ -193,7 +205,12 @@ class RemediationController:
         )
         c.watch(pods, self._pod_to_node, map_old=False)
         c.watch(m.informer(PDB), lambda o: self._in_state(State.DRAIN), map_old=False)
-        c.watch(m.informer(CLUSTER_POLICY), lambda o: self._all_nodes(), map_old=False)
+        c.watch(
+            m.informer(CLUSTER_POLICY),
+            lambda o: self._all_nodes(),
+            Funcs(update=lambda old, new: _policy_said(old) != _policy_said(new)),
+            map_old=False,
+        )
         self.controller = c
         return c
 
@@ -215,12 +232,14 @@ class RemediationController:
 
     # -- the limits ----------------------------------------------------------------------
 
+    def _with_state(self, state: State) -> list[Object]:
+        return self.client.list(NODE, index=(label_index_name(REMEDIATION_STATE_LABEL), state))
+
     def _busy(self) -> set[str]:
         """Nodes under way: what the cache shows, and what we started since."""
         busy = set(self._started)
-        for node in self.client.list(NODE):
-            if labels_of(node).get(REMEDIATION_STATE_LABEL) in IN_PROGRESS:
-                busy.add(name_of(node))
+        for state in IN_PROGRESS:
+            busy.update(name_of(n) for n in self._with_state(state))
         return busy
 
     def _slot_free(self, name: str, spec: RemediationSpec) -> bool:
@@ -231,9 +250,8 @@ class RemediationController:
         return len(busy) < limit
 
     def _gauges(self) -> None:
-        states = [labels_of(n).get(REMEDIATION_STATE_LABEL) for n in self.client.list(NODE)]
-        self.metrics.in_progress.set(sum(1 for s in states if s in IN_PROGRESS))
-        self.metrics.failed_nodes.set(sum(1 for s in states if s == State.FAILED))
+        self.metrics.in_progress.set(sum(len(self._with_state(s)) for s in IN_PROGRESS))
+        self.metrics.failed_nodes.set(len(self._with_state(State.FAILED)))
 
     # -- reconcile -----------------------------------------------------------------------
 
@@ -249,7 +267,9 @@ class RemediationController:
         if view.state is not None and view.state not in IN_PROGRESS:
             self._started.discard(name)
         now = self.clock()
-        move = decide(view, spec, now, slot_free=self._slot_free(name, spec))
+        # Counting the nodes under way is for a sick node that may start only.
+        starting = view.sickness is not None and view.state in (None, State.DONE)
+        move = decide(view, spec, now, slot_free=starting and self._slot_free(name, spec))
         try:
             result = await self._carry_out(node, view, move, spec, policy, now)
         except Conflict:

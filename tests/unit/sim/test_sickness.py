@@ -171,3 +171,13 @@ async def test_a_sick_gpu_the_plugin_withholds_is_no_validation_mismatch(tmp_pat
     await agent.step()
     assert api.conditions["GPUHealthy"]["status"] == "False"
     assert api.conditions["GPUValidated"]["status"] == "True"
+
+
+def test_the_cli_needs_a_running_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from components.cli import main
+
+    monkeypatch.setenv("GPU_OPERATOR_SIM_DIR", str(tmp_path))
+    assert main(["sim", "gpu-error", "gpu-node-0000", "--xid", "79"]) != 0
+    assert "no simulated cluster is running" in capsys.readouterr().err
