@@ -74,13 +74,22 @@ from gpusim._reference import (
     reference_install,
 )
 from gpusim._registry import SimulatedRegistry
+from gpusim._sickness import (
+    ANNOTATION_ECC,
+    ANNOTATION_RESET_FAILS,
+    error_patch,
+    inject_gpu_error,
+    sick_gpus,
+)
 from gpusim._state import state_dir
 
 __all__ = [
+    "ANNOTATION_ECC",
     "ANNOTATION_GPUS",
     "ANNOTATION_HOST_DRIVER",
     "ANNOTATION_MIG_CAPABLE",
     "ANNOTATION_PRODUCT",
+    "ANNOTATION_RESET_FAILS",
     "DEFAULT_CONTAINER_RUNTIME",
     "DEFAULT_PRODUCT",
     "IMAGE_ENVS",
@@ -113,7 +122,9 @@ __all__ = [
     "apply_crds",
     "build_reference",
     "cpu_node",
+    "error_patch",
     "gpu_node",
+    "inject_gpu_error",
     "kernel_labels",
     "load_documents",
     "mig_layout",
@@ -128,6 +139,7 @@ __all__ = [
     "reference_env",
     "reference_install",
     "reference_policy",
+    "sick_gpus",
     "sim_images",
     "start_reference",
     "state_dir",

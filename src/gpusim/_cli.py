@@ -1,4 +1,4 @@
-"""`gpu-operator sim up|down|status`: a simulated GPU cluster that keeps running in the
+"""`gpu-operator sim up|down|status|gpu-error`: a simulated GPU cluster that keeps running in the
 background until `sim down`.
 
 Progress goes to stderr; the only line on stdout, and the last one printed, is the
@@ -158,4 +158,38 @@ def run_status(args: argparse.Namespace) -> int:
     health = f"; not running: {', '.join(dead)}" if dead else ""
     _say(f"simulated cluster {state.status}: {state.summary}{health}")
     print(Path(state.kubeconfig), flush=True)
+    return 0
+
+
+def run_gpu_error(args: argparse.Namespace) -> int:
+    """Make one GPU of one node of the running simulated cluster sick (`_sickness`)."""
+    import asyncio
+
+    from components.run import api_client, plain_client
+    from gpusim._sickness import inject_gpu_error
+
+    state = read_state(state_dir())
+    if state is None or not state.running():
+        raise CommandError("no simulated cluster is running: start one with `gpu-operator sim up`")
+    if args.xid is None and args.ecc is None and args.reset_fails is None:
+        raise CommandError("say what breaks: --xid, --ecc or --reset-fails/--reset-works")
+
+    async def inject() -> None:
+        async with await api_client(state.kubeconfig) as api:
+            client = plain_client(api, "gpu-operator-sim")
+            await inject_gpu_error(
+                client,
+                args.node,
+                args.gpu,
+                xid=args.xid,
+                ecc=args.ecc,
+                reset_fails=args.reset_fails,
+            )
+
+    asyncio.run(inject())
+    what = [f"XID {args.xid}"] if args.xid is not None else []
+    what += [f"{args.ecc} uncorrected ECC errors"] if args.ecc is not None else []
+    if args.reset_fails is not None:
+        what.append("its resets fail" if args.reset_fails else "its resets work")
+    _say(f"node {args.node}, GPU {args.gpu}: {', '.join(what)}")
     return 0

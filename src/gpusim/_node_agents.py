@@ -25,6 +25,7 @@ from pathlib import Path
 from components.nodeagent import (
     ClusterNodeApi,
     ComputeProcess,
+    EccCounts,
     HostRoot,
     MigInstance,
     NodeAgent,
@@ -36,6 +37,7 @@ from gpusim._hardware import mig_profile
 from gpusim._node_model import applied_layout, cuda_version
 from gpusim._node_software import ANNOTATION_MIG_APPLIED, GpuWorkload, Hardware, NodeInfo
 from gpusim._nodes import ANNOTATION_XIDS
+from gpusim._sickness import ANNOTATION_ECC, SimulatedReset, parse_pairs
 from reconciler import Client
 
 _GIB = 1024
@@ -53,6 +55,8 @@ class NodeFacts:
     toolkit: bool
     applied_mig: str = "all-disabled"
     xids: tuple[tuple[int, int], ...] = ()
+    ecc: tuple[tuple[int, int], ...] = ()
+    """(GPU index, uncorrected ECC errors since the driver loaded)."""
     workloads: Sequence[GpuWorkload] = field(default_factory=tuple)
 
 
@@ -81,6 +85,7 @@ def node_facts(
         toolkit=toolkit,
         applied_mig=node.annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled"),
         xids=parse_xids(node.annotations.get(ANNOTATION_XIDS, "")),
+        ecc=parse_pairs(node.annotations.get(ANNOTATION_ECC, "")),
         workloads=tuple(workloads),
     )
 
@@ -98,6 +103,7 @@ def simulated_gpus(node: str, facts: NodeFacts) -> list[SimulatedGpu]:
     hw = facts.hardware
     layout = applied_layout(hw, facts.applied_mig)
     gpus: list[SimulatedGpu] = []
+    ecc = dict(facts.ecc)
     for index in range(hw.gpus):
         instances: list[MigInstance] = []
         for profile, count in sorted((layout or {}).items()):
@@ -115,6 +121,7 @@ def simulated_gpus(node: str, facts: NodeFacts) -> list[SimulatedGpu]:
                 mig_capable=hw.gpu.supports_mig,
                 mig_enabled=layout is not None,
                 mig_instances=tuple(instances),
+                ecc=EccCounts(volatile_uncorrected=ecc.get(index, 0), aggregate_uncorrected=0),
             )
         )
     slots = [(w, n) for w in sorted(facts.workloads, key=lambda w: w.key) for n in range(w.gpus)]
@@ -180,9 +187,21 @@ class SimulatedNodeAgents:
                 nvml_opener=lambda: self._open(node),
                 host=HostRoot(root),
                 api=ClusterNodeApi(self._client, node),
+                resetter=SimulatedReset(
+                    self._client, node, on_reset=lambda gpu: self._reset(node, gpu)
+                ),
             )
             self._agents[node] = agent
         await agent.step()
+
+    def _reset(self, node: str, gpu: int) -> None:
+        """A reset GPU raises the same XID again when it is injected again."""
+        delivered = self._delivered.get(node, set())
+        delivered.difference_update({d for d in delivered if d[0] == gpu})
+
+    def host_root(self, node: str) -> Path:
+        """The node's simulated host root (its reboot sentinel, its driver root)."""
+        return self._host_root(node)
 
     def _open(self, node: str) -> SimulatedNvml:
         nvml = self._nvml.get(node)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -30,6 +30,7 @@ from gpusim._node_software import (
     PodInfo,
     is_gfd_label,
 )
+from gpusim._sickness import sick_gpus
 
 DEFAULT_DRIVER_VERSION = "595.91.07"
 DEFAULT_MIG_STRATEGY = "single"
@@ -295,7 +296,10 @@ def plan_node(
     serving = serving or NodeSoftware.MPS_CONTROL_DAEMON in ready
     wanted: dict[str, str] = {}
     if driver and NodeSoftware.DEVICE_PLUGIN in ready and serving:
-        wanted = gpu_resources(hardware, applied, strategy, sharing)
+        # The plugin's health check stops advertising a GPU that raised a critical XID or
+        # counts ECC errors (`_sickness`), until a reset clears them.
+        healthy = replace(hardware, gpus=max(hardware.gpus - len(sick_gpus(annotations)), 0))
+        wanted = gpu_resources(healthy, applied, strategy, sharing)
     wanted.update(passthrough_resources(hardware, pods, driver_pod is not None))
     plan.offered = wanted
     for key in sorted(set(wanted) | set(node.capacity) | set(node.allocatable)):

@@ -110,6 +110,25 @@ from components.api._node_agent import (
     node_agent_enabled,
 )
 from components.api._nvidiadriver import NVIDIADriver, NVIDIADriverSpec
+from components.api._remediation import (
+    AGENT_REQUEST_ANNOTATIONS,
+    DEFAULT_XIDS,
+    REBOOT_REQUEST_ANNOTATION,
+    REBOOT_RESULT_ANNOTATION,
+    REBOOT_SENTINEL,
+    REMEDIATION_APPROVED_ANNOTATION,
+    REMEDIATION_FAILED_CONDITION,
+    REMEDIATION_GPU_ANNOTATION,
+    REMEDIATION_HISTORY_ANNOTATION,
+    REMEDIATION_REASON_ANNOTATION,
+    REMEDIATION_SINCE_ANNOTATION,
+    REMEDIATION_STATE_LABEL,
+    REMEDIATION_TAINT,
+    REMEDIATION_XID_ANNOTATION,
+    RESET_REQUEST_ANNOTATION,
+    RESET_RESULT_ANNOTATION,
+    RemediationSpec,
+)
 from components.api._sandbox import DriverSideSpec, KataRuntimeClassSpec
 from components.api._status import (
     MAX_LISTED_NODES,
@@ -122,6 +141,7 @@ from components.api._status import (
     NodeUpgradeStatus,
     NVIDIADriverStatus,
     Reason,
+    RemediationNodeStatus,
     UpgradeState,
     UpgradeStatus,
 )
@@ -155,7 +175,9 @@ from components.api._upgrade import (
 from components.api._yaml import LongInteger, YAMLProblem, load_documents
 
 __all__ = [
+    "AGENT_REQUEST_ANNOTATIONS",
     "DEFAULT_IMAGES",
+    "DEFAULT_XIDS",
     "DRIVER_CONFIG_DIGEST_ANNOTATION",
     "DRIVER_CONFIG_DIGEST_ENV",
     "DRIVER_KERNEL_PIN_LABEL",
@@ -173,6 +195,20 @@ __all__ = [
     "OS_ID_LABEL",
     "OS_VERSION_LABEL",
     "POD_SECURITY_LABELS",
+    "REBOOT_REQUEST_ANNOTATION",
+    "REBOOT_RESULT_ANNOTATION",
+    "REBOOT_SENTINEL",
+    "REMEDIATION_APPROVED_ANNOTATION",
+    "REMEDIATION_FAILED_CONDITION",
+    "REMEDIATION_GPU_ANNOTATION",
+    "REMEDIATION_HISTORY_ANNOTATION",
+    "REMEDIATION_REASON_ANNOTATION",
+    "REMEDIATION_SINCE_ANNOTATION",
+    "REMEDIATION_STATE_LABEL",
+    "REMEDIATION_TAINT",
+    "REMEDIATION_XID_ANNOTATION",
+    "RESET_REQUEST_ANNOTATION",
+    "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
     "ClusterPolicy",
@@ -210,6 +246,8 @@ __all__ = [
     "PreflightMode",
     "PreflightSpec",
     "Reason",
+    "RemediationNodeStatus",
+    "RemediationSpec",
     "ResourceRequirements",
     "ServiceMonitorConfig",
     "UpgradeState",

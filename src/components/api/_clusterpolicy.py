@@ -30,6 +30,7 @@ from components.api._monitoring import (
     OperatorMetricsSpec,
     ServiceMonitorConfig,
 )
+from components.api._remediation import RemediationSpec
 from components.api._sandbox import (
     CCManagerSpec,
     DriverSideSpec,
@@ -377,6 +378,7 @@ class ClusterPolicySpec(ApiModel):
     mig_manager: MIGManagerSpec = Field(default_factory=MIGManagerSpec)
     node_status_exporter: NodeStatusExporterSpec = Field(default_factory=NodeStatusExporterSpec)
     node_agent: NodeAgentSpec = Field(default_factory=NodeAgentSpec)
+    remediation: RemediationSpec = Field(default_factory=RemediationSpec)  # ours
     validator: ValidatorSpec = Field(default_factory=ValidatorSpec)
     psa: PSASpec = Field(default_factory=PSASpec)
     cdi: CDIConfigSpec = Field(default_factory=CDIConfigSpec)

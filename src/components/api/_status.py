@@ -216,6 +216,16 @@ class NodeAgentStatus(ApiModel):
     host_driver_nodes_omitted: int = Field(default=0, ge=0)
 
 
+class RemediationNodeStatus(ApiModel):
+    """A node whose GPU remediation is under way or failed (ours: `remediation.enabled`)."""
+
+    node: str
+    step: str = Field(description="taint, drain, reset, validate, or failed.")
+    gpu: str = Field(default="", description="The sick GPU's index.")
+    reason: str = Field(default="", description="What the node agent reported.")
+    since: str = Field(default="", description="When the step began (RFC 3339).")
+
+
 class _Status(ApiModel):
     """What both kinds' status share: namespace, conditions, components, upgrade."""
 
@@ -300,6 +310,11 @@ class ClusterPolicyStatus(_Status):
     )
     node_agent: NodeAgentStatus | None = Field(
         default=None, description="The node agents' conditions, counted over the GPU nodes."
+    )
+    remediation: list[RemediationNodeStatus] | None = Field(
+        default=None,
+        max_length=MAX_LISTED_NODES,
+        description="Nodes in GPU remediation, by name, with their step and reason (ours).",
     )
 
 

@@ -13,6 +13,7 @@ from components.commands import deferred
 run_up = deferred("gpusim._cli", "run_up")
 run_down = deferred("gpusim._cli", "run_down")
 run_status = deferred("gpusim._cli", "run_status")
+run_gpu_error = deferred("gpusim._cli", "run_gpu_error")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,3 +70,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     status = actions.add_parser("status", help="say whether a simulated cluster is running")
     status.set_defaults(handler=run_status)
+
+    error = actions.add_parser(
+        "gpu-error",
+        help="make one GPU of one simulated node sick (an XID or ECC errors), or its reset fail",
+        description="The simulated NVML reports the error to the node agent, the simulated "
+        "device plugin stops offering the GPU; a GPU reset clears it, unless --reset-fails.",
+    )
+    error.add_argument("node", help="the node's name")
+    error.add_argument("--gpu", type=int, default=0, help="the GPU's index (default 0)")
+    error.add_argument("--xid", type=int, help="raise this XID (79: fallen off the bus)")
+    error.add_argument("--ecc", type=int, help="uncorrected ECC errors since the driver loaded")
+    fails = error.add_mutually_exclusive_group()
+    fails.add_argument(
+        "--reset-fails",
+        dest="reset_fails",
+        action="store_true",
+        default=None,
+        help="a reset of this GPU fails from now on",
+    )
+    fails.add_argument(
+        "--reset-works", dest="reset_fails", action="store_false", help="resets work again"
+    )
+    error.set_defaults(handler=run_gpu_error)

@@ -29,7 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 import pydantic
 
 from components.api import (
+    MAX_LISTED_NODES,
     ClusterPolicy,
+    RemediationNodeStatus,
     active_cluster_policy,
     unsupported_fields,
 )
@@ -68,6 +70,7 @@ from components.controllers._view import (
 )
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
+from components.remediation import remediation_status
 from reconciler import (
     NORMAL,
     Controller,
@@ -246,6 +249,12 @@ class ClusterPolicyController:
             gpu_nodes=len(with_gpu),
             unsupported=unsupported_fields(policy.spec),
             node_agent=node_agent_summary(nodes) if policy.spec.node_agent.enabled else None,
+            remediation=[
+                RemediationNodeStatus.model_validate(e)
+                for e in remediation_status(nodes)[:MAX_LISTED_NODES]
+            ]
+            if policy.spec.remediation.enabled
+            else None,
             mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
             takeover=sync.takeover,
         )

@@ -24,6 +24,7 @@ from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
 from components.metrics import OperatorMetrics
 from components.operands import Operand
+from components.remediation import RemediationController
 from components.upgrade import UpgradeController
 from reconciler import Controller, LeaderElectionConfig, Manager, MetricsServing
 
@@ -40,6 +41,7 @@ class Operator:
     nvidia_driver: NVIDIADriverController
     upgrade: UpgradeController | None
     mig_clearing: MigClearingController
+    remediation: RemediationController | None = None
 
     @property
     def controllers(self) -> list[Controller]:
@@ -90,7 +92,13 @@ def setup_operator(
         if upgrade
         else None
     )
-    return Operator(manager, namespace, metrics, labels, policy, driver, upgrades, mig_clearing)
+    remediation = RemediationController(
+        manager, recorder=recorder, on_change=lambda: policy.requeue_active()
+    )
+    remediation.setup()
+    return Operator(
+        manager, namespace, metrics, labels, policy, driver, upgrades, mig_clearing, remediation
+    )
 
 
 def build_operator(

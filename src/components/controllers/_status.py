@@ -37,6 +37,7 @@ from components.api import (
     NodeConditionSummary,
     NVIDIADriverStatus,
     Reason,
+    RemediationNodeStatus,
     names_and_more,
     unsupported_message,
 )
@@ -54,6 +55,7 @@ OWNED_STATUS_KEYS = (
     "conditions",
     "components",
     "nodeAgent",
+    "remediation",
 )
 IGNORED_REASON = "Ignored"
 _MAX_NAMED = 5
@@ -100,6 +102,8 @@ class Findings:
     """Fields set that nothing acts on yet (`spec.gds.enabled=true`)."""
     node_agent: NodeAgentStatus | None = None
     """The node agents' conditions summed up (`node_agent_summary`), with the agent on."""
+    remediation: list[RemediationNodeStatus] | None = None
+    """Nodes in GPU remediation (`components.remediation.remediation_status`), when on."""
     mig_blocked: Mapping[str, str] = field(default_factory=dict)
     """Nodes whose MIG change waits for GPU pods that cannot leave yet, and why."""
     takeover: TakeoverWait | None = None
@@ -237,6 +241,7 @@ def _policy_status(
     status.observed_generation = findings.generation
     status.components = [op.component() for op in findings.operands]
     status.node_agent = findings.node_agent
+    status.remediation = findings.remediation
     not_ready = [op for op in findings.operands if op.enabled and not op.ready]
     if findings.problems:
         reason, _ = findings.problems[0]
@@ -316,6 +321,7 @@ def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
         ),
         [(c.get("name"), c.get("state")) for c in raw.get("components") or ()],
         "nodeAgent" in raw,
+        [(e.get("node"), e.get("step")) for e in raw.get("remediation") or ()],
     )
 
 

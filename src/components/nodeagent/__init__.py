@@ -33,6 +33,7 @@ from components.nodeagent._nvml import (
     XidEvent,
     open_nvml,
 )
+from components.nodeagent._remediation import GpuResetter, NvidiaSmiReset, ResetFailed
 from components.nodeagent._report import (
     CONDITION_TYPES,
     DRIVER_READY,
@@ -44,6 +45,7 @@ from components.nodeagent._report import (
     expected_resources,
     verdicts,
 )
+from components.nodeagent._report import critical as critical_xid
 
 __all__ = [
     "CONDITION_TYPES",
@@ -58,20 +60,24 @@ __all__ = [
     "EccCounts",
     "GpuProcess",
     "GpuReading",
+    "GpuResetter",
     "HostFacts",
     "HostRoot",
     "MigInstance",
     "NodeAgent",
     "NodeApi",
+    "NvidiaSmiReset",
     "Nvml",
     "NvmlUnavailable",
     "Observation",
+    "ResetFailed",
     "SimulatedGpu",
     "SimulatedNvml",
     "Verdict",
     "WatchedNodeApi",
     "XidEvent",
     "condition_patch",
+    "critical_xid",
     "expected_resources",
     "open_nvml",
     "process_list",

@@ -20,10 +20,28 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from components.api import DRIVER_UPGRADE_STATE_LABEL, GPU_PROCESSES_ANNOTATION
+from components.api import (
+    DRIVER_UPGRADE_STATE_LABEL,
+    GPU_PROCESSES_ANNOTATION,
+    REBOOT_RESULT_ANNOTATION,
+    RESET_RESULT_ANNOTATION,
+)
 from components.nodeagent._host import HostRoot
 from components.nodeagent._metrics import AgentMetrics
 from components.nodeagent._nvml import GpuReading, Nvml, NvmlUnavailable, XidEvent
+from components.nodeagent._remediation import (
+    FAILED,
+    SUCCEEDED,
+    WAITING,
+    WRITTEN,
+    GpuResetter,
+    ResetFailed,
+    answered,
+    holders,
+    reboot_request,
+    reset_request,
+    write_sentinel,
+)
 from components.nodeagent._report import (
     CONDITION_TYPES,
     Observation,
@@ -225,8 +243,10 @@ class NodeAgent:
         host: HostRoot,
         api: NodeApi,
         metrics: AgentMetrics | None = None,
+        resetter: GpuResetter | None = None,
     ) -> None:
         self.node = node
+        self.resetter = resetter
         self._open = nvml_opener
         self._nvml: Nvml | None = None
         self.host = host
@@ -293,6 +313,8 @@ class NodeAgent:
         """Look once and publish what changed."""
         node = await self.api.read_node()
         obs = self.observe(node)
+        if await self._remediate(node, obs):
+            obs = self.observe(node)
         self.last = obs
         wanted = verdicts(obs)
         current = [
@@ -321,6 +343,48 @@ class NodeAgent:
         if self.metrics is not None:
             self.metrics.observe(obs, wanted)
         return obs
+
+    async def _remediate(self, node: Object, obs: Observation) -> bool:
+        """Answer the operator's reset and reboot requests (`_remediation`); whether a GPU
+        was reset (the caller looks again)."""
+        annotations: Mapping[str, str] = annotations_of(node)
+        answers: dict[str, str] = {}
+        reset = False
+        if (reboot := reboot_request(annotations)) is not None:
+            try:
+                write_sentinel(self.host.root)
+                answers[REBOOT_RESULT_ANNOTATION] = f"{reboot}/{WRITTEN}"
+                log.info("%s: wrote the reboot sentinel for the GPU remediation", self.node)
+            except OSError as exc:
+                answers[REBOOT_RESULT_ANNOTATION] = f"{reboot}/{FAILED}/{exc}"
+        request = reset_request(annotations)
+        if (
+            request is not None
+            and self.resetter is not None
+            and not answered(annotations, RESET_RESULT_ANNOTATION, request.id)
+            and obs.nvml_error is None
+        ):
+            busy = holders(obs.gpus, request.gpu)
+            if busy:
+                answers[RESET_RESULT_ANNOTATION] = f"{request.id}/{WAITING}/{busy}"
+            else:
+                self.release()  # our own NVML handle must not hold the GPU either
+                try:
+                    await self.resetter.reset(request.gpu)
+                except ResetFailed as exc:
+                    answers[RESET_RESULT_ANNOTATION] = f"{request.id}/{FAILED}/{exc}"
+                    log.warning("%s: GPU %d did not reset: %s", self.node, request.gpu, exc)
+                else:
+                    answers[RESET_RESULT_ANNOTATION] = f"{request.id}/{SUCCEEDED}"
+                    log.info("%s: reset GPU %d", self.node, request.gpu)
+                    for gpu in obs.gpus:
+                        if gpu.index == request.gpu:
+                            self.xids.pop(gpu.uuid, None)
+                    reset = True
+        changed = {k: v for k, v in answers.items() if annotations.get(k) != v}
+        if changed:
+            await self.api.patch_metadata({"metadata": {"annotations": changed}})
+        return reset
 
     async def _owners(self, gpus: Sequence[GpuReading]) -> list[GpuProcess]:
         """Each GPU process with its pod, from its cgroup; the pods on the node are listed

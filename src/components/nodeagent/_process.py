@@ -21,6 +21,7 @@ from components.nodeagent._agent import NodeAgent, WatchedNodeApi
 from components.nodeagent._host import HostRoot
 from components.nodeagent._metrics import AgentMetrics
 from components.nodeagent._nvml import open_nvml
+from components.nodeagent._remediation import NvidiaSmiReset
 from components.run import api_client, plain_client
 from reconciler import configure_logging
 from reconciler.errors import ApiError, ApiUnreachable
@@ -54,6 +55,7 @@ async def serve(args: argparse.Namespace) -> None:
             host=host,
             api=node_api,
             metrics=metrics,
+            resetter=NvidiaSmiReset(host.root, host.driver_root),
         )
         log.info(
             "node agent for %s: host root %s, every %.0fs", node, args.host_root, args.interval

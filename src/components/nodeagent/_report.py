@@ -171,6 +171,11 @@ def health_verdict(obs: Observation) -> Verdict:
     return Verdict(HEALTHY, "True", GPUS_HEALTHY, f"{_gpus(len(obs.gpus))} healthy")
 
 
+def sick(obs: Observation, gpu: GpuReading) -> bool:
+    """The GPU raised a critical XID or passed an ECC threshold."""
+    return any(critical(x) for x in obs.xids.get(gpu.uuid, ())) or bool(ecc_problem(gpu))
+
+
 def ecc_problem(gpu: GpuReading) -> str:
     """Why the GPU's memory counts as failing, or ""."""
     ecc = gpu.ecc
@@ -207,7 +212,10 @@ def validation_verdict(obs: Observation) -> Verdict:
             VALIDATED, "False", TOOLKIT_MISSING, "the NVIDIA container toolkit is not installed"
         )
     expected = expected_resources(obs.gpus, obs.replicas)
-    if obs.advertised != expected:
+    # The device plugin withholds a GPU its health check marks unhealthy (a critical XID):
+    # offering only the healthy ones is the plugin doing its job, not a mismatch.
+    healthy = expected_resources([g for g in obs.gpus if not sick(obs, g)], obs.replicas)
+    if obs.advertised not in (expected, healthy):
         return Verdict(
             VALIDATED,
             "False",

@@ -15,6 +15,7 @@ from components.controllers._clusterpolicy import NAME as CLUSTER_POLICY_CONTROL
 from components.controllers._node_labels import NAME as NODE_LABEL_CONTROLLER
 from components.controllers._nvidiadriver import NAME as NVIDIA_DRIVER_CONTROLLER
 from components.metrics import OperatorMetrics
+from components.remediation import remediation_metrics_for
 from components.run import operator_registry
 from components.upgrade._controller import NODE_CONTROLLER, POOL_CONTROLLER
 from components.upgrade._metrics import upgrade_metrics_for
@@ -64,6 +65,7 @@ def operator_metrics() -> set[str]:
     metrics_for(registry)
     operator = OperatorMetrics(registry)
     upgrade_metrics_for(registry, auto_upgrade_enabled=operator.driver_auto_upgrade_enabled)
+    remediation_metrics_for(registry)
     names = set()
     for family in registry.collect():
         names.update(family.name + s for s in SUFFIXES.get(family.type, [""]))
@@ -104,6 +106,7 @@ def test_every_dashboard_query_reads_an_exported_metric() -> None:
         "workqueue_depth",
         "gpu_operator_nodes_upgrades_failed",
         "gpu_operator_reconciliation_status",
+        "gpu_operator_remediations_total",
         "DCGM_FI_DEV_GPU_UTIL",
     ):
         assert wanted in read
@@ -139,6 +142,7 @@ def test_every_rule_reads_an_exported_metric() -> None:
         "GPUOperatorReconcileErrors",
         "GPUDriverUpgradeFailed",
         "GPUOperandDaemonSetUnavailable",
+        "GPURemediationFailed",
     }
     for alert in alerts:
         assert metric_names(alert["expr"]) <= exported, alert["alert"]

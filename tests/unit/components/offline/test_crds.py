@@ -131,6 +131,7 @@ def test_every_top_level_section_is_accepted() -> None:
         "gdrcopy",
         "psp",
         "nodeAgent",  # ours: the node agent (not in the reference)
+        "remediation",  # ours: GPU remediation (not in the reference)
     ]
     assert sorted(properties) == sorted(design)
     for name, section in properties.items():
