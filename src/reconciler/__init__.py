@@ -40,6 +40,7 @@ from reconciler._objects import (
     Request,
     annotations_of,
     generation_of,
+    is_deleting,
     labels_of,
     name_of,
     namespace_of,
@@ -47,6 +48,7 @@ from reconciler._objects import (
     owner_references_of,
     resource_version_of,
     revision_of,
+    uid_of,
 )
 from reconciler._outcomes import Applied, Eviction, EvictionResult, Operation
 from reconciler._predicates import (
@@ -112,6 +114,7 @@ __all__ = [
     "enqueue_owner",
     "errors",
     "generation_of",
+    "is_deleting",
     "kinds",
     "label_index_name",
     "labels_of",
@@ -125,4 +128,5 @@ __all__ = [
     "revision_of",
     "split_address",
     "tune_collector",
+    "uid_of",
 ]

@@ -118,6 +118,16 @@ def generation_of(obj: Mapping[str, Any]) -> int:
     return int(meta(obj).get("generation") or 0)
 
 
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    """Whether the object has a deletion timestamp (finalizers or the garbage collector
+    still hold it)."""
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
 def owner_reference(owner: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
     """An ownerReference to `owner`, for objects we render: garbage collection follows it."""
     m = meta(owner)

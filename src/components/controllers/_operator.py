@@ -17,11 +17,11 @@ from prometheus_client import CollectorRegistry
 
 from components.controllers import _informers
 from components.controllers._apply import Applier
-from components.controllers._clusterpolicy import ClusterPolicyController
 from components.controllers._constants import FIELD_MANAGER, HASH_ANNOTATION
 from components.controllers._mig_clearing import MigClearingController
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
+from components.controllers.clusterpolicy._controller import ClusterPolicyController
 from components.metrics import OperatorMetrics
 from components.operands import Operand
 from components.upgrade import UpgradeController

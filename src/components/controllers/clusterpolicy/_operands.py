@@ -1,20 +1,22 @@
-"""Applying one ClusterPolicy's operands and judging their readiness: the part of the
-ClusterPolicy reconcile that writes objects.
+"""One ClusterPolicy's operands: rendered, applied, pruned and judged, each step handing its
+result to the next and never back.
 
-Every enabled operand is rendered before anything is written, so the takeover of a
-reference operator's driver is fenced before ours exists; then each object is applied
-(skipped when unchanged), driver DaemonSets that are no longer wanted hand their pods over
-or stay while a node depends on them alone, and what we own but no longer want is pruned.
+Every enabled operand is rendered before anything is written (`render`, one immutable
+`Plan`), so the takeover of a reference operator's driver is fenced before ours exists;
+then each object is applied, skipped when unchanged (`apply`); driver DaemonSets that are no
+longer wanted hand their pods over or stay while a node depends on them alone, and what we
+own but no longer want is pruned (`prune`); last, readiness is judged from the cache
+(`readiness`). Where the driver's DaemonSets come from is the plan's `DriverPlacement`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from components.api import DRIVER_DEPLOY_LABEL, ClusterPolicy
+from components.api import ClusterPolicy
 from components.controllers._apply import (
     Applier,
     Change,
@@ -24,19 +26,21 @@ from components.controllers._apply import (
     owned_by_kind,
     ref_of,
 )
-from components.controllers._constants import CLUSTER_POLICY, DAEMONSET, NODE, NVIDIA_DRIVER
-from components.controllers._driver_crd import policy_without_driver_crd, uses_driver_crd
+from components.controllers._constants import CLUSTER_POLICY, DAEMONSET
 from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._readiness import operand_readiness
-from components.controllers._selection import nodes_only_served_by
 from components.controllers._status import OperandReadiness
-from components.controllers._takeover import ReferenceTakeover, with_reference_driver
 from components.controllers._takeover_wait import TakeoverWait
-from components.controllers._unready_names import UnreadyNames
+from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand
+from components.controllers.clusterpolicy._takeover import (
+    ReferenceTakeover,
+    with_reference_driver,
+)
+from components.controllers.clusterpolicy._unready_names import UnreadyNames
 from components.kinds import PODS_NOT_CACHED_OF
 from components.operands import ClusterView, Operand, Rendered
-from reconciler import Client, Object, name_of, namespace_of
+from reconciler import Client, Object, is_deleting, name_of, namespace_of
 from reconciler.errors import BadRequest, Forbidden, Invalid
 
 log = logging.getLogger("components.controllers.clusterpolicy")
@@ -55,31 +59,73 @@ def _wave(obj: Object) -> int:
     return 2 if kind == DAEMONSET.kind else 1 if kind in _BINDINGS else 0
 
 
+def _daemonsets(rendered: Rendered | None) -> list[Object]:
+    return [o for o in rendered.objects if o.get("kind") == DAEMONSET.kind] if rendered else []
+
+
 RENDER_FAILED = "RenderFailed"
 APPLY_FAILED = "ApplyFailed"
 
 
-@dataclass
-class Sync:
-    """What applying one policy's operands did and found."""
+@dataclass(frozen=True)
+class Plan:
+    """What one policy wants, rendered before anything is written."""
 
-    desired: set[ObjectRef] = field(default_factory=set)
-    rendered: dict[str, Rendered] = field(default_factory=dict)
-    failed: set[str] = field(default_factory=set)
+    driver: DriverPlacement
+    policy_uid: str
+    has_service_monitor_crd: bool
+    operands: tuple[tuple[str, bool], ...]
+    """Every operand, in order, and whether it is enabled."""
+    rendered: Mapping[str, Rendered]
+    render_failed: frozenset[str]
     """Operands whose render failed: their existing objects are left alone."""
-    problems: list[tuple[str, str]] = field(default_factory=list)
-    changes: list[Change] = field(default_factory=list)
-    driver_daemonsets: list[Object] | None = None
-    """The driver DaemonSets that should serve the nodes (None: the driver is disabled)."""
-    takeover: TakeoverWait | None = None
-    """Nodes whose driver is still the reference operator's (a takeover in progress)."""
-    held: list[str] = field(default_factory=list)
+    problems: tuple[tuple[str, str], ...]
+    desired: frozenset[ObjectRef]
+
+    def objects(self) -> list[tuple[str, Object]]:
+        return [(name, obj) for name, r in self.rendered.items() for obj in r.objects]
+
+    def readiness_daemonsets(self, operand: str) -> list[Object]:
+        """The DaemonSets an operand's readiness is judged on."""
+        rendered = self.rendered.get(operand)
+        if self.driver.is_driver(operand):
+            return self.driver.readiness_daemonsets(rendered)
+        return _daemonsets(rendered)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the apply did: the takeover's fence, then each object written."""
+
+    changes: tuple[Change, ...]
+    failed: frozenset[str]
+    """Operands an object of which could not be written."""
+    problems: tuple[tuple[str, str], ...]
+    held: tuple[str, ...]
     """DaemonSets not created yet: they wait for the node labels (`_label_wait`)."""
-    hold_seconds: float = 0.0
+    hold_seconds: float
     """How much longer they wait at most."""
 
 
-class OperandSync:
+@dataclass(frozen=True)
+class Pruned:
+    """What the prune did, and the takeover it leaves."""
+
+    changes: tuple[Change, ...]
+    takeover: TakeoverWait | None
+    """Nodes whose driver is still the reference operator's (a takeover in progress)."""
+
+
+@dataclass
+class _Writes:
+    """The apply's running account, frozen into `Applied` at its end."""
+
+    changes: list[Change] = field(default_factory=list)
+    failed: set[str] = field(default_factory=set)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+class PolicyOperands:
     """The operands of the active policy, written and judged."""
 
     def __init__(
@@ -95,40 +141,61 @@ class OperandSync:
         self.pods = pods
         self.operands = list(operands)
         self.namespace = namespace
-        self.driver = next(
-            (op.name for op in self.operands if op.deploy_label == DRIVER_DEPLOY_LABEL), None
-        )
+        self.driver = driver_operand(self.operands)
         self.takeover = ReferenceTakeover(client, namespace)
         self.unready_names = UnreadyNames(client)
 
-    async def sync(
-        self,
-        policy: ClusterPolicy,
-        view: ClusterView,
-        *,
-        label_wait: Callable[[], float] | None = None,
-    ) -> Sync:
-        """Render every enabled operand, apply what it wants, prune what nobody wants.
+    def placement(self, policy: ClusterPolicy) -> DriverPlacement:
+        return DriverPlacement.of(policy, self.client, self.namespace, self.driver)
+
+    def enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
+        return self.placement(policy).enabled(operand, policy)
+
+    # -- render ----------------------------------------------------------------------------
+
+    def render(self, policy: ClusterPolicy, view: ClusterView) -> Plan:
+        """Every enabled operand rendered; a render that fails is a problem, not an error."""
+        driver = self.placement(policy)
+        operands: list[tuple[str, bool]] = []
+        rendered: dict[str, Rendered] = {}
+        failed: set[str] = set()
+        problems: list[tuple[str, str]] = []
+        for operand in self.operands:
+            enabled = driver.enabled(operand, policy)
+            operands.append((operand.name, enabled))
+            if not enabled:
+                continue
+            try:
+                result = driver.render(operand, policy, view)
+            except ValueError as exc:  # a renderer should say so in a condition instead
+                failed.add(operand.name)
+                problems.append((RENDER_FAILED, f"{operand.name}: {exc}"))
+                continue
+            rendered[operand.name] = result
+            problems += result.conditions
+        return Plan(
+            driver=driver,
+            # An owner reference names its owner's uid at the top, not in metadata.
+            policy_uid=str((view.owner or {}).get("uid") or ""),
+            has_service_monitor_crd=view.has_service_monitor_crd,
+            operands=tuple(operands),
+            rendered=rendered,
+            render_failed=frozenset(failed),
+            problems=tuple(problems),
+            desired=frozenset(ref_of(obj) for r in rendered.values() for obj in r.objects),
+        )
+
+    # -- apply -----------------------------------------------------------------------------
+
+    async def apply(self, plan: Plan, *, label_wait: Callable[[], float] | None = None) -> Applied:
+        """Fence a reference driver, then write what the plan wants.
 
         `label_wait`, asked only when a DaemonSet is new: the seconds new DaemonSets should
         still wait for node labels (0: create them now)."""
-        sync = Sync()
-        for operand in self.operands:
-            if not self.enabled(operand, policy):
-                continue
-            try:
-                rendered = self._render(operand, policy, view)
-            except ValueError as exc:  # a renderer should say so in a condition instead
-                sync.failed.add(operand.name)
-                sync.problems.append((RENDER_FAILED, f"{operand.name}: {exc}"))
-                continue
-            sync.rendered[operand.name] = rendered
-            sync.problems += rendered.conditions
-            sync.desired.update(ref_of(obj) for obj in rendered.objects)
+        writes = _Writes()
         # Nodes on the reference operator's driver are fenced off before ours is applied.
-        policy_uid = str((view.owner or {}).get("uid") or "")
-        sync.changes += await self.takeover.fence(policy_uid, sync.desired)
-        objects = [(name, obj) for name, r in sync.rendered.items() for obj in r.objects]
+        writes.changes += await self.takeover.fence(plan.policy_uid, plan.desired)
+        objects = plan.objects()
         # What the DaemonSets' pods use first, all at once; then the DaemonSets, all at once,
         # sent in the states' order (the driver's first). Applied one by one, a fresh
         # policy's objects came out over seconds (37 requests on an API server busy with the
@@ -138,7 +205,7 @@ class OperandSync:
 
         async def apply(name: str, obj: Object) -> None:
             async with gate:
-                await self._apply(obj, name, sync)
+                await self._write(obj, name, writes)
 
         # Bindings after the roles they name: the API server checks a binding made by
         # anyone without `bind` (the operator) against the rules of its role, and refuses
@@ -147,6 +214,7 @@ class OperandSync:
             await asyncio.gather(*(apply(n, o) for n, o in objects if _wave(o) == wave))
         # A new DaemonSet waits while nodes still lack their labels (`_label_wait`).
         hold: float | None = None
+        held: list[str] = []
         daemonsets: list[tuple[str, Object]] = []
         for name, obj in objects:
             if obj.get("kind") != DAEMONSET.kind:
@@ -154,109 +222,116 @@ class OperandSync:
             if label_wait is not None and self._is_new(obj):
                 hold = label_wait() if hold is None else hold
                 if hold > 0:
-                    sync.held.append(name_of(obj))
+                    held.append(name_of(obj))
                     continue
             daemonsets.append((name, obj))
         await asyncio.gather(*(apply(n, o) for n, o in daemonsets))
-        sync.hold_seconds = hold or 0.0
-        sync.driver_daemonsets = self._driver_daemonsets(policy, sync)
-        kept = await self._hand_over_drivers(sync)
-        sync.changes += await self.applier.prune(
-            sync.desired,
-            owned_by_kind(CLUSTER_POLICY.kind),
-            keep=lambda o: ref_of(o) in kept or self._keep(o, sync),
+        return Applied(
+            changes=tuple(writes.changes),
+            failed=frozenset(writes.failed),
+            problems=tuple(writes.problems),
+            held=tuple(held),
+            hold_seconds=hold or 0.0,
         )
-        sync.changes += await self.takeover.clean(
-            policy_uid,
-            sync.desired,
-            applied=not sync.failed,
-            service_monitors=view.has_service_monitor_crd,
-        )
-        sync.takeover = TakeoverWait.of(self.takeover.waiting(policy_uid), policy)
-        return sync
 
     def _is_new(self, obj: Object) -> bool:
-        meta = obj.get("metadata") or {}
-        return self.client.get(DAEMONSET, str(meta.get("name")), str(meta.get("namespace"))) is None
+        return self.client.get(DAEMONSET, name_of(obj), namespace_of(obj)) is None
 
-    async def _hand_over_drivers(self, sync: Sync) -> set[ObjectRef]:
-        """Replace each undesired driver DaemonSet that still has pods by the desired one
-        on their nodes without restarting them (`_driver_handover`); the ones to keep from
-        the prune (handed over, or waiting for pods on their way out)."""
-        desired = sync.driver_daemonsets
-        if not desired:
-            return set()
-        kept: set[ObjectRef] = set()
-        for obj in self.applier.owned_objects(owned_by_kind(CLUSTER_POLICY.kind)):
-            if obj.get("kind") != DAEMONSET.kind or component_of(obj) != self.driver:
-                continue
-            if ref_of(obj) in sync.desired or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            if self._keep(obj, sync):
-                continue
-            outcome = await hand_over(self.client, obj, desired)
-            if outcome is HandOver.NONE:
-                continue
-            kept.add(ref_of(obj))
-            if outcome is HandOver.HANDED:
-                sync.changes.append(Change("deleted", describe(obj), self.driver or ""))
-        return kept
-
-    def enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
-        if operand.name == self.driver and uses_driver_crd(policy):
-            return True  # its shared objects are ours; its DaemonSets NVIDIADrivers'
-        return operand.enabled(policy)
-
-    def _render(self, operand: Operand, policy: ClusterPolicy, view: ClusterView) -> Rendered:
-        if operand.name != self.driver or not uses_driver_crd(policy):
-            return operand.render(policy, view)
-        # The ServiceAccount, RBAC and ConfigMaps every driver pod uses, and no DaemonSet:
-        # those come from the NVIDIADriver controller, one set per NVIDIADriver.
-        shared = operand.render(policy_without_driver_crd(policy), replace(view, gpu_nodes=[]))
-        return Rendered(objects=[o for o in shared.objects if o.get("kind") != DAEMONSET.kind])
-
-    async def _apply(self, obj: Object, component: str, sync: Sync) -> None:
+    async def _write(self, obj: Object, component: str, writes: _Writes) -> None:
         try:
             change = await self.applier.write(obj, component)
         except (Invalid, BadRequest, Forbidden) as exc:
             # The object as rendered cannot be written; say so and go on with the rest.
             what = f"{obj.get('kind')} {name_of(obj)}"
-            sync.problems.append((APPLY_FAILED, f"{component}: {what}: {exc}"))
-            sync.failed.add(component)
+            writes.problems.append((APPLY_FAILED, f"{component}: {what}: {exc}"))
+            writes.failed.add(component)
             return
         if change is not None:
-            sync.changes.append(change)
+            writes.changes.append(change)
 
-    def _keep(self, obj: Object, sync: Sync) -> bool:
-        """Whether an undesired object must stay: its operand failed to render, or it is a
-        driver DaemonSet some node still depends on alone."""
-        component = component_of(obj)
-        if component in sync.failed:
-            return True
-        if obj.get("kind") != DAEMONSET.kind or component != self.driver:
-            return False
-        if sync.driver_daemonsets is None:
-            return False  # the driver is disabled: its DaemonSets go
-        stranded = nodes_only_served_by(obj, sync.driver_daemonsets, self.client.list(NODE))
-        if stranded:
-            log.debug(
-                "keeping %s: nodes %s have no other driver DaemonSet",
-                name_of(obj),
-                sorted(stranded),
-            )
-        return bool(stranded)
+    # -- prune -----------------------------------------------------------------------------
 
-    # -- readiness -----------------------------------------------------------------------
+    async def prune(self, plan: Plan, applied: Applied, policy: ClusterPolicy) -> Pruned:
+        """Hand unwanted driver DaemonSets' pods over, delete what we own and no longer
+        want, then clean up after a reference operator."""
+        failed = plan.render_failed | applied.failed
+        serving = plan.driver.serving(plan.rendered.get(self.driver or ""), applied.held)
 
-    def _daemonsets(self, operand: Operand, policy: ClusterPolicy, sync: Sync) -> list[Object]:
-        if operand.name == self.driver and uses_driver_crd(policy):
-            return self._nvidia_driver_daemonsets()
-        rendered = sync.rendered.get(operand.name)
-        objects = rendered.objects if rendered else []
-        return [o for o in objects if o.get("kind") == DAEMONSET.kind]
+        def keep(obj: Object) -> bool:
+            """An undesired object stays while its operand failed, or while it is a driver
+            DaemonSet some node still depends on alone."""
+            if component_of(obj) in failed:
+                return True
+            stranded = plan.driver.stranded(obj, serving)
+            if stranded:
+                log.debug(
+                    "keeping %s: nodes %s have no other driver DaemonSet",
+                    name_of(obj),
+                    sorted(stranded),
+                )
+            return bool(stranded)
+
+        changes: list[Change] = []
+        kept = await self._hand_over_drivers(plan, serving, keep, changes)
+        changes += await self.applier.prune(
+            plan.desired,
+            owned_by_kind(CLUSTER_POLICY.kind),
+            keep=lambda o: ref_of(o) in kept or keep(o),
+        )
+        changes += await self.takeover.clean(
+            plan.policy_uid,
+            plan.desired,
+            applied=not failed,
+            service_monitors=plan.has_service_monitor_crd,
+        )
+        takeover = TakeoverWait.of(self.takeover.waiting(plan.policy_uid), policy)
+        return Pruned(changes=tuple(changes), takeover=takeover)
+
+    async def _hand_over_drivers(
+        self,
+        plan: Plan,
+        serving: Sequence[Object] | None,
+        keep: Callable[[Object], bool],
+        changes: list[Change],
+    ) -> set[ObjectRef]:
+        """Replace each undesired driver DaemonSet that still has pods by the desired one
+        on their nodes without restarting them (`_driver_handover`); the ones to keep from
+        the prune (handed over, or waiting for pods on their way out)."""
+        if not serving:
+            return set()
+        kept: set[ObjectRef] = set()
+        for obj in self.applier.owned_objects(owned_by_kind(CLUSTER_POLICY.kind)):
+            if obj.get("kind") != DAEMONSET.kind or not plan.driver.is_driver(component_of(obj)):
+                continue
+            if ref_of(obj) in plan.desired or is_deleting(obj):
+                continue
+            if keep(obj):
+                continue
+            outcome = await hand_over(self.client, obj, serving)
+            if outcome is HandOver.NONE:
+                continue
+            kept.add(ref_of(obj))
+            if outcome is HandOver.HANDED:
+                changes.append(Change("deleted", describe(obj), self.driver or ""))
+        return kept
+
+    # -- readiness -------------------------------------------------------------------------
+
+    def readiness(self, plan: Plan, takeover: TakeoverWait | None) -> list[OperandReadiness]:
+        out = []
+        for name, enabled in plan.operands:
+            if not enabled:
+                out.append(OperandReadiness(name, enabled=False))
+                continue
+            daemonsets = plan.readiness_daemonsets(name)
+            readiness = operand_readiness(self.client, self.pods, name, daemonsets)
+            if plan.driver.is_driver(name):
+                readiness = with_reference_driver(readiness, takeover)
+            out.append(readiness)
+        return out
 
     async def name_unready(
-        self, policy: ClusterPolicy, sync: Sync, readiness: list[OperandReadiness]
+        self, plan: Plan, readiness: list[OperandReadiness]
     ) -> tuple[list[OperandReadiness], float | None]:
         """`readiness` with the nodes named where an operand whose pods are not cached is
         not ready and its DaemonSets' counts have stood still (`UnreadyNames`), and the
@@ -264,17 +339,16 @@ class OperandSync:
 
         None is named while the driver is not ready: the other operands wait for it on
         the nodes it names, and their counts stand still for that, not for a fault."""
-        if any(r.name == self.driver and r.enabled and not r.ready for r in readiness):
+        if any(plan.driver.is_driver(r.name) and r.enabled and not r.ready for r in readiness):
             await self.unready_names.refresh(())
             return readiness, None
-        operands = {op.name: op for op in self.operands}
         stalled: dict[str, list[Object]] = {}
         for found in readiness:
             if found.name not in PODS_NOT_CACHED_OF or not found.enabled or found.ready:
                 continue
             cached = (
                 self.client.get(DAEMONSET, name_of(obj), namespace_of(obj))
-                for obj in self._daemonsets(operands[found.name], policy, sync)
+                for obj in plan.readiness_daemonsets(found.name)
             )
             stalled[found.name] = [ds for ds in cached if ds is not None]
         wait = await self.unready_names.refresh(ds for group in stalled.values() for ds in group)
@@ -287,38 +361,3 @@ class OperandSync:
                 found = replace(found, not_ready_nodes=sorted(named | set(found.not_ready_nodes)))
             out.append(found)
         return out, wait
-
-    def readiness(self, policy: ClusterPolicy, sync: Sync) -> list[OperandReadiness]:
-        out = []
-        for operand in self.operands:
-            if not self.enabled(operand, policy):
-                out.append(OperandReadiness(operand.name, enabled=False))
-                continue
-            daemonsets = self._daemonsets(operand, policy, sync)
-            readiness = operand_readiness(self.client, self.pods, operand.name, daemonsets)
-            if operand.name == self.driver:
-                readiness = with_reference_driver(readiness, sync.takeover)
-            out.append(readiness)
-        return out
-
-    def _driver_daemonsets(self, policy: ClusterPolicy, sync: Sync) -> list[Object] | None:
-        if uses_driver_crd(policy):
-            return self._nvidia_driver_daemonsets()
-        rendered = sync.rendered.get(self.driver or "")
-        if rendered is None:
-            return None
-        # One still held does not exist: no pod is handed to it, no node counted as served.
-        return [
-            o
-            for o in rendered.objects
-            if o.get("kind") == DAEMONSET.kind and name_of(o) not in sync.held
-        ]
-
-    def _nvidia_driver_daemonsets(self) -> list[Object]:
-        """The driver DaemonSets NVIDIADriver resources made (cached)."""
-        owned = owned_by_kind(NVIDIA_DRIVER.kind)
-        return [
-            ds
-            for ds in self.client.list(DAEMONSET, namespace=self.namespace)
-            if component_of(ds) == self.driver and owned(ds)
-        ]
