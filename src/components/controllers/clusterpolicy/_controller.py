@@ -283,12 +283,7 @@ class ClusterPolicyController:
     ) -> ClusterView:
         crds = self.client.list(CRD)
         config_maps = self.client.list(CONFIG_MAP, namespace=self.namespace)
-        read = {
-            name
-            for operand in self.operands.operands
-            if self.operands.enabled(operand, policy)
-            for name in operand.config_maps_read(policy)
-        }
+        read = self.operands.config_maps_read(policy)
         return ClusterView(
             namespace=self.namespace,
             gpu_nodes=views_of_gpu_nodes(with_gpu, self._gpu_node_views),

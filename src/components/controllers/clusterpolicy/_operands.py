@@ -148,8 +148,15 @@ class PolicyOperands:
     def placement(self, policy: ClusterPolicy) -> DriverPlacement:
         return DriverPlacement.of(policy, self.client, self.namespace, self.driver)
 
-    def enabled(self, operand: Operand, policy: ClusterPolicy) -> bool:
-        return self.placement(policy).enabled(operand, policy)
+    def config_maps_read(self, policy: ClusterPolicy) -> set[str]:
+        """The user's ConfigMaps the enabled operands read (`ClusterView.config_documents`)."""
+        driver = self.placement(policy)
+        return {
+            name
+            for operand in self.operands
+            if driver.enabled(operand, policy)
+            for name in operand.config_maps_read(policy)
+        }
 
     # -- render ----------------------------------------------------------------------------
 
@@ -301,7 +308,7 @@ class PolicyOperands:
             return set()
         kept: set[ObjectRef] = set()
         for obj in self.applier.owned_objects(owned_by_kind(CLUSTER_POLICY.kind)):
-            if obj.get("kind") != DAEMONSET.kind or not plan.driver.is_driver(component_of(obj)):
+            if obj.get("kind") != DAEMONSET.kind or component_of(obj) != self.driver:
                 continue
             if ref_of(obj) in plan.desired or is_deleting(obj):
                 continue
