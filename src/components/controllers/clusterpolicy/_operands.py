@@ -88,7 +88,7 @@ class Plan:
     def readiness_daemonsets(self, operand: str) -> list[Object]:
         """The DaemonSets an operand's readiness is judged on."""
         rendered = self.rendered.get(operand)
-        if self.driver.is_driver(operand):
+        if operand == self.driver.operand:
             return self.driver.readiness_daemonsets(rendered)
         return _daemonsets(rendered)
 
@@ -332,7 +332,7 @@ class PolicyOperands:
                 continue
             daemonsets = plan.readiness_daemonsets(name)
             readiness = operand_readiness(self.client, self.pods, name, daemonsets)
-            if plan.driver.is_driver(name):
+            if name == plan.driver.operand:
                 readiness = with_reference_driver(readiness, takeover)
             out.append(readiness)
         return out
@@ -346,7 +346,8 @@ class PolicyOperands:
 
         None is named while the driver is not ready: the other operands wait for it on
         the nodes it names, and their counts stand still for that, not for a fault."""
-        if any(plan.driver.is_driver(r.name) and r.enabled and not r.ready for r in readiness):
+        driver = plan.driver.operand
+        if any(r.name == driver and r.enabled and not r.ready for r in readiness):
             await self.unready_names.refresh(())
             return readiness, None
         stalled: dict[str, list[Object]] = {}
