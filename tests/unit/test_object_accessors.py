@@ -26,32 +26,6 @@ HELPERS = {
     "components/offline/_validate/_rules.py",
 }
 
-#: Still swept by the operands and controllers branches (issue 49, item 5), which replace
-#: these lookups with the accessors in parallel with this test; removed at merge, when the
-#: list must be empty. Only files under components/operands/ and components/controllers/.
-NOT_YET_SWEPT = {
-    "components/controllers/_apply.py",
-    "components/controllers/_clusterpolicy.py",
-    "components/controllers/_daemonset_pods.py",
-    "components/controllers/_driver_crd.py",
-    "components/controllers/_driver_handover.py",
-    "components/controllers/_filters.py",
-    "components/controllers/_mig_clearing.py",
-    "components/controllers/_node_labels.py",
-    "components/controllers/_nvidiadriver.py",
-    "components/controllers/_operand_sync.py",
-    "components/controllers/_pod_tally.py",
-    "components/controllers/_policies.py",
-    "components/controllers/_policy_events.py",
-    "components/controllers/_readiness.py",
-    "components/controllers/_status.py",
-    "components/controllers/_takeover.py",
-    "components/controllers/_view.py",
-    "components/operands/_contract.py",
-    "components/operands/driver/_daemonset.py",
-    "components/operands/readiness.py",
-}
-
 
 def _lookups(tree: ast.AST) -> Iterator[int]:
     """Lines of `x["metadata"]`, `x.get("metadata", ...)`, `.setdefault` and `.pop` of it."""
@@ -79,20 +53,14 @@ def test_no_raw_metadata_lookup_outside_the_object_helpers() -> None:
     found = []
     for path in sorted(SRC.rglob("*.py")):
         name = path.relative_to(SRC).as_posix()
-        if name in HELPERS or name in NOT_YET_SWEPT:
+        if name in HELPERS:
             continue
         found += [f"src/{name}:{line}" for line in _raw_lookups(path.read_text())]
     assert not found, "raw metadata lookups; use reconciler's accessors:\n" + "\n".join(found)
 
 
-def test_the_list_of_files_not_yet_swept_holds_only_operands_and_controllers() -> None:
-    outside = {
-        n
-        for n in NOT_YET_SWEPT
-        if not n.startswith(("components/operands/", "components/controllers/"))
-    }
-    assert not outside
-    for name in NOT_YET_SWEPT | HELPERS:
+def test_every_file_allowed_raw_lookups_still_exists() -> None:
+    for name in HELPERS:
         assert (SRC / name).is_file(), f"{name} is gone: take it off the list"
 
 

@@ -25,10 +25,13 @@ from reconciler import (
     Informer,
     Manager,
     Object,
+    is_deleting,
     labels_of,
+    metadata_of,
     name_of,
     namespace_of,
     owner_references_of,
+    uid_of,
 )
 
 log = logging.getLogger("components.controllers.apply")
@@ -75,7 +78,7 @@ def with_ownership_labels(obj: Object, component: str) -> Object:
         and labels.get(COMPONENT_LABEL) == component
     ):
         return obj
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(metadata_of(obj))
     meta["labels"] = {**labels, MANAGED_BY_LABEL: MANAGED_BY_VALUE, COMPONENT_LABEL: component}
     return {**obj, "metadata": meta}
 
@@ -147,14 +150,13 @@ class Applier:
         for obj in self.owned_objects(owned_by):
             if ref_of(obj) in wanted or keep(obj):
                 continue
-            meta = obj.get("metadata") or {}
-            if meta.get("deletionTimestamp"):
+            if is_deleting(obj):
                 continue
             await self.client.delete(
                 GVK.of(obj),
                 name_of(obj),
                 namespace=namespace_of(obj),
-                uid=str(meta.get("uid") or "") or None,
+                uid=uid_of(obj) or None,
                 missing_ok=True,
             )
             changes.append(Change("deleted", describe(obj), component_of(obj)))

@@ -7,11 +7,11 @@ from __future__ import annotations
 from components.controllers._cached_shapes import PodAsRead
 from components.controllers._constants import POD
 from components.operands.readiness import DaemonSetPods, PodFacts
-from reconciler import Client, Object, namespace_of, owner_references_of
+from reconciler import Client, Object, namespace_of, owner_references_of, uid_of
 
 
 def daemonset_uid(ds: Object) -> str:
-    return str((ds.get("metadata") or {}).get("uid") or "")
+    return uid_of(ds)
 
 
 def daemonset_selector(ds: Object) -> dict[str, str]:

@@ -32,6 +32,7 @@ from components.api import (
     DriverSpec,
     NVIDIADriverSpec,
 )
+from reconciler import labels_of, metadata_of
 
 #: NVIDIADriver fields that mean the same in ClusterPolicy's `driver` section.
 _SAME_FIELDS = (
@@ -167,11 +168,11 @@ def accounts_for(
         if account in seen:
             continue
         seen.add(account)
-        owner = ds["metadata"]["labels"][NVIDIA_DRIVER_OWNER_LABEL]
+        owner = labels_of(ds)[NVIDIA_DRIVER_OWNER_LABEL]
         for obj in rbac:
             copied = copy.deepcopy(dict(obj))
-            copied["metadata"]["name"] = account
-            copied["metadata"]["labels"][NVIDIA_DRIVER_OWNER_LABEL] = owner
+            metadata_of(copied)["name"] = account
+            metadata_of(copied)["labels"][NVIDIA_DRIVER_OWNER_LABEL] = owner
             if "roleRef" in copied:
                 copied["roleRef"]["name"] = account
                 for subject in copied.get("subjects", []):
@@ -184,10 +185,10 @@ def _rename(ds: dict[str, Any], name: str) -> None:
     """Name the DaemonSet `name` and make `app: <name>` its pods' label and its whole
     selector: the ClusterPolicy's selector (`app=nvidia-driver-daemonset` and the OS
     release) would overlap with another NVIDIADriver's for the same OS."""
-    ds["metadata"]["name"] = name
-    ds["metadata"]["labels"]["app"] = name
+    metadata_of(ds)["name"] = name
+    metadata_of(ds)["labels"]["app"] = name
     ds["spec"]["selector"] = {"matchLabels": {"app": name}}
-    ds["spec"]["template"]["metadata"]["labels"]["app"] = name
+    metadata_of(ds["spec"]["template"])["labels"]["app"] = name
 
 
 def _add_affinity(pod: dict[str, Any], terms: Sequence[Mapping[str, Any]]) -> None:
@@ -212,19 +213,17 @@ def for_nvidia_driver(
     out = copy.deepcopy(dict(ds))
     tag, kernel = _pool_of(out)
     _rename(out, daemonset_name(spec.driver_type, tag, uid, kernel))
-    out["metadata"]["labels"][NVIDIA_DRIVER_OWNER_LABEL] = nvidia_driver
+    metadata_of(out)["labels"][NVIDIA_DRIVER_OWNER_LABEL] = nvidia_driver
     template = out["spec"]["template"]
     pod = template["spec"]
     pod["serviceAccountName"] = account_name(nvidia_driver, spec.driver_type, tag)
     pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **selector}
     _add_affinity(pod, exclude_terms)
+    template_meta = metadata_of(template)
     if spec.labels:
-        template["metadata"]["labels"] = {**spec.labels, **template["metadata"]["labels"]}
+        template_meta["labels"] = {**spec.labels, **template_meta["labels"]}
     if spec.annotations:
-        template["metadata"]["annotations"] = {
-            **template["metadata"].get("annotations", {}),
-            **spec.annotations,
-        }
+        template_meta["annotations"] = {**template_meta.get("annotations", {}), **spec.annotations}
     if spec.tolerations:
         pod["tolerations"] = [*pod.get("tolerations", []), *(t.to_dict() for t in spec.tolerations)]
     if spec.priority_class_name:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._daemonset_pods import daemonset_selector, live_pods_of
 from components.controllers._selection import selects
-from reconciler import Client, Object, name_of, namespace_of
+from reconciler import Client, Object, is_deleting, name_of, namespace_of, uid_of
 from reconciler.errors import NotFound
 
 log = logging.getLogger("components.controllers.clusterpolicy")
@@ -62,14 +62,14 @@ def _target(node: Object | None, desired: Sequence[Object]) -> Object | None:
 async def hand_over(client: Client, stale: Object, desired: Sequence[Object]) -> HandOver:
     """Relabel `stale`'s pods for the desired DaemonSets that select their nodes and
     delete `stale` orphaning them (`HandOver` says when it does not)."""
-    uid = str((stale.get("metadata") or {}).get("uid") or "")
+    uid = uid_of(stale)
     namespace = namespace_of(stale)
     # From the server: the cache holds only pods bound to a node (`SCHEDULED_PODS`), and
     # one still waiting for its node has no DaemonSet to go to, so the hand-over must not
     # happen (orphaned with its old labels, it would start beside the new DaemonSet's pod
     # once bound). A rename is rare; one LIST of its pods is cheap.
     pods = await live_pods_of(client, stale) if uid else []
-    pods = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    pods = [p for p in pods if not is_deleting(p)]
     if not pods:
         return HandOver.NONE
     nodes = {name_of(n): n for n in client.list(NODE)}

@@ -11,19 +11,29 @@ from typing import Any
 
 from components.controllers._status import agent_conditions
 from components.operands.readiness import pod_ready
-from reconciler import Funcs, LabelsChanged, Matching, Object, Or, namespace_of
+from reconciler import (
+    Funcs,
+    LabelsChanged,
+    Matching,
+    Object,
+    Or,
+    generation_of,
+    is_deleting,
+    labels_of,
+    namespace_of,
+    owner_references_of,
+)
 
 
 def _pod_readiness_changed(old: Object, new: Object) -> bool:
     """What operand readiness reads of a pod: where it runs, whose it is, its revision,
     whether it is going, and whether it is ready (not every status write on the way)."""
-    o, n = old.get("metadata") or {}, new.get("metadata") or {}
     return (
         pod_ready(old) != pod_ready(new)
         or (old.get("spec") or {}).get("nodeName") != (new.get("spec") or {}).get("nodeName")
-        or o.get("labels") != n.get("labels")
-        or o.get("ownerReferences") != n.get("ownerReferences")
-        or bool(o.get("deletionTimestamp")) != bool(n.get("deletionTimestamp"))
+        or labels_of(old) != labels_of(new)
+        or owner_references_of(old) != owner_references_of(new)
+        or is_deleting(old) != is_deleting(new)
     )
 
 
@@ -33,11 +43,10 @@ POD_CHANGED = Funcs(update=_pod_readiness_changed)
 def _rolled_out(ds: Object) -> bool:
     """The DaemonSet controller's word that a DaemonSet's rollout is complete: its spec
     seen, every pod it wants updated and available."""
-    meta = ds.get("metadata") or {}
     status = ds.get("status") or {}
     desired = int(status.get("desiredNumberScheduled") or 0)
     return (
-        int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+        int(status.get("observedGeneration") or 0) >= generation_of(ds)
         and int(status.get("numberUnavailable") or 0) == 0
         and int(status.get("updatedNumberScheduled") or 0) >= desired
         and int(status.get("numberAvailable") or 0) >= desired

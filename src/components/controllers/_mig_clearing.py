@@ -66,9 +66,11 @@ from reconciler import (
     Request,
     Result,
     annotations_of,
+    is_deleting,
     label_index_name,
     labels_of,
     name_of,
+    uid_of,
 )
 from reconciler import Eviction as Outcome
 
@@ -104,7 +106,7 @@ def _policy_said(obj: Object) -> tuple[Any, bool]:
     """What of a ClusterPolicy the clearing reads: its MIG manager section, and whether it
     is going (the next oldest then becomes the active one)."""
     spec = obj.get("spec") or {}
-    return spec.get("migManager"), bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    return spec.get("migManager"), is_deleting(obj)
 
 
 def _policy_changed(old: Object, new: Object) -> bool:
@@ -112,11 +114,10 @@ def _policy_changed(old: Object, new: Object) -> bool:
 
 
 def _node_ref(obj: Object) -> Object:
-    meta = obj.get("metadata") or {}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": meta.get("name"), "uid": meta.get("uid")},
+        "metadata": {"name": name_of(obj), "uid": uid_of(obj)},
     }
 
 

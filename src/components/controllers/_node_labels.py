@@ -37,6 +37,7 @@ from reconciler import (
     PatchType,
     Request,
     Result,
+    annotations_of,
     labels_of,
     name_of,
 )
@@ -101,7 +102,7 @@ class NodeLabelController:
         labels = labels_of(node)
         patch = node_label_patch(labels, policy, host_driver=host_driver(node.get("status") or {}))
         after = {k: v for k, v in {**labels, **patch}.items() if v is not None}
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        annotations = annotations_of(node)
         notes = annotation_patch(after, annotations, policy)
         if not patch and not notes:
             return None

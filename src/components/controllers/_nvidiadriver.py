@@ -76,8 +76,10 @@ from reconciler import (
     Request,
     Result,
     generation_of,
+    is_deleting,
     name_of,
     owner_reference,
+    uid_of,
 )
 from reconciler.errors import BadRequest, Forbidden, Invalid
 from reconciler.kinds import CONFIG_MAP
@@ -146,10 +148,10 @@ class NVIDIADriverController:
 
     async def reconcile(self, request: Request) -> Result | None:
         obj = self.client.get(NVIDIA_DRIVER, request.name)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if obj is None or is_deleting(obj):
             return None  # garbage collection removes its DaemonSets
         obj = self.status.latest(obj)  # its status as we last wrote it, should the cache lag
-        uid = str(obj["metadata"].get("uid"))
+        uid = uid_of(obj)
         policy = self._active_policy()
         if policy is None or not uses_driver_crd(policy) or self.driver is None:
             if policy is not None:
@@ -230,7 +232,7 @@ class NVIDIADriverController:
             for_nvidia_driver(
                 o,
                 nvidia_driver=name_of(obj),
-                uid=str(obj["metadata"].get("uid") or ""),
+                uid=uid_of(obj),
                 spec=spec,
                 selector=pool.selector if not pool.default else {},
                 exclude_terms=exclude,
@@ -264,7 +266,7 @@ class NVIDIADriverController:
         for ds in self.applier.owned_objects(mine):
             if ds.get("kind") != DAEMONSET.kind or ref_of(ds) in wanted:
                 continue
-            if (ds.get("metadata") or {}).get("deletionTimestamp"):
+            if is_deleting(ds):
                 continue
             outcome = (
                 await hand_over(self.client, ds, desired_daemonsets)

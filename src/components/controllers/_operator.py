@@ -17,16 +17,21 @@ from prometheus_client import CollectorRegistry
 
 from components.controllers import _informers
 from components.controllers._apply import Applier
-from components.controllers._clusterpolicy import ClusterPolicyController
-from components.controllers._constants import FIELD_MANAGER, HASH_ANNOTATION
+from components.controllers._constants import (
+    CLUSTER_POLICY,
+    FIELD_MANAGER,
+    HASH_ANNOTATION,
+    NVIDIA_DRIVER,
+)
 from components.controllers._mig_clearing import MigClearingController
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
+from components.controllers.clusterpolicy._controller import ClusterPolicyController
 from components.metrics import OperatorMetrics
 from components.operands import Operand
 from components.remediation import RemediationController
 from components.upgrade import UpgradeController
-from reconciler import Controller, LeaderElectionConfig, Manager, MetricsServing
+from reconciler import Controller, LeaderElectionConfig, Manager, MetricsServing, Object, name_of
 
 
 @dataclass
@@ -85,9 +90,19 @@ def setup_operator(
     policy.setup()
     driver.setup()
     mig_clearing.setup()
+    # One writer per status: the pools' `status.upgrade` goes through the writer of the
+    # policy's own status.
+    writers = {CLUSTER_POLICY.kind: policy.status, NVIDIA_DRIVER.kind: driver.status}
+
+    async def write_upgrade_status(body: Object) -> None:
+        await writers[str(body.get("kind"))].write_part(name_of(body), body["status"])
+
     upgrades = (
         UpgradeController(
-            manager, namespace=namespace, auto_upgrade_gauge=metrics.driver_auto_upgrade_enabled
+            manager,
+            namespace=namespace,
+            auto_upgrade_gauge=metrics.driver_auto_upgrade_enabled,
+            status_sink=write_upgrade_status,
         )
         if upgrade
         else None

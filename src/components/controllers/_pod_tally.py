@@ -14,12 +14,12 @@ from weakref import WeakKeyDictionary
 
 from components.controllers._constants import DAEMONSET
 from components.operands.readiness import DaemonSetPods, PodFacts
-from reconciler import Informer, Object, name_of, namespace_of
+from reconciler import Informer, Object, name_of, namespace_of, owner_references_of
 
 
 def _daemonset_owner(obj: Object) -> str | None:
     """The uid of the DaemonSet that controls the pod, if one does."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+    for ref in owner_references_of(obj):
         if ref.get("kind") == DAEMONSET.kind and ref.get("controller") and ref.get("uid"):
             return str(ref["uid"])
     return None

@@ -13,19 +13,18 @@ from collections.abc import Callable, Sequence
 import pydantic
 
 from components.api import ClusterPolicy, active_cluster_policy
-from reconciler import Object
+from reconciler import Object, generation_of, name_of, resource_version_of, uid_of
 
 
 def spec_key(obj: Object) -> tuple[str, str, str] | None:
     """What identifies a policy's spec: uid and generation (which status writes, several a
     second during a rollout, leave alone); the resourceVersion when there is no generation;
     None when neither is known (then nothing may be kept)."""
-    meta = obj.get("metadata") or {}
-    version = meta.get("generation") or meta.get("resourceVersion")
+    generation = generation_of(obj)
+    version = generation or resource_version_of(obj)
     if not version:
         return None
-    kind = "g" if meta.get("generation") else "rv"
-    return (f"{meta.get('name')}/{meta.get('uid')}", kind, str(version))
+    return (f"{name_of(obj)}/{uid_of(obj)}", "g" if generation else "rv", str(version))
 
 
 def parse_spec(obj: Object) -> ClusterPolicy:

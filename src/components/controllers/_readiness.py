@@ -21,7 +21,16 @@ from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._status import OperandReadiness
 from components.kinds import PODS_NOT_CACHED_OF
 from components.operands.readiness import daemonset_pods_ready
-from reconciler import OWNER_INDEX, Client, Object, generation_of, labels_of, name_of, namespace_of
+from reconciler import (
+    OWNER_INDEX,
+    Client,
+    Object,
+    generation_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    uid_of,
+)
 
 
 def operand_readiness(
@@ -42,7 +51,7 @@ def operand_readiness(
             ready = False
             missing.append(name_of(obj))
             continue
-        uid = str(ds["metadata"].get("uid"))
+        uid = uid_of(ds)
         namespace = namespace_of(ds)
         revisions = client.list(CONTROLLER_REVISION, namespace=namespace, index=(OWNER_INDEX, uid))
         ok, not_ready = daemonset_pods_ready(ds, pods.pods_of(uid) if counted else None, revisions)

@@ -44,6 +44,7 @@ from components.api import (
 from components.controllers._mig_change import BLOCKED_REASON, policy_message
 from components.controllers._takeover_wait import CONDITION as TAKEOVER_CONDITION
 from components.controllers._takeover_wait import TakeoverWait
+from reconciler import name_of
 
 EVICTION_BLOCKED = "EvictionBlocked"
 """The `MIGChangeBlocked` condition's reason."""
@@ -123,7 +124,7 @@ def node_agent_summary(nodes: Iterable[Mapping[str, Any]]) -> NodeAgentStatus:
     """How many nodes report each of the agent's conditions True, False or Unknown, the
     first nodes (by name) where one is not True, and the nodes on a host-installed driver."""
     reported = sorted(
-        ((str((n.get("metadata") or {}).get("name") or ""), agent_conditions(n)) for n in nodes),
+        ((name_of(n), agent_conditions(n)) for n in nodes),
         key=lambda pair: pair[0],
     )
     reported = [(name, found) for name, found in reported if found]

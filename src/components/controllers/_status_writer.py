@@ -4,6 +4,11 @@ Event when its readiness changes, and changes of progress alone paced.
 "Changed" is judged against the status as we last left it (`reconciler.WrittenCopies`):
 our own status writes trigger no reconcile, so a write skipped against a cache that has not
 seen our previous one would leave that one on the server for good.
+
+One writer per kind writes every part of its objects' status: the driver upgrade hands
+its `status.upgrade` to the writer of the policy that governs the pool (`write_part`,
+wired in `_operator`), so each status has one writer, one field manager and one account of
+what was last written.
 """
 
 from __future__ import annotations
@@ -53,6 +58,14 @@ class StatusWriter:
         cache has not seen that version yet."""
         latest = self._returned.latest(name_of(obj), obj, revision_of(obj))
         return obj if latest is None else latest
+
+    async def write_part(self, name: str, part: Mapping[str, Any]) -> None:
+        """Writes the top-level `part` of one object's status as given (the driver
+        upgrade's `status.upgrade`, which it builds and paces itself)."""
+        returned = await self.client.patch(
+            self.gvk, name, {"status": dict(part)}, subresource="status"
+        )
+        self._returned.remember(name, returned)
 
     async def write(
         self,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 
 from components.controllers._labels import has_gpu, has_nfd_labels
 from components.operands import ConfigDocument, GPUNode, read_config
-from reconciler import Object, labels_of, name_of
+from reconciler import Object, labels_of, name_of, resource_version_of, uid_of
 
 
 def gpu_node(node: Object) -> GPUNode:
@@ -42,11 +42,10 @@ class GpuNodeViews:
         self._views: dict[str, tuple[str, GPUNode]] = {}
 
     def view(self, node: Object) -> GPUNode:
-        meta = node.get("metadata") or {}
-        version = str(meta.get("resourceVersion") or "")
+        version = resource_version_of(node)
         if not version:
             return gpu_node(node)
-        name = str(meta.get("name"))
+        name = name_of(node)
         found = self._views.get(name)
         if found is not None and found[0] == version:
             return found[1]
@@ -94,8 +93,7 @@ class ConfigDocuments:
             name = name_of(cm)
             if name not in names:
                 continue
-            meta = cm.get("metadata") or {}
-            version = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+            version = (uid_of(cm), resource_version_of(cm))
             found = self._kept.get(name)
             if found is not None and found[0] == version and version[1]:
                 kept[name] = found

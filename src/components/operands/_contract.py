@@ -16,6 +16,7 @@ from components.api import (
     ClusterPolicy,
     mig_capable,
 )
+from reconciler import labels_of, name_of
 
 #: The node workloads (`nvidia.com/gpu.workload.config`): which operand stack a GPU node
 #: runs, containers or VMs.
@@ -41,11 +42,10 @@ class GPUNode:
     @classmethod
     def from_node(cls, node: Mapping[str, Any]) -> GPUNode:
         """Build one from a Node object (dict) as the API server returns it."""
-        meta = node.get("metadata") or {}
-        labels: Mapping[str, str] = meta.get("labels") or {}
+        labels: Mapping[str, str] = labels_of(node)
         info = (node.get("status") or {}).get("nodeInfo") or {}
         return cls(
-            name=str(meta.get("name", "")),
+            name=name_of(node),
             labels=dict(labels),
             os_id=labels.get(OS_ID_LABEL) or None,
             os_version=labels.get(OS_VERSION_LABEL) or None,

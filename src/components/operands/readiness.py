@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler import generation_of, is_deleting, labels_of, name_of, owner_references_of, uid_of
+
 REVISION_HASH_LABEL = "controller-revision-hash"
 
 
@@ -33,15 +35,14 @@ def _int(value: Any) -> int:
 def _owned_by(obj: Mapping[str, Any], owner_uid: str | None) -> bool:
     if not owner_uid:
         return True
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    refs = owner_references_of(obj)
     return not refs or any(ref.get("uid") == owner_uid for ref in refs)
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
     """Running, not being deleted, and every container ready."""
-    meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+    if is_deleting(pod) or status.get("phase") != "Running":
         return False
     containers = status.get("containerStatuses") or []
     if containers:
@@ -56,18 +57,16 @@ def newest_revision_hash(
     ds: Mapping[str, Any], revisions: Sequence[Mapping[str, Any]]
 ) -> str | None:
     """The hash of the DaemonSet's newest ControllerRevision, or None if there is none."""
-    meta = ds.get("metadata") or {}
-    uid = meta.get("uid")
-    name = str(meta.get("name", ""))
+    uid = uid_of(ds)
+    name = name_of(ds)
     owned = [r for r in revisions if _owned_by(r, uid)]
     if not owned:
         return None
     newest = max(owned, key=lambda r: _int(r.get("revision")))
-    rev_meta = newest.get("metadata") or {}
-    labelled = (rev_meta.get("labels") or {}).get(REVISION_HASH_LABEL)
+    labelled = labels_of(newest).get(REVISION_HASH_LABEL)
     if labelled:
         return str(labelled)
-    rev_name = str(rev_meta.get("name", ""))
+    rev_name = name_of(newest)
     return rev_name.removeprefix(f"{name}-") if rev_name.startswith(f"{name}-") else None
 
 
@@ -76,8 +75,7 @@ def _node(pod: Mapping[str, Any]) -> str:
 
 
 def _revision(pod: Mapping[str, Any]) -> str | None:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    value = labels.get(REVISION_HASH_LABEL)
+    value = labels_of(pod).get(REVISION_HASH_LABEL)
     return str(value) if value is not None else None
 
 
@@ -168,7 +166,7 @@ def daemonset_ready(
     `pods` are the DaemonSet's pods and `revisions` its ControllerRevisions; objects owned
     by another DaemonSet (by ownerReference uid) are ignored.
     """
-    uid = (ds.get("metadata") or {}).get("uid")
+    uid = uid_of(ds)
     return daemonset_pods_ready(
         ds, DaemonSetPods.of(p for p in pods if _owned_by(p, uid)), revisions
     )
@@ -182,11 +180,10 @@ def daemonset_pods_ready(
     """`daemonset_ready`, from the DaemonSet's pods already counted; `None` when its pods
     are not watched: then its counts alone judge it (`OnDelete` included, by
     `updatedNumberScheduled`), and no node is named."""
-    meta = ds.get("metadata") or {}
     spec = ds.get("spec") or {}
     status = ds.get("status") or {}
 
-    if _int(status.get("observedGeneration")) < _int(meta.get("generation")):
+    if _int(status.get("observedGeneration")) < generation_of(ds):
         # The DaemonSet controller has not looked at this spec yet: a DaemonSet just
         # created (no status at all) or just changed says nothing about its pods.
         return False, []
@@ -209,7 +206,7 @@ def daemonset_pods_ready(
         observed = _int(status.get("observedGeneration"))
         ready = (
             ready
-            and observed >= _int(meta.get("generation"))
+            and observed >= generation_of(ds)
             and _int(status.get("updatedNumberScheduled"))
             == _int(status.get("numberAvailable"))
             == desired

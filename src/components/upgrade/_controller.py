@@ -26,7 +26,7 @@ from components.upgrade._kernels import LoadedKernels
 from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
 from components.upgrade._names import NODE
 from components.upgrade._node import NodeReconciler
-from components.upgrade._pool import PoolReconciler
+from components.upgrade._pool import PoolReconciler, StatusSink
 from components.upgrade._preflight import AdmissionPreflight
 from components.upgrade._reader import ClusterReader
 from components.upgrade._status import Waits
@@ -72,7 +72,9 @@ class UpgradeController:
         expectation_timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
         event_component: str = "gpu-operator",
+        status_sink: StatusSink | None = None,
     ) -> None:
+        """`status_sink`: who writes a policy's `status.upgrade` (`PoolReconciler`)."""
         self.namespace = namespace
         self.metrics: UpgradeMetrics = upgrade_metrics_for(
             manager.registry, auto_upgrade_enabled=auto_upgrade_gauge
@@ -105,6 +107,7 @@ class UpgradeController:
             self.metrics,
             admission_fold=self.nodes.admission_fold,
             preflight=self.preflight,
+            status_sink=status_sink,
         )
 
         informers = UpgradeInformers.register(manager, namespace)

@@ -139,7 +139,8 @@ EVENT_REASON: Final = "GPUDriverUpgrade"
 """The reference's event reason, so existing event filters keep matching."""
 
 STATUS_FIELD_MANAGER: Final = "gpu-operator-upgrade"
-"""The field manager of `status.upgrade`: the policy controller owns the rest of status."""
+"""The field manager of `status.upgrade` where the upgrade runs without the policy
+controllers (which otherwise write it, `_pool.StatusSink`)."""
 
 # -- states ------------------------------------------------------------------------------
 

@@ -35,6 +35,10 @@ log = logging.getLogger("components.upgrade")
 S = UpgradeState
 
 AdmissionFold = Callable[[Object, Transition], Awaitable[Fold | None]]
+StatusSink = Callable[[Object], Awaitable[object]]
+"""Writes a `status.upgrade` body (`status_body`): the writer of the policy's status, where
+an operator runs both (`components.controllers`); by default a server-side apply of that
+part alone under `STATUS_FIELD_MANAGER`."""
 
 
 class PoolReconciler:
@@ -47,15 +51,20 @@ class PoolReconciler:
         *,
         admission_fold: AdmissionFold | None = None,
         preflight: AdmissionPreflight | None = None,
+        status_sink: StatusSink | None = None,
     ) -> None:
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self.admission_fold = admission_fold
+        """The node reconcile's plan for what an admitted node does at once (None: admission
+        writes only its own transition)."""
         self.preflight = preflight
         """Which waiting nodes must stay out of the walk (their image is not known to
         exist); None: no check."""
-        """The node reconcile's plan for what an admitted node does at once (None: admission
-        writes only its own transition)."""
+        client = writer.client
+        self.status_sink: StatusSink = status_sink or (
+            lambda body: client.apply_status(body, field_manager=STATUS_FIELD_MANAGER)
+        )
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
         self._entries = Entries()
         self._summary_due = 0.0
@@ -152,7 +161,7 @@ class PoolReconciler:
 
         writer = self._status_writers.get(pool.key)
         if writer is None:
-            writer = self._status_writers[pool.key] = _StatusWriter(self.writer.client, pool)
+            writer = self._status_writers[pool.key] = _StatusWriter(self.status_sink, pool)
         writer.submit(body)
 
 
@@ -181,8 +190,8 @@ class _StatusWriter:
     write in flight, paced by `STATUS_WRITE_INTERVAL` and `STATUS_SHARE`; meanwhile only the
     newest view waits for its turn."""
 
-    def __init__(self, client: Any, pool: Pool) -> None:
-        self._client = client
+    def __init__(self, sink: StatusSink, pool: Pool) -> None:
+        self._sink = sink
         self._name = f"{pool.kind} {pool.name}"
         self._pending: Callable[[], Object | None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -205,7 +214,7 @@ class _StatusWriter:
             cost = time.thread_time() - began
             try:
                 if body is not None:
-                    await self._client.apply_status(body, field_manager=STATUS_FIELD_MANAGER)
+                    await self._sink(body)
             except (NotFound, Invalid, ApiConflict) as exc:
                 log.debug("%s: status not written: %s", self._name, exc)
             except Exception as exc:  # a status write must never take anything down

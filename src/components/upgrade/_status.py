@@ -1,7 +1,8 @@
 """The per-node upgrade summary written to `status.upgrade` of the policy that governs it.
 
-The ClusterPolicy controller owns the rest of the status; this part is written with its own
-field manager (server-side apply of `status.upgrade` alone), so neither overwrites the
+Only this part is the upgrade's, and the pool hands it to whoever writes the rest of that
+status (`_pool.StatusSink`: in the operator, the policy controller's status writer, so each
+status has one writer); the other parts are never in the body, so neither overwrites the
 other. It is written only once the status exists (its `state` is required by the schema).
 """
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from components.controllers._clusterpolicy import NAME as CLUSTER_POLICY_CONTROLLER
 from components.controllers._node_labels import NAME as NODE_LABEL_CONTROLLER
 from components.controllers._nvidiadriver import NAME as NVIDIA_DRIVER_CONTROLLER
+from components.controllers.clusterpolicy._controller import NAME as CLUSTER_POLICY_CONTROLLER
 from components.metrics import OperatorMetrics
 from components.remediation import remediation_metrics_for
 from components.run import operator_registry

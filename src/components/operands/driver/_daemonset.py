@@ -35,6 +35,7 @@ from components.operands.driver._containers import (
 )
 from components.operands.driver._gpudirect import gpudirect_specs
 from components.operands.driver._pools import APP, DEPLOY_LABEL, DriverPool, sanitize_kernel
+from reconciler import metadata_of
 
 ACCOUNT = "nvidia-driver"
 COMPONENT = "nvidia-driver"
@@ -210,6 +211,6 @@ def _set_config_digest(ds: dict[str, Any]) -> None:
     for container in [*pod.get("initContainers", []), *pod["containers"]]:
         if container["name"] in (MANAGER_CONTAINER, DRIVER_CONTAINER):
             set_env(container.setdefault("env", []), DRIVER_CONFIG_DIGEST_ENV, digest)
-    ds["spec"]["template"]["metadata"].setdefault("annotations", {})[
+    metadata_of(ds["spec"]["template"]).setdefault("annotations", {})[
         DRIVER_CONFIG_DIGEST_ANNOTATION
     ] = digest

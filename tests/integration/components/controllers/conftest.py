@@ -19,8 +19,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.controllers import Operator, build_operator
-from components.controllers import _clusterpolicy as clusterpolicy_module
 from components.controllers._readiness import nodes_to_serve
+from components.controllers.clusterpolicy import _controller as clusterpolicy_module
 from gpusim import apply_crds, load_documents
 from reconciler import GVK, Client, Object, Request
 from reconciler.errors import NotFound

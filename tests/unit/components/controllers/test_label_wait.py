@@ -9,7 +9,8 @@ import pytest
 
 from components.api import ClusterPolicy
 from components.controllers import LabelPolicy, LabelWait, node_label_patch, nodes_awaiting_labels
-from components.controllers import _label_wait as label_wait_module
+from components.controllers.clusterpolicy import _label_wait as label_wait_module
+from reconciler import name_of
 
 NFD_GPU = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 POLICY = ClusterPolicy.from_dict(
@@ -55,18 +56,28 @@ def test_new_daemonsets_wait_until_the_last_node_is_labelled() -> None:
     clock.now += 1
     assert wait.remaining(nodes, POLICY) == label_wait_module.LABEL_WAIT_SECONDS - 1
     # Node events: an unrelated or still unlabelled node is not the last one.
-    assert not wait.landed(labelled("c"))
-    assert not wait.landed(node("a", {**NFD_GPU, "other": "x"}))
-    assert not wait.landed(labelled("a"))
-    assert wait.landed(labelled("b")), "the last awaited node brings its labels"
+    cache = {name_of(n): n for n in nodes}
+
+    def changed(obj: dict[str, Any]) -> bool:
+        cache[name_of(obj)] = obj
+        return wait.landed(obj, cache.get)
+
+    assert not changed(labelled("c"))
+    assert not changed(node("a", {**NFD_GPU, "other": "x"}))
+    assert not changed(labelled("a"))
+    assert changed(labelled("b")), "the last awaited node brings its labels"
     assert wait.remaining([labelled("a"), labelled("b"), labelled("c")], POLICY) == 0.0
 
 
 def test_a_deleted_node_is_not_waited_for() -> None:
     wait = LabelWait(Clock())
-    assert wait.remaining([node("a", dict(NFD_GPU)), node("b", dict(NFD_GPU))], POLICY) > 0
-    assert not wait.forget("a")
-    assert wait.forget("b")
+    nodes = [node("a", dict(NFD_GPU)), node("b", dict(NFD_GPU))]
+    assert wait.remaining(nodes, POLICY) > 0
+    cache = {name_of(n): n for n in nodes}
+    del cache["a"]
+    assert not wait.landed(nodes[0], cache.get)
+    del cache["b"]
+    assert wait.landed(nodes[1], cache.get)
 
 
 def test_the_wait_is_bounded_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -81,7 +92,8 @@ def test_the_wait_is_bounded_and_says_so_once(caplog: pytest.LogCaptureFixture) 
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "1 nodes still lack their labels" in warnings[0]
     assert "refused" in warnings[0]
-    assert not wait.landed(labelled("refused")), "no longer waited for: no early reconcile"
+    refused = labelled("refused")
+    assert not wait.landed(refused, lambda _: refused), "no longer waited for: no early reconcile"
     # Once every node is labelled, a later wait starts its own clock.
     assert wait.remaining([labelled("refused")], POLICY) == 0.0
     assert wait.remaining([node("new", dict(NFD_GPU))], POLICY) == (

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from components.controllers._ready_hold import HOLD_SECONDS, RECHECK_SECONDS, ReadyHold
+from components.controllers.clusterpolicy._ready_hold import (
+    HOLD_SECONDS,
+    RECHECK_SECONDS,
+    ReadyHold,
+)
 
 
 class Clock:

@@ -12,8 +12,12 @@ import pytest
 
 from components.api import ClusterPolicy
 from components.controllers import Findings, OperandReadiness, policy_status
-from components.controllers._takeover import DONE, ReferenceTakeover, with_reference_driver
 from components.controllers._takeover_wait import TakeoverWait
+from components.controllers.clusterpolicy._takeover import (
+    DONE,
+    ReferenceTakeover,
+    with_reference_driver,
+)
 
 
 def policy(**driver: Any) -> ClusterPolicy:

@@ -1,12 +1,15 @@
 """Which ClusterPolicy an event asks to reconcile, and whether that waits for its turn.
 
-The policy's reconciles are paced (`PACE_*` in `_clusterpolicy`): a rollout brings
+The policy's reconciles are paced (`PACE_*` in `_controller`): a rollout brings
 thousands of pod, node and DaemonSet events that only report progress, and they collapse
 into a reconcile every few seconds. Events that mean work to do now skip that turn: an
 admin's edit of a policy (or the ServiceMonitor CRD appearing), any change of a ConfigMap
 in the operator's namespace (a device-plugin config, a driver's files), an object of ours
 deleted behind our back, a DaemonSet that has just rolled out, and the node that brought
 the last labels new DaemonSets were held back for (`LabelWait`).
+
+The mappings only read (the cache, the `LabelWait` the reconcile keeps) and return
+requests: what is enqueued, and whether at once, is the watch's to say.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from components.controllers._filters import (
     ROLLOUT_FINISHED,
     in_namespace,
 )
-from components.controllers._label_wait import LabelWait
+from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
     Client,
     Controller,
@@ -34,6 +37,7 @@ from reconciler import (
     Request,
     name_of,
     namespace_of,
+    owner_references_of,
 )
 
 
@@ -44,13 +48,11 @@ class PolicyEvents:
         self.client = client
         self.namespace = namespace
         self.label_wait = label_wait
-        self._controller: Controller | None = None
 
     def watch(self, c: Controller, manager: Manager, applier: Applier) -> None:
         """Wire every watch of `c`, the policy's controller; owned kinds that `applier`
         starts to watch later (a CRD installed) are wired as they come."""
         m = manager
-        self._controller = c
         c.watch(
             _informers.cluster_policies(m),
             self.all_policies,
@@ -65,7 +67,9 @@ class PolicyEvents:
             unpaced=True,
             map_old=False,
         )
-        c.watch(_informers.nodes(m), self._node_changed, NODE_CHANGED, map_old=False)
+        nodes = _informers.nodes(m)
+        c.watch(nodes, self.active_policy, NODE_CHANGED, map_old=False)
+        c.watch(nodes, self._labels_landed, NODE_CHANGED, unpaced=True, map_old=False)
         c.watch(_informers.pods(m), self._via_daemonset, in_namespace(self.namespace), POD_CHANGED)
         c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
         for informer in applier.owned_informers:
@@ -90,17 +94,12 @@ class PolicyEvents:
         active = active_cluster_policy(self.client.list(CLUSTER_POLICY))
         return [Request("", name_of(active))] if active is not None else []
 
-    def _node_changed(self, node: Object) -> list[Request]:
-        """The active policy; at once when the node brought the last labels its new
-        DaemonSets waited for (`LabelWait`), else at its paced turn."""
-        requests = self.active_policy(node)
-        gone = self.client.get(NODE, name_of(node)) is None
-        last = self.label_wait.forget(name_of(node)) if gone else self.label_wait.landed(node)
-        if not last or self._controller is None:
-            return requests
-        for request in requests:
-            self._controller.enqueue(request, unpaced=True)
-        return []
+    def _labels_landed(self, node: Object) -> list[Request]:
+        """The active policy, at once, when the node brought the last labels its new
+        DaemonSets waited for (`LabelWait`), or was the last of them and went."""
+        if not self.label_wait.landed(node, lambda name: self.client.get(NODE, name)):
+            return []
+        return self.active_policy(node)
 
     def _owner_policy(self, obj: Object) -> list[Request]:
         ref = controller_owner(obj)
@@ -113,7 +112,7 @@ class PolicyEvents:
     def _via_daemonset(self, obj: Object) -> list[Request]:
         """A pod or ControllerRevision: the policy that owns its DaemonSet."""
         out: list[Request] = []
-        for ref in obj.get("metadata", {}).get("ownerReferences") or ():
+        for ref in owner_references_of(obj):
             if ref.get("kind") != DAEMONSET.kind:
                 continue
             ds = self.client.get(DAEMONSET, str(ref.get("name")), namespace_of(obj))

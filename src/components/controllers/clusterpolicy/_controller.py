@@ -1,21 +1,21 @@
-"""The ClusterPolicy controller: from the oldest ClusterPolicy, the whole GPU stack.
+"""The ClusterPolicy controller's reconcile, top to bottom, all from the cache:
 
-One reconcile, level-based, all from the cache:
-
-1. the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
-   naming the active one, and nothing else is done for it;
-2. the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner reference,
-   the user's ConfigMaps an operand reads, read once per version: `ConfigDocuments`) is
-   built and every enabled operand rendered, in the reference's order; with
-   `spec.psa.enabled` the operator's namespace first gets its Pod Security labels
-   (`_pod_security`);
-3. each rendered object is server-side applied (`_operand_sync`), skipped when the cached
-   copy already carries the desired hash; what we own but no longer want is deleted (a driver
-   DaemonSet only once no node depends on it alone);
-4. readiness is judged from the cached DaemonSets, their pods and ControllerRevisions;
-5. the status is written only when it changed (the turn to `ready` once the driver
-   upgrade's own writes have landed, `_ready_hold`); each change becomes an Event; the
-   `gpu_operator_*` metrics are set.
+1. parse: the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
+   naming the active one, and nothing else is done for it; a spec that cannot be read gets
+   an `InvalidSpec` condition;
+2. render: the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner
+   reference, the user's ConfigMaps an operand reads, read once per version:
+   `ConfigDocuments`) is built and every enabled operand rendered, in the reference's order,
+   into one `Plan`; with `spec.psa.enabled` the operator's namespace first gets its Pod
+   Security labels (`_pod_security`);
+3. apply: each rendered object is server-side applied, skipped when the cached copy already
+   carries the desired hash (`_operands.PolicyOperands.apply`);
+4. prune: what we own but no longer want is deleted (a driver DaemonSet only once no node
+   depends on it alone, `_driver`);
+5. status: readiness is judged from the cached DaemonSets, their pods and
+   ControllerRevisions; the status is written only when it changed (the turn to `ready`
+   once the driver upgrade's own writes have landed, `_ready_hold`); each change becomes an
+   Event; the `gpu_operator_*` metrics are set.
 
 A second reconcile that finds nothing to do writes nothing.
 """
@@ -47,12 +47,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
-from components.controllers._label_wait import LabelWait
-from components.controllers._operand_sync import OperandSync
-from components.controllers._pod_security import NamespacePodSecurity
 from components.controllers._policies import parse_spec, spec_key
-from components.controllers._policy_events import PolicyEvents
-from components.controllers._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.controllers._status import (
     Findings,
     ignored_status,
@@ -68,6 +63,11 @@ from components.controllers._view import (
     config_map_keys,
     views_of_gpu_nodes,
 )
+from components.controllers.clusterpolicy._events import PolicyEvents
+from components.controllers.clusterpolicy._label_wait import LabelWait
+from components.controllers.clusterpolicy._operands import PolicyOperands
+from components.controllers.clusterpolicy._pod_security import NamespacePodSecurity
+from components.controllers.clusterpolicy._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
 from components.remediation import remediation_status
@@ -80,6 +80,7 @@ from reconciler import (
     Request,
     Result,
     generation_of,
+    is_deleting,
     name_of,
     owner_reference,
 )
@@ -148,7 +149,7 @@ class ClusterPolicyController:
         self.applier = applier
         self.metrics = metrics
         self.namespace = namespace
-        self.operands = OperandSync(
+        self.operands = PolicyOperands(
             self.client,
             applier,
             OPERANDS if operands is None else operands,
@@ -211,7 +212,7 @@ class ClusterPolicyController:
         obj = self.client.get(CLUSTER_POLICY, request.name)
         if active is None:
             self.metrics.set_status(ReconciliationStatus.NO_POLICY)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if obj is None or is_deleting(obj):
             log.debug("ClusterPolicy %s: gone (garbage collection removes what it owned)", request)
             return None
         assert active is not None
@@ -230,20 +231,20 @@ class ClusterPolicyController:
         view = await self._view(obj, policy, with_gpu)
         # Before the operands: their privileged pods need the namespace's labels.
         labelled, psa_problems = await self.pod_security.ensure(policy)
+        plan = self.operands.render(policy, view)
         # Asked after the prerequisites were written: the labels may have landed meanwhile.
-        sync = await self.operands.sync(
-            policy,
-            view,
-            label_wait=lambda: self._label_wait.remaining(self.client.list(NODE), policy),
+        applied = await self.operands.apply(
+            plan, label_wait=lambda: self._label_wait.remaining(self.client.list(NODE), policy)
         )
+        pruned = await self.operands.prune(plan, applied, policy)
         readiness, naming = await self.operands.name_unready(
-            policy, sync, self.operands.readiness(policy, sync)
+            plan, self.operands.readiness(plan, pruned.takeover)
         )
         findings = Findings(
             namespace=self.namespace,
             generation=generation_of(obj),
             operands=readiness,
-            problems=[*psa_problems, *sync.problems],
+            problems=[*psa_problems, *plan.problems, *applied.problems],
             # A GPU is known by an NFD label: with one GPU node, there are NFD labels.
             has_nfd_labels=bool(with_gpu) or any_nfd_labels(nodes),
             gpu_nodes=len(with_gpu),
@@ -256,11 +257,11 @@ class ClusterPolicyController:
             if policy.spec.remediation.enabled
             else None,
             mig_blocked=self.mig_blocked() if self.mig_blocked is not None else {},
-            takeover=sync.takeover,
+            takeover=pruned.takeover,
         )
         status = policy_status(obj.get("status"), findings)
-        await self._report(obj, [*labelled, *sync.changes])
-        notice = self.operands.takeover.announce(name_of(obj), sync.takeover)
+        await self._report(obj, [*labelled, *applied.changes, *pruned.changes])
+        notice = self.operands.takeover.announce(name_of(obj), pruned.takeover)
         if notice is not None:
             await self.recorder.event(obj, NORMAL, TAKEOVER, notice)
         was_ready = (obj.get("status") or {}).get("state") == READY
@@ -271,7 +272,7 @@ class ClusterPolicyController:
         self._set_metrics(policy, findings, status.state)
         # Held DaemonSets come with the node events that label their nodes, or at the end of
         # the wait; a stalled DaemonSet's nodes are named at the end of its stall.
-        waits = [w for w in (wait, sync.hold_seconds, naming) if w]
+        waits = [w for w in (wait, applied.hold_seconds, naming) if w]
         return Result(requeue_after=min(waits)) if waits else None
 
     def _parse(self, obj: Object) -> ClusterPolicy | pydantic.ValidationError:
@@ -291,12 +292,7 @@ class ClusterPolicyController:
     ) -> ClusterView:
         crds = self.client.list(CRD)
         config_maps = self.client.list(CONFIG_MAP, namespace=self.namespace)
-        read = {
-            name
-            for operand in self.operands.operands
-            if self.operands.enabled(operand, policy)
-            for name in operand.config_maps_read(policy)
-        }
+        read = self.operands.config_maps_read(policy)
         return ClusterView(
             namespace=self.namespace,
             gpu_nodes=views_of_gpu_nodes(with_gpu, self._gpu_node_views),

@@ -90,19 +90,20 @@ class LabelWait:
         self._awaiting = set(waiting)
         return left
 
-    def landed(self, node: Object) -> bool:
-        """A node changed: whether it brought the last labels new DaemonSets waited for."""
+    def landed(self, node: Object, current: Callable[[str], Object | None]) -> bool:
+        """A node changed or went (`current(name)`: a node as the cache has it now, None
+        once deleted): whether no node new DaemonSets wait for lacks its labels any more,
+        this one being one of them. Reads only: the wait is the reconcile's to change
+        (`remaining`), a watch only asks it."""
         name = name_of(node)
-        if name not in self._awaiting or self._wanted is None:
+        wanted = self._wanted
+        if name not in self._awaiting or wanted is None:
             return False
-        if lacks_labels(node, self._wanted):
+        if current(name) is not None and lacks_labels(node, wanted):
             return False
-        self._awaiting.discard(name)
-        return not self._awaiting
-
-    def forget(self, name: str) -> bool:
-        """A node was deleted: whether it was the last one waited for."""
-        if name not in self._awaiting:
-            return False
-        self._awaiting.discard(name)
-        return not self._awaiting
+        # Stops at the first node still lacking: short while many do.
+        return not any(
+            (other := current(n)) is not None and lacks_labels(other, wanted)
+            for n in self._awaiting
+            if n != name
+        )

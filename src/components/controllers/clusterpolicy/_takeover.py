@@ -45,7 +45,17 @@ from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED, TAKEOVER_NODE_INDEX
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover_wait import TakeoverWait
-from reconciler import GVK, OWNER_INDEX, Client, Object, labels_of, name_of, namespace_of
+from reconciler import (
+    GVK,
+    OWNER_INDEX,
+    Client,
+    Object,
+    is_deleting,
+    labels_of,
+    name_of,
+    namespace_of,
+    uid_of,
+)
 from reconciler.errors import Conflict, NotFound
 
 log = logging.getLogger("components.controllers.takeover")
@@ -54,10 +64,6 @@ COMPONENT = "reference-operator"
 """How Changes and Events name what the takeover did."""
 SERVICE_MONITOR = GVK("monitoring.coreos.com", "v1", "ServiceMonitor")
 DONE = "every node runs our driver: the takeover from NVIDIA's operator is done"
-
-
-def _uid(obj: Object) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 class ReferenceTakeover:
@@ -83,12 +89,8 @@ class ReferenceTakeover:
 
     def _live_pods(self, ds: Object) -> list[Object]:
         """The live pods of `ds` bound to a node."""
-        pods = self.client.list(POD, namespace=self.namespace, index=(OWNER_INDEX, _uid(ds)))
-        return [
-            p
-            for p in pods
-            if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")
-        ]
+        pods = self.client.list(POD, namespace=self.namespace, index=(OWNER_INDEX, uid_of(ds)))
+        return [p for p in pods if (p.get("spec") or {}).get("nodeName") and not is_deleting(p)]
 
     def _pod_nodes(self, ds: Object) -> set[str]:
         """Nodes a live pod of `ds` is bound to."""
@@ -203,14 +205,14 @@ class ReferenceTakeover:
         return changes
 
     async def _delete(self, obj: Object) -> list[Change]:
-        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if is_deleting(obj):
             return []
         try:
             await self.client.delete(
                 GVK.of(obj),
                 name_of(obj),
                 namespace=namespace_of(obj),
-                uid=_uid(obj) or None,
+                uid=uid_of(obj) or None,
                 missing_ok=True,
             )
         except Conflict:
