@@ -17,6 +17,7 @@ import yaml
 from components.offline import validate_files
 from components.plan import plan_policy
 from components.plan._fields import changed_fields, comparable
+from components.upgrade import template_digest
 from reconciler.envtest import ControlPlane
 from tests.integration.components.controllers.conftest import CLUSTER_POLICY, Cluster
 
@@ -139,3 +140,68 @@ async def test_exit_codes_json_and_an_invalid_file(
     expected = [line for r in validate_files([str(bad)]) for line in r.lines()]
     assert code == 1 and out == ""
     assert expected and err.splitlines() == expected
+
+
+def _driver_pod(ds: dict[str, Any], node: str, digest: str | None) -> dict[str, Any]:
+    env = [{"name": "DRIVER_CONFIG_DIGEST", "value": digest}] if digest else []
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"driver-{node}",
+            "namespace": ds["metadata"]["namespace"],
+            "labels": dict(ds["spec"]["selector"]["matchLabels"]),
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": ds["metadata"]["name"],
+                    "uid": ds["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "nvidia-driver-ctr", "image": "driver:old", "env": env}],
+        },
+    }
+
+
+async def test_nodes_restart_in_place_or_walk_in_rounds_or_are_held(cluster: Cluster) -> None:
+    """Three driver pods: one installed with the template's DRIVER_CONFIG_DIGEST (a pod
+    label changes nothing it installs: restart in place), one with another digest and one
+    with none (walked). One node at a time: three rounds, the restart's first by name. The
+    registry cannot be reached: Warn lets them go, Strict holds them all."""
+    nodes = [await cluster.add_node(f"gpu-{i}") for i in (1, 2, 3)]
+    name = cluster.name("cp")
+    upgrade = {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": 3}
+    spec: dict[str, Any] = {
+        "driver": {"repository": "127.0.0.1:1/nvidia", "upgradePolicy": upgrade}
+    }
+    await cluster.create_policy("cp", spec)
+    await cluster.settle()
+    [ds] = [d for d in (await cluster.daemonsets()).values() if "driver" in d["metadata"]["name"]]
+    digest = template_digest(ds)
+    assert digest is not None
+    for node, d in zip(nodes, (digest, "an-older-config", None), strict=True):
+        await cluster.client.create(_driver_pod(ds, node, d))
+
+    labelled = {**spec, "daemonsets": {"labels": {"team": "ml"}}}
+    plan = await plan_policy(cluster.api, _policy(name, labelled), namespace=cluster.namespace)
+    assert plan.nodes.restart == (nodes[0],)
+    assert plan.nodes.walk == (nodes[1], nodes[2])
+    assert plan.nodes.rounds == ((nodes[0],), (nodes[1],), (nodes[2],))
+    assert plan.nodes.held == ()
+
+    strict = {
+        "driver": {
+            **labelled["driver"],
+            "upgradePolicy": {**upgrade, "preflight": {"mode": "Strict"}},
+        },
+        "daemonsets": labelled["daemonsets"],
+    }
+    plan = await plan_policy(cluster.api, _policy(name, strict), namespace=cluster.namespace)
+    assert plan.nodes.held == tuple(nodes)
+    assert plan.nodes.rounds == ()
+    assert "127.0.0.1:1/nvidia/driver" in plan.nodes.preflight
