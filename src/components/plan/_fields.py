@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from reconciler import annotations_of, metadata_of
+
 SERVER_SET_METADATA = frozenset(
     {"managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink"}
 )
@@ -15,17 +17,12 @@ SERVER_SET_ANNOTATIONS = frozenset({"deprecated.daemonset.template.generation"})
 
 def comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     """`obj` without its status and the metadata the server sets."""
-    out = {k: v for k, v in obj.items() if k != "status"}
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_SET_METADATA}
-    annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in SERVER_SET_ANNOTATIONS
-    }
+    kept = SERVER_SET_METADATA | {"annotations"}
+    meta = {k: v for k, v in metadata_of(obj).items() if k not in kept}
+    annotations = {k: v for k, v in annotations_of(obj).items() if k not in SERVER_SET_ANNOTATIONS}
     if annotations:
-        meta["annotations"] = annotations
-    else:
-        meta.pop("annotations", None)
-    out["metadata"] = meta
-    return out
+        meta = {**meta, "annotations": annotations}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
 
 
 def changed_fields(before: Any, after: Any, path: str = "") -> list[str]:

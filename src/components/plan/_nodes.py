@@ -28,7 +28,15 @@ from components.preflight import (
     gate,
 )
 from components.upgrade import driver_image_of, max_unavailable, spec_digest, template_digest
-from reconciler import GVK, Object, labels_of, name_of, namespace_of, uid_of
+from reconciler import (
+    GVK,
+    Object,
+    labels_of,
+    name_of,
+    namespace_of,
+    owner_references_of,
+    uid_of,
+)
 from reconciler.kinds import NODE, POD
 
 
@@ -191,7 +199,7 @@ async def _driver_pods(client: Any, ds: Object) -> dict[str, Object]:
     uid = uid_of(ds)
     out: dict[str, Object] = {}
     for pod in await client.list_live(POD, namespace=namespace_of(ds)):
-        owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+        owners = owner_references_of(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         if node and any(o.get("uid") == uid for o in owners):
             out[str(node)] = pod

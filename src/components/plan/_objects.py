@@ -16,7 +16,7 @@ from typing import Any
 from components.controllers import FIELD_MANAGER, HASH_ANNOTATION
 from components.controllers.clusterpolicy import PolicyPreview, Preview
 from components.plan._fields import changed_fields, comparable
-from reconciler import GVK, Object, annotations_of, name_of, namespace_of
+from reconciler import GVK, Object, annotations_of, metadata_of, name_of, namespace_of
 from reconciler.lowlevel import desired_hash
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -62,10 +62,10 @@ async def object_changes(previewer: PolicyPreview, preview: Preview) -> list[Obj
         digest = desired_hash(obj)
         if live is not None and annotations_of(live).get(HASH_ANNOTATION) == digest:
             continue
-        sent = {**obj, "metadata": {**obj["metadata"]}}
-        sent["metadata"]["annotations"] = {**annotations_of(obj), HASH_ANNOTATION: digest}
+        meta = {**metadata_of(obj), "annotations": {**annotations_of(obj), HASH_ANNOTATION: digest}}
         if not preview.plan.policy_uid:  # a policy not created yet: no uid to own by
-            sent["metadata"].pop("ownerReferences", None)
+            meta = {k: v for k, v in meta.items() if k != "ownerReferences"}
+        sent = {**obj, "metadata": meta}
         after = await _dry_run_apply(client, gvk, sent)
         ref = (obj.get("kind", ""), name_of(obj), namespace_of(obj), component)
         if live is None:

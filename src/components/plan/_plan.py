@@ -11,7 +11,7 @@ from components.plan._fields import changed_fields
 from components.plan._nodes import NodePlan, node_plan
 from components.plan._objects import ObjectChange, object_changes
 from components.preflight import ImageChecker
-from reconciler import GVK, Manager, Object, name_of, namespace_of
+from reconciler import GVK, Manager, Object, metadata_of, name_of, namespace_of
 
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
@@ -80,7 +80,7 @@ async def _as_applied(client: Any, document: Object, live: Object | None) -> Obj
         created: Object = await client.request(
             "POST", res.path("", None), params=params, body=document
         )
-        return {**created, "metadata": {**created["metadata"], "uid": None}}
+        return {**created, "metadata": {**metadata_of(created), "uid": None}}
     body = {**live, "spec": document.get("spec") or {}}
     updated: Object = await client.request(
         "PUT", res.path("", name_of(live)), params=params, body=body

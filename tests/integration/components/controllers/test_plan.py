@@ -142,7 +142,7 @@ async def test_exit_codes_json_and_an_invalid_file(
     assert expected and err.splitlines() == expected
 
 
-def _driver_pod(ds: dict[str, Any], node: str, digest: str | None) -> dict[str, Any]:
+def driver_pod(ds: dict[str, Any], node: str, digest: str | None) -> dict[str, Any]:
     env = [{"name": "DRIVER_CONFIG_DIGEST", "value": digest}] if digest else []
     return {
         "apiVersion": "v1",
@@ -185,7 +185,7 @@ async def test_nodes_restart_in_place_or_walk_in_rounds_or_are_held(cluster: Clu
     digest = template_digest(ds)
     assert digest is not None
     for node, d in zip(nodes, (digest, "an-older-config", None), strict=True):
-        await cluster.client.create(_driver_pod(ds, node, d))
+        await cluster.client.create(driver_pod(ds, node, d))
 
     labelled = {**spec, "daemonsets": {"labels": {"team": "ml"}}}
     plan = await plan_policy(cluster.api, _policy(name, labelled), namespace=cluster.namespace)
