@@ -12,6 +12,7 @@ from components.plan._nodes import NodePlan, node_plan
 from components.plan._objects import ObjectChange, object_changes
 from components.preflight import ImageChecker
 from reconciler import GVK, Manager, Object, metadata_of, name_of, namespace_of
+from reconciler.errors import Forbidden
 
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
@@ -71,21 +72,28 @@ async def plan_policy(
 
 
 async def _as_applied(client: Any, document: Object, live: Object | None) -> Object:
-    """The policy as the operator would read it once applied, as the API server would store
-    it (its defaults filled in, a dry run): the file's spec on the live object (whose uid
-    owns what is rendered), or the file created."""
+    """The policy as the operator would read it once applied: as the API server would store
+    it (its defaults filled in), from a dry run of the write; the file's spec on the live
+    object (whose uid owns what is rendered), or the file created. Where that write is not
+    ours to make (the operator's RBAC only reads policies), the file's spec on the live
+    object as it is: the models fill in the same defaults the CRD does."""
     res = await client.resource(CLUSTER_POLICY)
     params = {"dryRun": "All"}
-    if live is None:
-        created: Object = await client.request(
-            "POST", res.path("", None), params=params, body=document
+    try:
+        if live is None:
+            created: Object = await client.request(
+                "POST", res.path("", None), params=params, body=document
+            )
+            return {**created, "metadata": {**metadata_of(created), "uid": None}}
+        body = {**live, "spec": document.get("spec") or {}}
+        updated: Object = await client.request(
+            "PUT", res.path("", name_of(live)), params=params, body=body
         )
-        return {**created, "metadata": {**metadata_of(created), "uid": None}}
-    body = {**live, "spec": document.get("spec") or {}}
-    updated: Object = await client.request(
-        "PUT", res.path("", name_of(live)), params=params, body=body
-    )
-    return updated
+        return updated
+    except Forbidden:
+        if live is None:
+            return document
+        return {**live, "spec": document.get("spec") or {}}
 
 
 def _policy_change(applied: Object, live: Object | None) -> tuple[ObjectChange, ...]:

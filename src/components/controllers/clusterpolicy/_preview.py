@@ -64,6 +64,7 @@ class PolicyPreview:
 
     async def stop(self) -> None:
         await self.manager.cache.stop()
+        await self.manager.transport.close()
 
     async def render(self, obj: Object) -> Preview:
         """`obj`'s plan against the cluster as cached. Raises `pydantic.ValidationError`."""
