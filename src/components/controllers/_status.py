@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
@@ -164,14 +164,21 @@ def node_agent_summary(nodes: Iterable[Mapping[str, Any]]) -> NodeAgentStatus:
     )
 
 
-def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
+_S = TypeVar("_S", ClusterPolicyStatus, NVIDIADriverStatus)
+
+
+def _parse(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
     """The status as stored, or an empty one if there is none (or it cannot be read)."""
     if raw:
         try:
-            return ClusterPolicyStatus.from_dict({"state": "notReady", **raw})
+            return model.from_dict({"state": "notReady", **raw})
         except pydantic.ValidationError:
             pass
-    return ClusterPolicyStatus(state="notReady")
+    return model(state="notReady")
+
+
+def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
+    return _parse(ClusterPolicyStatus, raw)
 
 
 def not_ready_message(operands: Sequence[OperandReadiness]) -> str:
@@ -342,12 +349,7 @@ def status_patch(
 
 
 def parse_driver_status(raw: Mapping[str, Any] | None) -> NVIDIADriverStatus:
-    if raw:
-        try:
-            return NVIDIADriverStatus.from_dict({"state": "notReady", **raw})
-        except pydantic.ValidationError:
-            pass
-    return NVIDIADriverStatus(state="notReady")
+    return _parse(NVIDIADriverStatus, raw)
 
 
 def driver_status(
