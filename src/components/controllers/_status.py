@@ -222,11 +222,8 @@ def set_mig_blocked(
     """`MIGChangeBlocked=True` naming each node whose MIG change waits and the pods that
     hold it (a budget, a DaemonSet's pod); no condition when none. Like `Unsupported`, it
     leaves the state alone: the operands are as ready as they were."""
-    if blocked:
-        message = policy_message(blocked)
-        status.set_condition(BLOCKED_REASON, True, EVICTION_BLOCKED, message, now=now)
-    else:
-        status.conditions = [c for c in status.conditions if c.type != BLOCKED_REASON]
+    message = policy_message(blocked) if blocked else None
+    _true_or_absent(status, BLOCKED_REASON, EVICTION_BLOCKED, message, now=now)
 
 
 def set_unsupported(
@@ -234,11 +231,23 @@ def set_unsupported(
 ) -> None:
     """`Unsupported=True` naming every accepted field nothing acts on; no condition when none
     (it never changes the state: the rest of the policy is still carried out)."""
-    if fields:
-        message = unsupported_message(fields)
-        status.set_condition(UNSUPPORTED_CONDITION, True, UNSUPPORTED_REASON, message, now=now)
+    message = unsupported_message(fields) if fields else None
+    _true_or_absent(status, UNSUPPORTED_CONDITION, UNSUPPORTED_REASON, message, now=now)
+
+
+def _true_or_absent(
+    status: ClusterPolicyStatus,
+    condition: str,
+    reason: str,
+    message: str | None,
+    *,
+    now: str | None,
+) -> None:
+    """The condition True with `message`, or gone when there is none to say."""
+    if message is not None:
+        status.set_condition(condition, True, reason, message, now=now)
     else:
-        status.conditions = [c for c in status.conditions if c.type != UNSUPPORTED_CONDITION]
+        status.conditions = [c for c in status.conditions if c.type != condition]
 
 
 def _policy_status(
