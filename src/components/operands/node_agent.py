@@ -31,7 +31,7 @@ PORT_NAME = "node-agent"
 class NodeAgent(DeclaredOperand):
     """The node agent DaemonSet, ServiceAccount, RBAC, Service (and ServiceMonitor)."""
 
-    name = "state-node-agent"
+    key = "node-agent"
     deploy_label = NODE_AGENT_DEPLOY_LABEL
     workloads = frozenset({CONTAINER})
     app = "gpu-operator-node-agent"
