@@ -1,6 +1,6 @@
 """The API server and etcd restarted under a running operator, ten times mid-rollout and ten
 times mid-way through driver upgrade walks (each restart of the whole simulated control
-plane costs about half a minute).
+plane costs about ten seconds).
 
 Each time: the policy has just changed (a rollout in flight), the operator loses the API
 server, one of its DaemonSets is deleted behind its back (someone else still reaches the
