@@ -25,6 +25,7 @@ from components.api._clusterpolicy import (
 )
 from components.api._common import EnvVar, Int32, ObjectMeta, ResourceRequirements
 from components.api._status import _Status
+from reconciler import name_of
 
 GPU_CLUSTER_API_VERSION = "nvidia.com/v1alpha1"
 #: The one name a GPUCluster may have: there is at most one per cluster.
@@ -35,9 +36,7 @@ _DRA_IMAGE_PATTERN = r"^[a-zA-Z0-9\-]+$"
 
 
 def _named_gpu_cluster(document: dict[str, Any]) -> bool:
-    metadata = document.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    return name == GPU_CLUSTER_NAME
+    return name_of(document) == GPU_CLUSTER_NAME
 
 
 #: Object-level rule: a second GPUCluster cannot exist, because the name is fixed.

@@ -15,6 +15,7 @@ from typing import Any
 
 from components.offline._crd import CLUSTER_POLICY, GPU_CLUSTER
 from components.offline._validate._problems import Problem
+from reconciler import name_of
 
 Located = tuple[str | None, dict[str, Any]]
 
@@ -27,9 +28,7 @@ NOT_RECONCILED = Problem(
 
 
 def _name(document: dict[str, Any]) -> str:
-    metadata = document.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    return name if isinstance(name, str) else "(no name)"
+    return name_of(document) or "(no name)"
 
 
 def _where(label: str | None) -> str:
