@@ -164,6 +164,7 @@ from components.api._unsupported import (
     unsupported_message,
 )
 from components.api._upgrade import (
+    CanarySpec,
     DrainSpec,
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
@@ -211,6 +212,7 @@ __all__ = [
     "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
+    "CanarySpec",
     "ClusterPolicy",
     "ClusterPolicySpec",
     "ClusterPolicyStatus",

@@ -24,6 +24,7 @@ Clearing a node of GPU pods (`deletion_plan`, `gpu_pods`, `disruption_blocker`, 
 `components.controllers`.
 """
 
+from components.upgrade._canary import CanaryGate, canaries, canary_gate
 from components.upgrade._clearing import (
     Blocker,
     ClearPlan,
@@ -95,6 +96,7 @@ __all__ = [
     "VALIDATOR_DEPLOY_LABEL",
     "AgentVerdict",
     "Blocker",
+    "CanaryGate",
     "ClearPlan",
     "Fold",
     "NodeContext",
@@ -109,6 +111,8 @@ __all__ = [
     "UpgradeController",
     "WriteTracker",
     "admit",
+    "canaries",
+    "canary_gate",
     "cleanup",
     "counts",
     "deletion_plan",

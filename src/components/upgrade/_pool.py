@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from components.api import UpgradeState
+from components.upgrade._canary import OPEN, CanaryGate, canary_gate
 from components.upgrade._fold import Fold
 from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics
@@ -52,7 +53,10 @@ class PoolReconciler:
         admission_fold: AdmissionFold | None = None,
         preflight: AdmissionPreflight | None = None,
         status_sink: StatusSink | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock
+        """Wall time, as the walk writes it on nodes (a canary's soak counts from it)."""
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self.admission_fold = admission_fold
@@ -68,6 +72,11 @@ class PoolReconciler:
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
         self._entries = Entries()
         self._summary_due = 0.0
+        self._canary_due: float | None = None
+        """When a canary's soak ends or its health is looked at again (None: no canary holds
+        any node back)."""
+        self._canary_waits: dict[PoolKey, str] = {}
+        """Per pool, why its other nodes wait for the canaries (logged once per change)."""
         """When the counts may be taken again while no node waits for a slot."""
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -88,14 +97,16 @@ class PoolReconciler:
         pools, members = self.reader.members()
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
+        self._canary_due = None
         for key, pool in pools.items():
             views = sorted(members.get(key, {}).values(), key=lambda n: n.name)
             c = counts(views, pool.policy)
+            gate = canary_gate(views, pool.policy, self.clock()) if pool.enabled else OPEN
             if pool.enabled:
                 for k in totals:
                     totals[k] += getattr(c, k)
-                writes.extend(self._admit(pool, views, c))
-            self._write_status(pool, views, c)
+                writes.extend(self._admit(pool, views, c, gate))
+            self._write_status(pool, views, c, gate)
         self._summary_due = now + paced_interval(
             time.thread_time() - began,
             minimum=SUMMARY_INTERVAL,
@@ -105,6 +116,8 @@ class PoolReconciler:
         await asyncio.gather(*writes)
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
         due = self.preflight.requeue_after() if self.preflight is not None else None
+        if self._canary_due is not None:
+            due = self._canary_due if due is None else min(due, self._canary_due)
         # A held node or a reported image is looked at again when its verdict is due.
         return Result(requeue_after=due + 0.05) if due is not None else None
 
@@ -119,9 +132,13 @@ class PoolReconciler:
         index = (label_index_name(STATE_LABEL), S.UPGRADE_REQUIRED.value)
         return bool(self.cache.list(NODE, index=index))
 
-    def _admit(self, pool: Pool, views: list[NodeView], c: Counts) -> list[Any]:
+    def _admit(self, pool: Pool, views: list[NodeView], c: Counts, gate: CanaryGate) -> list[Any]:
         hold = self.preflight.held(pool, views) if self.preflight is not None else frozenset()
-        chosen = admit(views, pool.policy, hold=hold)
+        self._note_canaries(pool, gate.wait)
+        if gate.requeue_after is not None:
+            due = self._canary_due
+            self._canary_due = gate.requeue_after if due is None else min(due, gate.requeue_after)
+        chosen = admit(views, pool.policy, hold=hold | gate.hold)
         by_name = {v.name: v for v in views}
         cap = c.max_parallel or "unlimited"
         writes = []
@@ -137,6 +154,21 @@ class PoolReconciler:
             writes.append(self._start(obj, node, reason, pool))
         return writes
 
+    def _note_canaries(self, pool: Pool, wait: str) -> None:
+        if self._canary_waits.get(pool.key, "") == wait:
+            return
+        before = self._canary_waits.pop(pool.key, "")
+        if wait:
+            self._canary_waits[pool.key] = wait
+            if not before:
+                log.info("%s %s: the other nodes wait for the canaries", pool.kind, pool.name)
+            else:
+                log.debug("%s %s: %s", pool.kind, pool.name, wait)
+        else:
+            log.info(
+                "%s %s: the canaries have soaked; the other nodes may start", pool.kind, pool.name
+            )
+
     async def _start(self, obj: Object, node: NodeView, reason: str, pool: Pool) -> None:
         """Admit one node (upgrade-required -> cordon-required, and on in the same write
         as far as the node can go at once), remembered as an admission: the next admission
@@ -148,10 +180,12 @@ class PoolReconciler:
         else:
             await self.writer.write_fold(obj, folded, pool, admission=True)
 
-    def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
+    def _write_status(self, pool: Pool, views: list[NodeView], c: Counts, gate: CanaryGate) -> None:
         """Hands the status to its writer, which builds it when its turn comes: admission
-        never pays for a status over every node, and a burst of events builds one."""
+        never pays for a status over every node, and a burst of events builds one. A node
+        the canaries hold back says so instead of waiting for a slot."""
         waits = dict(self.waits.by_node)
+        waits.update(dict.fromkeys(gate.hold, gate.wait))
 
         def body() -> Object | None:
             status = upgrade_status(
