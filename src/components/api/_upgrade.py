@@ -187,6 +187,13 @@ class DriverUpgradePolicySpec(ApiModel):
         default_factory=PreflightSpec,
         description="Ours: check that each node's driver image exists before its walk.",
     )
+    failure_budget: IntOrPercent | None = Field(
+        default=None,
+        description=(
+            "Ours: how many nodes of the pool (a count, or a percentage rounded up) may fail "
+            "the upgrade before no further node is admitted; unset: no budget."
+        ),
+    )
     canary: CanarySpec | None = Field(
         default=None,
         description="Ours: nodes walked first and soaked before the rest of the pool.",

@@ -24,6 +24,7 @@ Clearing a node of GPU pods (`deletion_plan`, `gpu_pods`, `disruption_blocker`, 
 `components.controllers`.
 """
 
+from components.upgrade._budget import Halt, failing, halt
 from components.upgrade._canary import CanaryGate, canaries, canary_gate
 from components.upgrade._clearing import (
     Blocker,
@@ -99,6 +100,7 @@ __all__ = [
     "CanaryGate",
     "ClearPlan",
     "Fold",
+    "Halt",
     "NodeContext",
     "NodeView",
     "PdbView",
@@ -118,10 +120,12 @@ __all__ = [
     "deletion_plan",
     "describe",
     "disruption_blocker",
+    "failing",
     "fold",
     "format_time",
     "format_time_ms",
     "gpu_pods",
+    "halt",
     "is_driver_pod",
     "label_selector_matches",
     "max_unavailable",
