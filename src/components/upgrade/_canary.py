@@ -1,7 +1,8 @@
 """Canary first: which waiting nodes admission must hold back until the canaries have soaked.
 
 A pure function of one pool's nodes, its policy and the wall clock. The canaries (the first
-`canary.nodes` managed nodes by name, or those `canary.selector` matches) are admitted as
+`canary.nodes` managed nodes by name, or those `canary.selector` matches; never a node
+labelled to skip driver upgrades, which would never walk) are admitted as
 any node is; every other node waits until each canary is `upgrade-done`, Ready and (where
 the node agent answers) validated, and has stayed so for `canary.soakSeconds`.
 
@@ -51,7 +52,7 @@ def canaries(nodes: Sequence[NodeView], policy: DriverUpgradePolicySpec) -> froz
         return frozenset()
     if spec.selector:
         matches = parse_selector(spec.selector)
-        return frozenset(n.name for n in nodes if matches(n.labels))
+        return frozenset(n.name for n in nodes if matches(n.labels) and not n.skip)
     eligible = sorted(n.name for n in nodes if not n.skip)
     return frozenset(eligible[: spec.nodes])
 

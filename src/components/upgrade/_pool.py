@@ -109,6 +109,7 @@ class PoolReconciler:
             views = sorted(members.get(key, {}).values(), key=lambda n: n.name)
             c = counts(views, pool.policy)
             gate = canary_gate(views, pool.policy, self.clock()) if pool.enabled else OPEN
+            self._note_canaries(pool, gate)
             stop = halt(views, pool.policy, _version(pool)) if pool.enabled else None
             if stop is not None:
                 halted += 1
@@ -148,10 +149,6 @@ class PoolReconciler:
 
     def _admit(self, pool: Pool, views: list[NodeView], c: Counts, gate: CanaryGate) -> list[Any]:
         hold = self.preflight.held(pool, views) if self.preflight is not None else frozenset()
-        self._note_canaries(pool, gate.wait)
-        if gate.requeue_after is not None:
-            due = self._canary_due
-            self._canary_due = gate.requeue_after if due is None else min(due, gate.requeue_after)
         chosen = admit(views, pool.policy, hold=hold | gate.hold)
         by_name = {v.name: v for v in views}
         cap = c.max_parallel or "unlimited"
@@ -168,7 +165,13 @@ class PoolReconciler:
             writes.append(self._start(obj, node, reason, pool))
         return writes
 
-    def _note_canaries(self, pool: Pool, wait: str) -> None:
+    def _note_canaries(self, pool: Pool, gate: CanaryGate) -> None:
+        """When to look again while canaries hold nodes back; an INFO line when they begin
+        or stop holding them."""
+        if gate.requeue_after is not None:
+            due = self._canary_due
+            self._canary_due = gate.requeue_after if due is None else min(due, gate.requeue_after)
+        wait = gate.wait
         if self._canary_waits.get(pool.key, "") == wait:
             return
         before = self._canary_waits.pop(pool.key, "")
@@ -179,9 +182,7 @@ class PoolReconciler:
             else:
                 log.debug("%s %s: %s", pool.kind, pool.name, wait)
         else:
-            log.info(
-                "%s %s: the canaries have soaked; the other nodes may start", pool.kind, pool.name
-            )
+            log.info("%s %s: the canaries no longer hold the others back", pool.kind, pool.name)
 
     async def _start(self, obj: Object, node: NodeView, reason: str, pool: Pool) -> None:
         """Admit one node (upgrade-required -> cordon-required, and on in the same write

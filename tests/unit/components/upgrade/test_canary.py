@@ -103,6 +103,16 @@ def test_a_selector_picks_the_canaries_by_label() -> None:
     assert admitted(nodes, p) == ["c"]
 
 
+def test_a_node_labelled_to_skip_upgrades_is_never_a_canary() -> None:
+    nodes = pending("a", "b", "c")
+    nodes[0] = replace(nodes[0], skip=True, labels={"pool": "canary"})
+    nodes[1] = replace(nodes[1], labels={"pool": "canary"})
+    by_count = policy(**WIDE, canary={"nodes": 1})
+    by_label = policy(**WIDE, canary={"selector": "pool=canary"})
+    assert admitted(nodes, by_count) == ["b"]
+    assert admitted(nodes, by_label) == ["b"]
+
+
 @pytest.mark.parametrize(
     ("selector", "said"), [("pool in (a", "is invalid"), ("pool=nowhere", "matches no node")]
 )
