@@ -24,6 +24,8 @@ Clearing a node of GPU pods (`deletion_plan`, `gpu_pods`, `disruption_blocker`, 
 `components.controllers`.
 """
 
+from components.upgrade._budget import Halt, failing, halt
+from components.upgrade._canary import CanaryGate, canaries, canary_gate
 from components.upgrade._clearing import (
     Blocker,
     ClearPlan,
@@ -95,8 +97,10 @@ __all__ = [
     "VALIDATOR_DEPLOY_LABEL",
     "AgentVerdict",
     "Blocker",
+    "CanaryGate",
     "ClearPlan",
     "Fold",
+    "Halt",
     "NodeContext",
     "NodeView",
     "PdbView",
@@ -109,15 +113,19 @@ __all__ = [
     "UpgradeController",
     "WriteTracker",
     "admit",
+    "canaries",
+    "canary_gate",
     "cleanup",
     "counts",
     "deletion_plan",
     "describe",
     "disruption_blocker",
+    "failing",
     "fold",
     "format_time",
     "format_time_ms",
     "gpu_pods",
+    "halt",
     "is_driver_pod",
     "label_selector_matches",
     "max_unavailable",
