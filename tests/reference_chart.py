@@ -23,25 +23,29 @@ REFERENCE_CHART_VERSION = "v26.7.0"
 """The reference chart's appVersion: the version of the images its values leave unset (the
 validator's and the node status exporter's: its own operator image)."""
 
-IMAGE_SECTIONS: dict[str, tuple[str, ...]] = {
-    "DRIVER_IMAGE": ("driver",),
-    "DRIVER_MANAGER_IMAGE": ("driver", "manager"),
-    "CONTAINER_TOOLKIT_IMAGE": ("toolkit",),
-    "DEVICE_PLUGIN_IMAGE": ("devicePlugin",),
-    "GFD_IMAGE": ("gfd",),
-    "DCGM_IMAGE": ("dcgm",),
-    "DCGM_EXPORTER_IMAGE": ("dcgmExporter",),
-    "MIG_MANAGER_IMAGE": ("migManager",),
-    "VALIDATOR_IMAGE": ("validator",),
-    "GDS_IMAGE": ("gds",),
-    "GDRCOPY_IMAGE": ("gdrcopy",),
-    "VFIO_MANAGER_IMAGE": ("vfioManager",),
-    "SANDBOX_DEVICE_PLUGIN_IMAGE": ("sandboxDevicePlugin",),
-    "VGPU_DEVICE_MANAGER_IMAGE": ("vgpuDeviceManager",),
-    "CC_MANAGER_IMAGE": ("ccManager",),
-}
-"""Each image variable of NVIDIA's operator, and the values section its chart fills it from
-(the node status exporter's is the validator's variable, with the same image)."""
+#: The image that sits inside another section in both: the driver manager's (`driver.manager`).
+_NESTED_SECTIONS = {"DRIVER_MANAGER_IMAGE": ("driver", "manager")}
+
+
+def _image_sections() -> dict[str, tuple[str, ...]]:
+    """Each image variable of NVIDIA's operator whose image the reference's chart sets, and
+    the values section it fills it from: from our image table (`DEFAULT_IMAGES`: variable
+    and policy section), kept where the chart's section names a repository (not the vGPU
+    manager's, which has no public image, nor ours alone). The first section of a variable
+    wins: the node status exporter's is the validator's variable, with the same image."""
+    values: dict[str, Any] = yaml.safe_load(REFERENCE_VALUES.read_text())
+    fields = ClusterPolicySpec.model_fields
+    out = dict(_NESTED_SECTIONS)
+    for default in DEFAULT_IMAGES.values():
+        if not default.section or default.env in out:
+            continue
+        key = fields[default.section].alias or default.section
+        if values.get(key, {}).get("repository"):
+            out[default.env] = (key,)
+    return out
+
+
+IMAGE_SECTIONS = _image_sections()
 
 
 def reference_chart_images() -> dict[str, str]:

@@ -24,41 +24,36 @@ class ReconciliationStatus(enum.IntEnum):
 
 class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.gpu_nodes_total = Gauge(
-            PREFIX + "gpu_nodes_total",
-            "Number of nodes with GPUs",
-            registry=registry,
-        )
-        self.reconciliation_status = Gauge(
-            PREFIX + "reconciliation_status",
+        def gauge(name: str, documentation: str) -> Gauge:
+            return Gauge(PREFIX + name, documentation, registry=registry)
+
+        def counter(name: str, documentation: str) -> Counter:
+            return Counter(PREFIX + name, documentation, registry=registry)
+
+        self.gpu_nodes_total = gauge("gpu_nodes_total", "Number of nodes with GPUs")
+        self.reconciliation_status = gauge(
+            "reconciliation_status",
             "1 if the ClusterPolicy is ready, 0 if not ready, -1 if there is no ClusterPolicy, "
             "-2 if the last reconciliation failed",
-            registry=registry,
         )
-        self.reconciliation_total = Counter(
-            PREFIX + "reconciliation_total",
-            "Total number of ClusterPolicy reconciliations",
-            registry=registry,
+        self.reconciliation_total = counter(
+            "reconciliation_total", "Total number of ClusterPolicy reconciliations"
         )
-        self.reconciliation_failed_total = Counter(
-            PREFIX + "reconciliation_failed_total",
+        self.reconciliation_failed_total = counter(
+            "reconciliation_failed_total",
             "Number of ClusterPolicy reconciliations that failed or ended not ready",
-            registry=registry,
         )
-        self.reconciliation_last_success_ts_seconds = Gauge(
-            PREFIX + "reconciliation_last_success_ts_seconds",
+        self.reconciliation_last_success_ts_seconds = gauge(
+            "reconciliation_last_success_ts_seconds",
             "Unix time of the last reconciliation that ended ready",
-            registry=registry,
         )
-        self.reconciliation_has_nfd_labels = Gauge(
-            PREFIX + "reconciliation_has_nfd_labels",
+        self.reconciliation_has_nfd_labels = gauge(
+            "reconciliation_has_nfd_labels",
             "1 if NFD labels were found on at least one node, 0 otherwise",
-            registry=registry,
         )
-        self.driver_auto_upgrade_enabled = Gauge(
-            PREFIX + "driver_auto_upgrade_enabled",
+        self.driver_auto_upgrade_enabled = gauge(
+            "driver_auto_upgrade_enabled",
             "1 if driver auto-upgrade is enabled in the active ClusterPolicy, 0 otherwise",
-            registry=registry,
         )
         self.reconciliation_status.set(ReconciliationStatus.NO_POLICY)
 

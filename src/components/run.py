@@ -41,6 +41,10 @@ from reconciler.lowlevel import RequestObserver, RESTMapper, Transport
 
 log = logging.getLogger("components.run")
 
+UNREADY_AFTER_OUTAGE_ENV = "GPU_OPERATOR_UNREADY_AFTER_OUTAGE"
+"""Seconds without the API server before /readyz says not ready (default 10): a test knob,
+so outage tests need not keep the API server away for ten seconds each time."""
+
 
 def operator_registry() -> CollectorRegistry:
     """The registry /metrics serves, shaped as the reference's: the process's own
@@ -128,6 +132,8 @@ async def run(args: argparse.Namespace) -> None:
             metrics_serving=serving,
             freeze_heap_after_sync=True,
         )
+        if unready_after := os.environ.get(UNREADY_AFTER_OUTAGE_ENV):
+            operator.manager.unready_after_outage = float(unready_after)
         log.info(
             "gpu-operator starting in namespace %s (leader election %s)",
             args.namespace,

@@ -23,6 +23,7 @@ from gpusim._hardware import DEFAULT_PRODUCT
 from gpusim._nodes import (
     DEFAULT_CONTAINER_RUNTIME,
     ClusterConfig,
+    check_counts,
     parse_kernels,
     parse_os_list,
 )
@@ -50,12 +51,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     """The cluster the flags ask for; bad flags are one sentence naming the flag."""
-    if args.nodes < 1:
-        raise SimError(f"--nodes must be at least 1 (got {args.nodes})")
-    if args.cpu_nodes < 0:
-        raise SimError(f"--cpu-nodes must not be negative (got {args.cpu_nodes})")
-    if not 1 <= args.gpus_per_node <= 16:
-        raise SimError(f"--gpus-per-node must be between 1 and 16 (got {args.gpus_per_node})")
+    check_counts(
+        {"gpu_nodes": args.nodes, "cpu_nodes": args.cpu_nodes, "gpus_per_node": args.gpus_per_node},
+        {"gpu_nodes": "--nodes", "cpu_nodes": "--cpu-nodes", "gpus_per_node": "--gpus-per-node"},
+    )
     config = ClusterConfig(
         gpu_nodes=args.nodes,
         cpu_nodes=args.cpu_nodes,

@@ -60,15 +60,6 @@ class NodeFacts:
     workloads: Sequence[GpuWorkload] = field(default_factory=tuple)
 
 
-def parse_xids(text: str) -> tuple[tuple[int, int], ...]:
-    out: list[tuple[int, int]] = []
-    for item in text.split(","):
-        gpu, _, xid = item.strip().partition(":")
-        if gpu.isdigit() and xid.isdigit():
-            out.append((int(gpu), int(xid)))
-    return tuple(out)
-
-
 def node_facts(
     node: NodeInfo,
     hardware: Hardware,
@@ -84,7 +75,7 @@ def node_facts(
         driver_container=driver_container,
         toolkit=toolkit,
         applied_mig=node.annotations.get(ANNOTATION_MIG_APPLIED, "all-disabled"),
-        xids=parse_xids(node.annotations.get(ANNOTATION_XIDS, "")),
+        xids=parse_pairs(node.annotations.get(ANNOTATION_XIDS, "")),
         ecc=parse_pairs(node.annotations.get(ANNOTATION_ECC, "")),
         workloads=tuple(workloads),
     )

@@ -9,7 +9,7 @@ kwok and tell the GPU node behaviour what hardware it has.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,6 +291,27 @@ def node_manifest(spec: NodeSpec, index: int) -> dict[str, Any]:
     }
 
 
+#: The counts a simulated cluster is built from: each `ClusterConfig` field, what it is
+#: called in a sentence, and its least and most values.
+COUNT_LIMITS: Mapping[str, tuple[str, int, int | None]] = {
+    "gpu_nodes": ("the number of GPU nodes", 1, None),
+    "cpu_nodes": ("the number of CPU-only nodes", 0, None),
+    "gpus_per_node": ("GPUs per node", 1, 16),
+}
+
+
+def check_counts(counts: Mapping[str, int], names: Mapping[str, str]) -> None:
+    """Each of `counts` (by `COUNT_LIMITS` field) within its limits, or one sentence that
+    calls it by `names` (a flag on the command line, a phrase elsewhere)."""
+    for field_name, (_, least, most) in COUNT_LIMITS.items():
+        value, name = counts[field_name], names[field_name]
+        if most is not None and not least <= value <= most:
+            raise SimError(f"{name} must be between {least} and {most} (got {value})")
+        if value < least:
+            bound = "not be negative" if least == 0 else f"be at least {least}"
+            raise SimError(f"{name} must {bound} (got {value})")
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """The simulated cluster `sim up` builds: GPU nodes, a few CPU-only nodes, their mix."""
@@ -307,12 +328,10 @@ class ClusterConfig:
     mig_reconfigure_seconds: float = 1.0
 
     def validate(self) -> None:
-        if self.gpu_nodes < 1:
-            raise SimError(f"the number of GPU nodes must be at least 1, not {self.gpu_nodes}")
-        if self.cpu_nodes < 0:
-            raise SimError(f"the number of CPU-only nodes must not be negative: {self.cpu_nodes}")
-        if not 1 <= self.gpus_per_node <= 16:
-            raise SimError(f"GPUs per node must be between 1 and 16, not {self.gpus_per_node}")
+        check_counts(
+            {name: getattr(self, name) for name in COUNT_LIMITS},
+            {name: what for name, (what, _, _) in COUNT_LIMITS.items()},
+        )
         if not self.os:
             raise SimError("the OS list is empty; give at least one, e.g. ubuntu22.04")
         if self.mig_reconfigure_seconds < 0:

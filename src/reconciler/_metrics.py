@@ -8,8 +8,10 @@ and never trip over "Duplicated timeseries".
 from __future__ import annotations
 
 import weakref
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from reconciler._queue_metrics import WorkqueueCollector
 from reconciler._transport import RequestObserver, resource_of
@@ -21,48 +23,51 @@ _RECONCILE_BUCKETS = (
     20, 25, 30, 40, 50, 60,
 )  # fmt: skip
 
+_M = TypeVar("_M", bound=MetricWrapperBase)
+
 
 class Metrics:
     """All collectors the engine exports, registered on one registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.reconcile_total = Counter(
-            "controller_runtime_reconcile_total",
-            "Total number of reconciliations per controller",
-            ("controller", "result"),
-            registry=registry,
+
+        def per_controller(kind: type[_M], name: str, documentation: str, *labels: str) -> _M:
+            """controller-runtime's `controller_runtime_<name>`, by controller (and `labels`)."""
+            more: dict[str, Any] = {"buckets": _RECONCILE_BUCKETS} if kind is Histogram else {}
+            return kind(
+                "controller_runtime_" + name,
+                documentation,
+                ("controller", *labels),
+                registry=registry,
+                **more,
+            )
+
+        self.reconcile_total = per_controller(
+            Counter, "reconcile_total", "Total number of reconciliations per controller", "result"
         )
-        self.reconcile_errors_total = Counter(
-            "controller_runtime_reconcile_errors_total",
+        self.reconcile_errors_total = per_controller(
+            Counter,
+            "reconcile_errors_total",
             "Total number of reconciliation errors per controller",
-            ("controller",),
-            registry=registry,
         )
-        self.terminal_reconcile_errors_total = Counter(
-            "controller_runtime_terminal_reconcile_errors_total",
+        self.terminal_reconcile_errors_total = per_controller(
+            Counter,
+            "terminal_reconcile_errors_total",
             "Total number of terminal reconciliation errors per controller",
-            ("controller",),
-            registry=registry,
         )
-        self.reconcile_time_seconds = Histogram(
-            "controller_runtime_reconcile_time_seconds",
+        self.reconcile_time_seconds = per_controller(
+            Histogram,
+            "reconcile_time_seconds",
             "Length of time per reconciliation per controller",
-            ("controller",),
-            buckets=_RECONCILE_BUCKETS,
-            registry=registry,
         )
-        self.active_workers = Gauge(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            ("controller",),
-            registry=registry,
+        self.active_workers = per_controller(
+            Gauge, "active_workers", "Number of currently used workers per controller"
         )
-        self.max_concurrent_reconciles = Gauge(
-            "controller_runtime_max_concurrent_reconciles",
+        self.max_concurrent_reconciles = per_controller(
+            Gauge,
+            "max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
-            ("controller",),
-            registry=registry,
         )
         self.workqueues = WorkqueueCollector()
         registry.register(self.workqueues)

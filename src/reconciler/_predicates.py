@@ -8,7 +8,7 @@ reconcile still computes everything from the cache when it does run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from reconciler._objects import (
@@ -39,28 +39,33 @@ class _UpdateOnly:
         raise NotImplementedError
 
 
-class GenerationChanged(_UpdateOnly):
+class _Changed(_UpdateOnly):
+    """Updates after which `read` of the object says something else."""
+
+    read: Callable[[Object], object]
+
+    def update(self, old: Object, new: Object) -> bool:
+        return self.read(old) != self.read(new)
+
+
+class GenerationChanged(_Changed):
     """Updates that changed the spec (metadata.generation); ignores status-only writes."""
 
-    def update(self, old: Object, new: Object) -> bool:
-        return generation_of(old) != generation_of(new)
+    read = staticmethod(generation_of)
 
 
-class LabelsChanged(_UpdateOnly):
-    def update(self, old: Object, new: Object) -> bool:
-        return labels_of(old) != labels_of(new)
+class LabelsChanged(_Changed):
+    read = staticmethod(labels_of)
 
 
-class AnnotationsChanged(_UpdateOnly):
-    def update(self, old: Object, new: Object) -> bool:
-        return annotations_of(old) != annotations_of(new)
+class AnnotationsChanged(_Changed):
+    read = staticmethod(annotations_of)
 
 
-class ResourceVersionChanged(_UpdateOnly):
+class ResourceVersionChanged(_Changed):
     """Drops updates that are not changes at all (a relist re-delivering the same object)."""
 
-    def update(self, old: Object, new: Object) -> bool:
-        return resource_version_of(old) != resource_version_of(new)
+    read = staticmethod(resource_version_of)
 
 
 class Funcs:
@@ -103,31 +108,29 @@ class Matching:
         return self._test(obj)
 
 
-class Or:
+class _Combined:
+    """Predicates joined by `combine` (`any` or `all`), event by event."""
+
+    combine: Callable[[Iterable[bool]], bool]
+
+    def __init__(self, *predicates: Predicate) -> None:
+        self.predicates = predicates
+
+    def create(self, obj: Object) -> bool:
+        return self.combine(p.create(obj) for p in self.predicates)
+
+    def update(self, old: Object, new: Object) -> bool:
+        return self.combine(p.update(old, new) for p in self.predicates)
+
+    def delete(self, obj: Object) -> bool:
+        return self.combine(p.delete(obj) for p in self.predicates)
+
+
+class Or(_Combined):
     """Passes when any predicate passes, e.g. `Or(GenerationChanged(), LabelsChanged())`."""
 
-    def __init__(self, *predicates: Predicate) -> None:
-        self.predicates = predicates
-
-    def create(self, obj: Object) -> bool:
-        return any(p.create(obj) for p in self.predicates)
-
-    def update(self, old: Object, new: Object) -> bool:
-        return any(p.update(old, new) for p in self.predicates)
-
-    def delete(self, obj: Object) -> bool:
-        return any(p.delete(obj) for p in self.predicates)
+    combine = staticmethod(any)
 
 
-class And:
-    def __init__(self, *predicates: Predicate) -> None:
-        self.predicates = predicates
-
-    def create(self, obj: Object) -> bool:
-        return all(p.create(obj) for p in self.predicates)
-
-    def update(self, old: Object, new: Object) -> bool:
-        return all(p.update(old, new) for p in self.predicates)
-
-    def delete(self, obj: Object) -> bool:
-        return all(p.delete(obj) for p in self.predicates)
+class And(_Combined):
+    combine = staticmethod(all)

@@ -136,6 +136,9 @@ class Reflector:
                 log.debug("%s: %s; retrying in %.1fs", self.gvk, exc, delay)
                 await asyncio.sleep(delay)
             except ApiUnreachable as exc:
+                # A new outage: errors from before it say nothing of the server that comes
+                # back (on a resource without events nothing else would reset the backoff).
+                self._backoff.reset()
                 delay = self._reconnect.next()
                 self._connectivity.lost(str(self.gvk), exc)
                 log.debug("%s: %s; retrying in %.1fs", self.gvk, exc, delay)

@@ -1,4 +1,4 @@
-"""The ClusterPolicy and NVIDIADriver API: typed models and the pure rules on them.
+"""The ClusterPolicy, NVIDIADriver and GPUCluster API: typed models and the pure rules on them.
 
 Parse what the API server (or a YAML file) gives, read typed fields with the reference's
 defaults, write back without losing anything::
@@ -54,6 +54,15 @@ from components.api._common import (
     ResourceRequirements,
 )
 from components.api._driver import DriverSpec
+from components.api._gpucluster import (
+    GPU_CLUSTER_API_VERSION,
+    GPU_CLUSTER_NAME,
+    GPU_CLUSTER_SINGLETON,
+    DRADriverSpec,
+    GPUCluster,
+    GPUClusterSpec,
+    GPUClusterStatus,
+)
 from components.api._images import (
     DEFAULT_IMAGES,
     ImageDefault,
@@ -135,6 +144,7 @@ from components.api._status import (
     ClusterPolicyStatus,
     ComponentState,
     ComponentStatus,
+    Condition,
     ConditionType,
     NodeAgentStatus,
     NodeConditionSummary,
@@ -164,6 +174,7 @@ from components.api._unsupported import (
     unsupported_message,
 )
 from components.api._upgrade import (
+    CanarySpec,
     DrainSpec,
     DriverUpgradePolicySpec,
     NVIDIADriverUpgradePolicySpec,
@@ -182,6 +193,9 @@ __all__ = [
     "DRIVER_CONFIG_DIGEST_ENV",
     "DRIVER_KERNEL_PIN_LABEL",
     "DRIVER_TAKEOVER_LABEL",
+    "GPU_CLUSTER_API_VERSION",
+    "GPU_CLUSTER_NAME",
+    "GPU_CLUSTER_SINGLETON",
     "GPU_DRIVER_READY",
     "GPU_HEALTHY",
     "GPU_PROCESSES_ANNOTATION",
@@ -211,20 +225,26 @@ __all__ = [
     "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
+    "CanarySpec",
     "ClusterPolicy",
     "ClusterPolicySpec",
     "ClusterPolicyStatus",
     "ComponentSpec",
     "ComponentState",
     "ComponentStatus",
+    "Condition",
     "ConditionType",
     "ContainerProbeSpec",
+    "DRADriverSpec",
     "DrainSpec",
     "DriverManagerSpec",
     "DriverSideSpec",
     "DriverSpec",
     "DriverUpgradePolicySpec",
     "EnvVar",
+    "GPUCluster",
+    "GPUClusterSpec",
+    "GPUClusterStatus",
     "GpuProcessEntry",
     "ImageDefault",
     "ImageError",

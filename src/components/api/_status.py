@@ -160,10 +160,22 @@ class UpgradeStatus(ApiModel):
         description="Nodes not in upgrade-done: failed first, then by name.",
     )
     nodes_omitted: int = Field(default=0, ge=0, description="Nodes left out of `nodes`.")
+    conditions: Annotated[list[Condition], ListMap("type")] = Field(
+        default_factory=list,
+        description=(
+            "Ours: UpgradeHalted (with upgradePolicy.failureBudget): True while more nodes "
+            "have failed than the budget allows, naming the version and each failing node."
+        ),
+    )
 
     @classmethod
     def build(
-        cls, nodes: Iterable[NodeUpgradeStatus], *, auto_upgrade: bool, available: int = 0
+        cls,
+        nodes: Iterable[NodeUpgradeStatus],
+        *,
+        auto_upgrade: bool,
+        available: int = 0,
+        conditions: Iterable[Condition] = (),
     ) -> Self:
         """Counts from every managed node; lists the ones not done (failed first)."""
         every = list(nodes)
@@ -186,6 +198,7 @@ class UpgradeStatus(ApiModel):
             available=available,
             nodes=open_[:MAX_LISTED_NODES],
             nodes_omitted=max(0, len(open_) - MAX_LISTED_NODES),
+            conditions=list(conditions),
         )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -124,6 +124,46 @@ class PreflightSpec(ApiModel):
     )
 
 
+def _one_way_to_pick(value: Any) -> bool:
+    return not (isinstance(value, dict) and value.get("nodes") and value.get("selector"))
+
+
+class CanarySpec(ApiModel):
+    """Ours (the reference has no such field): a few nodes walk a new driver first, and the
+    rest wait until those have stayed validated and Ready for a while, so a driver that
+    installs but misbehaves stops on the canaries instead of spreading."""
+
+    cel_rules: ClassVar[tuple[Cel, ...]] = (
+        Cel(
+            rule=(
+                "!(has(self.nodes) && self.nodes > 0 && has(self.selector) && self.selector != '')"
+            ),
+            message="pick the canary nodes one way: nodes (a count) or selector, not both",
+            check=_one_way_to_pick,
+            field_path=".selector",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    nodes: int = Field(
+        default=0,
+        ge=0,
+        description="How many nodes are canaries (the first ones by name); 0: none.",
+    )
+    selector: str = Field(
+        default="",
+        description="Label selector of the canary nodes (`kubectl get nodes -l` syntax).",
+    )
+    soak_seconds: int = Field(
+        default=300,
+        ge=0,
+        description=(
+            "How long every canary must stay upgraded, validated and Ready before any other "
+            "node is admitted."
+        ),
+    )
+
+
 class DriverUpgradePolicySpec(ApiModel):
     """How driver upgrades roll through the nodes."""
 
@@ -146,6 +186,17 @@ class DriverUpgradePolicySpec(ApiModel):
     preflight: PreflightSpec = Field(
         default_factory=PreflightSpec,
         description="Ours: check that each node's driver image exists before its walk.",
+    )
+    failure_budget: IntOrPercent | None = Field(
+        default=None,
+        description=(
+            "Ours: how many nodes of the pool (a count, or a percentage rounded up) may fail "
+            "the upgrade before no further node is admitted; unset: no budget."
+        ),
+    )
+    canary: CanarySpec | None = Field(
+        default=None,
+        description="Ours: nodes walked first and soaked before the rest of the pool.",
     )
 
 

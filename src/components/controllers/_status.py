@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
@@ -164,14 +164,21 @@ def node_agent_summary(nodes: Iterable[Mapping[str, Any]]) -> NodeAgentStatus:
     )
 
 
-def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
+_S = TypeVar("_S", ClusterPolicyStatus, NVIDIADriverStatus)
+
+
+def _parse(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
     """The status as stored, or an empty one if there is none (or it cannot be read)."""
     if raw:
         try:
-            return ClusterPolicyStatus.from_dict({"state": "notReady", **raw})
+            return model.from_dict({"state": "notReady", **raw})
         except pydantic.ValidationError:
             pass
-    return ClusterPolicyStatus(state="notReady")
+    return model(state="notReady")
+
+
+def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
+    return _parse(ClusterPolicyStatus, raw)
 
 
 def not_ready_message(operands: Sequence[OperandReadiness]) -> str:
@@ -215,11 +222,8 @@ def set_mig_blocked(
     """`MIGChangeBlocked=True` naming each node whose MIG change waits and the pods that
     hold it (a budget, a DaemonSet's pod); no condition when none. Like `Unsupported`, it
     leaves the state alone: the operands are as ready as they were."""
-    if blocked:
-        message = policy_message(blocked)
-        status.set_condition(BLOCKED_REASON, True, EVICTION_BLOCKED, message, now=now)
-    else:
-        status.conditions = [c for c in status.conditions if c.type != BLOCKED_REASON]
+    message = policy_message(blocked) if blocked else None
+    _true_or_absent(status, BLOCKED_REASON, EVICTION_BLOCKED, message, now=now)
 
 
 def set_unsupported(
@@ -227,11 +231,23 @@ def set_unsupported(
 ) -> None:
     """`Unsupported=True` naming every accepted field nothing acts on; no condition when none
     (it never changes the state: the rest of the policy is still carried out)."""
-    if fields:
-        message = unsupported_message(fields)
-        status.set_condition(UNSUPPORTED_CONDITION, True, UNSUPPORTED_REASON, message, now=now)
+    message = unsupported_message(fields) if fields else None
+    _true_or_absent(status, UNSUPPORTED_CONDITION, UNSUPPORTED_REASON, message, now=now)
+
+
+def _true_or_absent(
+    status: ClusterPolicyStatus,
+    condition: str,
+    reason: str,
+    message: str | None,
+    *,
+    now: str | None,
+) -> None:
+    """The condition True with `message`, or gone when there is none to say."""
+    if message is not None:
+        status.set_condition(condition, True, reason, message, now=now)
     else:
-        status.conditions = [c for c in status.conditions if c.type != UNSUPPORTED_CONDITION]
+        status.conditions = [c for c in status.conditions if c.type != condition]
 
 
 def _policy_status(
@@ -372,12 +388,7 @@ def status_patch(
 
 
 def parse_driver_status(raw: Mapping[str, Any] | None) -> NVIDIADriverStatus:
-    if raw:
-        try:
-            return NVIDIADriverStatus.from_dict({"state": "notReady", **raw})
-        except pydantic.ValidationError:
-            pass
-    return NVIDIADriverStatus(state="notReady")
+    return _parse(NVIDIADriverStatus, raw)
 
 
 def driver_status(

@@ -104,21 +104,19 @@ class ClusterNodeApi:
         return items
 
     async def patch_status(self, body: Object) -> Object:
-        return await self.client.request(
-            "PATCH",
-            f"/api/v1/nodes/{self.node}/status",
-            params={"fieldManager": "gpu-operator-node-agent"},
-            body=json.dumps(body).encode(),
-            content_type=PatchType.STRATEGIC_MERGE,
-        )
+        return await self._patch("/status", body, PatchType.STRATEGIC_MERGE)
 
     async def patch_metadata(self, body: Object) -> Object:
+        return await self._patch("", body, PatchType.MERGE)
+
+    async def _patch(self, subresource: str, body: Object, patch_type: PatchType) -> Object:
+        """A patch of this node (or its `subresource`) as the agent's field manager."""
         return await self.client.request(
             "PATCH",
-            f"/api/v1/nodes/{self.node}",
+            f"/api/v1/nodes/{self.node}{subresource}",
             params={"fieldManager": "gpu-operator-node-agent"},
             body=json.dumps(body).encode(),
-            content_type=PatchType.MERGE,
+            content_type=patch_type,
         )
 
 

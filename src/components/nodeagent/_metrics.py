@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from components.nodeagent._report import Observation, Verdict
 
+_PREFIX = "gpu_operator_node_"
 _GPU = ("gpu", "uuid")
 
 
@@ -20,76 +21,50 @@ class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self._last: Observation | None = None
-        r = self.registry
-        self.condition = Gauge(
-            "gpu_operator_node_condition",
+        per_gpu: list[Gauge] = []
+
+        def gauge(name: str, documentation: str, labels: Sequence[str] = ()) -> Gauge:
+            return Gauge(_PREFIX + name, documentation, labels, registry=self.registry)
+
+        def gpu_gauge(name: str, documentation: str, *labels: str) -> Gauge:
+            """A gauge per GPU (index, UUID and `labels`), cleared before each step."""
+            per_gpu.append(gauge(name, documentation, [*_GPU, *labels]))
+            return per_gpu[-1]
+
+        self.condition = gauge(
+            "condition",
             "1 for the status each of the agent's node conditions has now.",
             ["condition", "status", "reason"],
-            registry=r,
         )
-        self.gpus = Gauge("gpu_operator_node_gpus", "GPUs NVML sees on the node.", registry=r)
-        self.driver_info = Gauge(
-            "gpu_operator_node_driver_info",
+        self.gpus = gauge("gpus", "GPUs NVML sees on the node.")
+        self.driver_info = gauge(
+            "driver_info",
             "1, labelled with the driver and CUDA versions NVML reports.",
             ["driver_version", "cuda_version", "host_driver"],
-            registry=r,
         )
         self.xids = Counter(
-            "gpu_operator_node_xid_errors",
+            _PREFIX + "xid_errors",
             "XID events the GPU raised since the agent started.",
             [*_GPU, "xid"],
-            registry=r,
+            registry=self.registry,
         )
-        self.ecc_uncorrected = Gauge(
-            "gpu_operator_node_ecc_uncorrected_errors",
-            "Uncorrected ECC errors since the driver loaded.",
-            _GPU,
-            registry=r,
+        self.ecc_uncorrected = gpu_gauge(
+            "ecc_uncorrected_errors", "Uncorrected ECC errors since the driver loaded."
         )
-        self.retired_pages = Gauge(
-            "gpu_operator_node_retired_pages",
-            "Memory pages the GPU retired, by cause.",
-            [*_GPU, "cause"],
-            registry=r,
+        self.retired_pages = gpu_gauge(
+            "retired_pages", "Memory pages the GPU retired, by cause.", "cause"
         )
-        self.processes = Gauge(
-            "gpu_operator_node_compute_processes",
-            "Compute processes running on the GPU.",
-            _GPU,
-            registry=r,
-        )
-        self.mig_enabled = Gauge(
-            "gpu_operator_node_mig_mode_enabled",
+        self.processes = gpu_gauge("compute_processes", "Compute processes running on the GPU.")
+        self.mig_enabled = gpu_gauge(
+            "mig_mode_enabled",
             "1 when the GPU is in MIG mode now (pending: after the next reset).",
-            [*_GPU, "when"],
-            registry=r,
+            "when",
         )
-        self.temperature = Gauge(
-            "gpu_operator_node_gpu_temperature_celsius", "GPU temperature.", _GPU, registry=r
-        )
-        self.power = Gauge("gpu_operator_node_gpu_power_watts", "GPU power draw.", _GPU, registry=r)
-        self.pcie_generation = Gauge(
-            "gpu_operator_node_pcie_link_generation",
-            "Current PCIe link generation.",
-            _GPU,
-            registry=r,
-        )
-        self.pcie_width = Gauge(
-            "gpu_operator_node_pcie_link_width",
-            "Current PCIe link width (lanes).",
-            _GPU,
-            registry=r,
-        )
-        self._per_gpu = (
-            self.ecc_uncorrected,
-            self.retired_pages,
-            self.processes,
-            self.mig_enabled,
-            self.temperature,
-            self.power,
-            self.pcie_generation,
-            self.pcie_width,
-        )
+        self.temperature = gpu_gauge("gpu_temperature_celsius", "GPU temperature.")
+        self.power = gpu_gauge("gpu_power_watts", "GPU power draw.")
+        self.pcie_generation = gpu_gauge("pcie_link_generation", "Current PCIe link generation.")
+        self.pcie_width = gpu_gauge("pcie_link_width", "Current PCIe link width (lanes).")
+        self._per_gpu = tuple(per_gpu)
 
     def xid(self, uuid: str, xid: int) -> None:
         """Count an XID, labelled with the GPU's index as last seen."""

@@ -8,7 +8,7 @@ above `components.api` (an import contract keeps `api` from reaching them): `api
 types and the pure rules the controllers share.
 
     crd(CLUSTER_POLICY)            # the CustomResourceDefinition as a dict
-    render_all()                   # both CRDs as YAML, as `gpu-operator crds` prints them
+    render_all()                   # every CRD as YAML, as `gpu-operator crds` prints them
     validate_text(text, "a.yaml")  # a Report: problems with line numbers, as the API
                                    # server would refuse them
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from components.offline._crd import (
     CLUSTER_POLICY,
+    GPU_CLUSTER,
     KINDS,
     NVIDIA_DRIVER,
     Kind,
@@ -36,6 +37,7 @@ from components.offline._validate import (
 
 __all__ = [
     "CLUSTER_POLICY",
+    "GPU_CLUSTER",
     "KINDS",
     "NVIDIA_DRIVER",
     "Kind",

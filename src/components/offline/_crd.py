@@ -15,10 +15,13 @@ from typing import Any
 import yaml
 
 from components.api import (
+    GPU_CLUSTER_SINGLETON,
     ApiModel,
     Cel,
     ClusterPolicySpec,
     ClusterPolicyStatus,
+    GPUClusterSpec,
+    GPUClusterStatus,
     NVIDIADriverSpec,
     NVIDIADriverStatus,
 )
@@ -44,6 +47,8 @@ class Kind:
     status: type[ApiModel]
     description: str
     extra_columns: tuple[dict[str, Any], ...] = ()
+    #: Rules on the whole object (they read `self.metadata`), checked by `validate` too.
+    object_rules: tuple[Cel, ...] = ()
 
     @property
     def crd_name(self) -> str:
@@ -88,7 +93,23 @@ NVIDIA_DRIVER = Kind(
     extra_columns=({"name": "Default", "type": "boolean", "jsonPath": ".spec.default"},),
 )
 
-KINDS: tuple[Kind, ...] = (CLUSTER_POLICY, NVIDIA_DRIVER)
+GPU_CLUSTER = Kind(
+    kind="GPUCluster",
+    plural="gpuclusters",
+    singular="gpucluster",
+    version="v1alpha1",
+    short_names=("gc",),
+    spec=GPUClusterSpec,
+    status=GPUClusterStatus,
+    description=(
+        "GPUCluster describes the GPU stack built on Dynamic Resource Allocation (NVIDIA's "
+        "DRA driver, DCGM, DCGM exporter): pods claim GPUs with ResourceClaims. At most one, "
+        "named gpu-cluster, and not beside a ClusterPolicy. Accepted, not yet reconciled."
+    ),
+    object_rules=(GPU_CLUSTER_SINGLETON,),
+)
+
+KINDS: tuple[Kind, ...] = (CLUSTER_POLICY, NVIDIA_DRIVER, GPU_CLUSTER)
 
 
 def kind_for(api_version: str, kind: str) -> Kind | None:
@@ -124,7 +145,7 @@ def object_schema(kind: Kind) -> Schema:
 
 
 def _object_schema(kind: Kind) -> Schema:
-    return {
+    schema: Schema = {
         "description": kind.description,
         "type": "object",
         "properties": {
@@ -135,6 +156,9 @@ def _object_schema(kind: Kind) -> Schema:
             "status": schema_for_model(kind.status),
         },
     }
+    if kind.object_rules:
+        schema["x-kubernetes-validations"] = [rule.to_schema() for rule in kind.object_rules]
+    return schema
 
 
 def crd(kind: Kind) -> dict[str, Any]:
@@ -247,6 +271,8 @@ def cel_rules() -> dict[str, Cel]:
     seen: set[type[ApiModel]] = set()
     rules: dict[str, Cel] = {}
     for kind in KINDS:
+        for rule in kind.object_rules:
+            rules.setdefault(rule.rule, rule)
         for model in (kind.spec, kind.status):
             for rule in _model_cels(model, seen):
                 rules.setdefault(rule.rule, rule)

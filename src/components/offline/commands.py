@@ -10,7 +10,14 @@ from pathlib import Path
 
 from components.api import ClusterPolicy, NVIDIADriver, not_acted_on, unsupported_fields
 from components.errors import CommandError
-from components.offline._crd import CLUSTER_POLICY, KINDS, render, render_all, write_all
+from components.offline._crd import (
+    CLUSTER_POLICY,
+    KINDS,
+    NVIDIA_DRIVER,
+    render,
+    render_all,
+    write_all,
+)
 from components.offline._validate import Report, validate_files, validate_stream
 
 
@@ -63,7 +70,10 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def _unsupported(report: Report) -> Iterator[str]:
     for label, document in report.resources:
-        model = ClusterPolicy if document.get("kind") == CLUSTER_POLICY.kind else NVIDIADriver
+        kind = document.get("kind")
+        if kind not in (CLUSTER_POLICY.kind, NVIDIA_DRIVER.kind):
+            continue  # a GPUCluster: not reconciled at all yet, as its report's warning says
+        model = ClusterPolicy if kind == CLUSTER_POLICY.kind else NVIDIADriver
         spec = model.from_dict(document).spec  # it passed validation (status left out)
         for field in unsupported_fields(spec):
             yield f"{report.where(label)}: warning: {not_acted_on(field)}"

@@ -1,15 +1,16 @@
 """The skeleton every DaemonSet operand shares, built from what the operand declares.
 
-An operand says only what is its own: its state name, deploy label, `app` and account
-names, image, RBAC rules, Service, the workloads (node kinds) it serves, and its pod (`Pod`:
-the main container's fields, env, volumes, init containers). `DeclaredOperand` makes the
-rest the same way for all: the ServiceAccount with its Role / ClusterRole, the Service and
-its ServiceMonitor, the image (or the condition that says why there is none), the main
-container with the section's pull policy, `env`, `args` and `resources`, the pod spec and
-the DaemonSet. One builder, so that no operand can forget a piece another has (its
-section's pull secrets, the NRI annotation of a management pod, the ServiceMonitor's
-check for its CRD), and a new operand is a declaration rather than another copy. The
-driver, whose DaemonSets are per OS and kernel, builds its own.
+An operand says only what is its own: its key (from which its state name, deploy label,
+`app` and account names follow unless it names them), image, RBAC rules, Service, the
+workloads (node kinds) it serves, and its pod (`Pod`: the main container's fields, env,
+volumes, init containers). `DeclaredOperand` makes the rest the same way for all: the
+ServiceAccount with its Role / ClusterRole, the Service and its ServiceMonitor, the
+image (or the condition that says why there is none), the main container with the
+section's pull policy, `env`, `args` and `resources`, the pod spec and the DaemonSet.
+One builder, so that no operand can forget a piece another has (its section's pull
+secrets, the NRI annotation of a management pod, the ServiceMonitor's check for its
+CRD), and a new operand is a declaration rather than another copy. The driver, whose
+DaemonSets are per OS and kernel, builds its own.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from components.api import (
 )
 from components.operands._context import BaseOperand, Ctx, image_or_condition
 from components.operands._contract import Rendered
+from components.operands._names import deploy_label
 from components.operands._pods import apply_component, build_pod_spec, merge_env, pull_policy
 from components.operands._rbac import account_and_rbac
 from components.operands._sandbox import sandbox_on
@@ -93,6 +95,11 @@ class DeclaredOperand(BaseOperand):
     """A DaemonSet operand made from its declaration (the class attributes below) and
     `workload`, the objects that are its own."""
 
+    #: Its short name, from which the names it does not declare follow the reference's
+    #: convention: state `state-<key>`, deploy label `nvidia.com/gpu.deploy.<key>`, `app`
+    #: and account `nvidia-<key>`.
+    key: ClassVar[str]
+    deploy_label: str
     app: ClassVar[str]
     account: ClassVar[str]
     #: Its image: a key of the shared table (`components.api.DEFAULT_IMAGES`, which the
@@ -105,6 +112,21 @@ class DeclaredOperand(BaseOperand):
     service: ClassVar[MetricsService | None] = None
     #: Renders only while `sandboxWorkloads.enabled` too (the VM operands).
     sandbox: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "key" not in own:
+            return
+        derived = {
+            "name": f"state-{cls.key}",
+            "deploy_label": deploy_label(cls.key),
+            "app": f"nvidia-{cls.key}",
+            "account": f"nvidia-{cls.key}",
+        }
+        for attribute, value in derived.items():
+            if attribute not in own:
+                setattr(cls, attribute, value)
 
     def section(self, policy: ClusterPolicy) -> OperandSpec:
         """The policy's section for this operand (the one that names its image)."""

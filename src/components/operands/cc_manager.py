@@ -13,12 +13,10 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import VALIDATIONS_DIR, env, env_field, host_path, mount
 from components.operands._rbac import rule
 from components.operands._sandbox import manager_resources, privileged_s0
 
-APP = "nvidia-cc-manager"
 CC_CAPABLE_LABEL = "nvidia.com/cc.capable"
 
 
@@ -26,11 +24,8 @@ class CCManager(DeclaredOperand):
     """The CC manager DaemonSet, its ServiceAccount and RBAC (on while `ccManager.enabled`,
     sandbox workloads or not)."""
 
-    name = "state-cc-manager"
-    deploy_label = deploy_label("cc-manager")
+    key = "cc-manager"
     workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
-    app = APP
-    account = APP
     image = OperandImage.CC_MANAGER
     rules = (rule([""], ["pods"], ["get", "list", "watch", "delete"]),)
     # It reports the mode it applied in the node label nvidia.com/cc.mode.state.
@@ -43,7 +38,7 @@ class CCManager(DeclaredOperand):
             envs.append(env("DEFAULT_CC_MODE", spec.default_mode))
         ready_file = f"{VALIDATIONS_DIR}/.cc-manager-ctr-ready"
         main = {
-            "name": APP,
+            "name": self.app,
             "resources": manager_resources(),
             "securityContext": privileged_s0(),
             "volumeMounts": [mount("host-sys", "/sys"), mount("run-nvidia", "/run/nvidia")],

@@ -11,18 +11,16 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, MetricsService, Pod
-from components.operands._names import DCGM_APP, DCGM_PORT, deploy_label
+from components.operands._names import DCGM_APP, DCGM_PORT
 from components.operands._pods import run_nvidia_volume, toolkit_validation
 
 
 class DCGM(DeclaredOperand):
     """The DCGM DaemonSet, its ServiceAccount and Service."""
 
-    name = "state-dcgm"
-    deploy_label = deploy_label("dcgm")
+    key = "dcgm"
     workloads = frozenset({CONTAINER})
     app = DCGM_APP
-    account = "nvidia-dcgm"
     image = OperandImage.DCGM
     service = MetricsService(
         DCGM_PORT, "dcgm", scrape=False, monitor=False, internal_traffic_policy="Local"

@@ -19,7 +19,7 @@ from components.api import OperandImage
 from components.operands._context import DEFAULT_KUBELET_ROOT_DIR, Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import DCGM_APP, DCGM_PORT, deploy_label
+from components.operands._names import DCGM_APP, DCGM_PORT
 from components.operands._pods import (
     config_map_volume,
     env,
@@ -35,7 +35,6 @@ from components.operands._pods import (
 from components.operands._rbac import rule
 from components.operands._workloads import configured_service_monitor, prometheus_scrape, service
 
-APP = "nvidia-dcgm-exporter"
 PORT = 9400
 PORT_NAME = "gpu-metrics"
 METRICS_FILE = "dcgm-metrics.csv"
@@ -46,11 +45,8 @@ DEFAULT_COLLECTORS = "/etc/dcgm-exporter/dcp-metrics-included.csv"
 class DCGMExporter(DeclaredOperand):
     """The DCGM exporter DaemonSet, ServiceAccount, RBAC, Service and ServiceMonitor."""
 
-    name = "state-dcgm-exporter"
-    deploy_label = deploy_label("dcgm-exporter")
+    key = "dcgm-exporter"
     workloads = frozenset({CONTAINER})
-    app = APP
-    account = "nvidia-dcgm-exporter"
     image = OperandImage.DCGM_EXPORTER
     # A metrics list named by DCGM_EXPORTER_CONFIGMAP_DATA (`-m ns:name`) is read through
     # the API, as on the reference, from this namespace.
@@ -66,10 +62,10 @@ class DCGMExporter(DeclaredOperand):
         objects = [
             service(
                 ctx,
-                APP,
+                self.app,
                 port=PORT,
                 port_name=PORT_NAME,
-                selector={"app": APP},
+                selector={"app": self.app},
                 annotations=prometheus_scrape(PORT),
                 type_=exporter.service.type,
                 internal_traffic_policy=exporter.service.internal_traffic_policy,
@@ -79,7 +75,7 @@ class DCGMExporter(DeclaredOperand):
             return objects
         if ctx.view.has_service_monitor_crd:
             objects.append(
-                configured_service_monitor(ctx, APP, PORT_NAME, exporter.service_monitor)
+                configured_service_monitor(ctx, self.app, PORT_NAME, exporter.service_monitor)
             )
         else:
             rendered.conditions.append(

@@ -18,7 +18,6 @@ from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, Pod
 from components.operands._plugin_config import (
     DEFAULT_MPS_ROOT,
-    DEVICE_PLUGIN_DEPLOY_LABEL,
     apply_plugin_config,
     cdi_hook_path,
     mig_env,
@@ -59,11 +58,9 @@ exec nvidia-device-plugin
 class DevicePlugin(DeclaredOperand):
     """The device plugin DaemonSet, its ServiceAccount, RBAC and entrypoint ConfigMap."""
 
-    name = "state-device-plugin"
-    deploy_label = DEVICE_PLUGIN_DEPLOY_LABEL
+    key = "device-plugin"
     workloads = frozenset({CONTAINER})
     app = APP
-    account = "nvidia-device-plugin"
     image = OperandImage.DEVICE_PLUGIN
     cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch"]),)
 

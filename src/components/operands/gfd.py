@@ -26,7 +26,6 @@ from components.api import OperandImage
 from components.operands._context import Ctx, image_or_condition
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._plugin_config import apply_plugin_config, mig_env
 from components.operands._pods import (
     env,
@@ -45,11 +44,10 @@ FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 class GPUFeatureDiscovery(DeclaredOperand):
     """The GFD DaemonSet, its ServiceAccount and RBAC."""
 
+    key = "gpu-feature-discovery"
     name = "gpu-feature-discovery"
-    deploy_label = deploy_label("gpu-feature-discovery")
     workloads = frozenset({CONTAINER})
     app = "gpu-feature-discovery"
-    account = "nvidia-gpu-feature-discovery"
     image = OperandImage.GPU_FEATURE_DISCOVERY
     rules = (
         rule(["nfd.k8s-sigs.io"], ["nodefeatures"], ["get", "list", "watch", "create", "update"]),

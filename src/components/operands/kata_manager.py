@@ -40,10 +40,8 @@ from components.operands._workloads import (
     entrypoint_volume,
 )
 
-NAME = "state-kata-manager"
 DEPLOY_LABEL = deploy_label("kata-manager")
 APP = "nvidia-kata-manager"
-ACCOUNT = "nvidia-kata-manager"
 CONFIG = "nvidia-kata-manager-config"
 ENTRYPOINT = "nvidia-kata-manager-entrypoint"
 CONFIG_PATH = "/etc/kata-manager/config.yaml"
@@ -89,11 +87,10 @@ def runtime_class(ctx: Ctx, spec: KataRuntimeClassSpec) -> dict[str, Any]:
 class KataManager(DeclaredOperand):
     """The Kata manager DaemonSet, its ConfigMaps, ServiceAccount and RBAC."""
 
-    name = NAME
+    key = "kata-manager"
+    app = APP
     deploy_label = DEPLOY_LABEL
     workloads = frozenset({VM_PASSTHROUGH})
-    app = APP
-    account = ACCOUNT
     image = OperandImage.KATA_MANAGER
     rules = (rule([""], ["pods"], ["get", "list", "watch"]),)
     cluster_rules = (rule([""], ["nodes"], ["get", "list"]),)

@@ -48,10 +48,7 @@ from components.operands._pods import (
 from components.operands._rbac import rule
 from components.operands._workloads import config_map
 
-NAME = "state-mig-manager"
 DEPLOY_LABEL = deploy_label("mig-manager")
-APP = "nvidia-mig-manager"
-ACCOUNT = "nvidia-mig-manager"
 DEFAULT_CONFIG_MAP = "default-mig-parted-config"
 DEFAULT_GPU_CLIENTS_CONFIG_MAP = "default-gpu-clients"
 DEFAULT_CONFIG_DIR = "/mig-parted-default-config"
@@ -123,10 +120,8 @@ class MIGManager(DeclaredOperand):
     """The MIG manager DaemonSet, ServiceAccount, RBAC and its two ConfigMaps, only while
     a node is MIG-capable (the node labeller's own rule gives it the deploy label)."""
 
-    name = NAME
+    key = "mig-manager"
     deploy_label = DEPLOY_LABEL
-    app = APP
-    account = ACCOUNT
     image = OperandImage.MIG_MANAGER
     rules = (
         rule([""], ["pods"], ["get", "list", "watch", "delete"]),

@@ -52,9 +52,7 @@ from components.operands._pods import (
 )
 from components.operands._rbac import rule
 
-NAME = "state-mps-control-daemon"
 APP = "nvidia-device-plugin-mps-control-daemon"
-ACCOUNT = APP
 #: Set to `false` on a node to keep the daemon off it (ours; the reference has none).
 OPT_OUT_LABEL = deploy_label("mps-control-daemon")
 DAEMON_PROCESS = "/usr/bin/mps-control-daemon"
@@ -117,10 +115,10 @@ class MPSControlDaemon(DeclaredOperand):
     """The MPS control daemon DaemonSet and its ServiceAccount and RBAC, only while a
     device-plugin node uses a config that asks for MPS."""
 
-    name = NAME
+    key = "mps-control-daemon"
     deploy_label = DEVICE_PLUGIN_DEPLOY_LABEL
     app = APP
-    account = ACCOUNT
+    account = APP
     image = OperandImage.DEVICE_PLUGIN
     cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch"]),)
 

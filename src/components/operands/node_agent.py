@@ -8,16 +8,18 @@ installed). Off unless `nodeAgent.enabled`.
 
 It needs the host's PIDs (NVML names processes by host PID; their cgroups name the pods),
 the GPU device files (privileged) and the host root read-only (the kernel module's
-version, the driver container's root, the toolkit, /proc). It must run where no driver
+version, the driver container's root, the toolkit, /proc); with GPU remediation's reboot
+on failure, the host's /var/run writable for the reboot sentinel. It must run where no driver
 pod does (a host-installed driver), so it is not a GPU client of the toolkit's runtime:
 it loads libnvidia-ml from the driver's root itself.
 """
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
-from components.api import NODE_AGENT_DEPLOY_LABEL, OperandImage
+from components.api import NODE_AGENT_DEPLOY_LABEL, REBOOT_SENTINEL, OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, MetricsService, Pod
@@ -31,7 +33,7 @@ PORT_NAME = "node-agent"
 class NodeAgent(DeclaredOperand):
     """The node agent DaemonSet, ServiceAccount, RBAC, Service (and ServiceMonitor)."""
 
-    name = "state-node-agent"
+    key = "node-agent"
     deploy_label = NODE_AGENT_DEPLOY_LABEL
     workloads = frozenset({CONTAINER})
     app = "gpu-operator-node-agent"
@@ -49,6 +51,15 @@ class NodeAgent(DeclaredOperand):
 
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         agent = ctx.spec.node_agent
+        mounts = [mount("host-root", "/host", read_only=True, propagation="HostToContainer")]
+        volumes = [host_path("host-root", ctx.host_root)]
+        remediation = ctx.spec.remediation
+        if remediation.enabled and remediation.reboot_on_failure:
+            # The one place it writes on the host: the reboot sentinel that kured watches,
+            # mounted over the read-only root where the agent looks for it.
+            run = posixpath.dirname(REBOOT_SENTINEL)
+            volumes.append(host_path("host-run", posixpath.join(ctx.host_root, run), "Directory"))
+            mounts.append(mount("host-run", posixpath.join("/host", run)))
         main = {
             "name": "node-agent",
             # Flags in the command, so that `nodeAgent.args` adds to them.
@@ -62,14 +73,12 @@ class NodeAgent(DeclaredOperand):
             ],
             "ports": [{"name": PORT_NAME, "containerPort": PORT}],
             "securityContext": {"privileged": True, "runAsUser": 0},
-            "volumeMounts": [
-                mount("host-root", "/host", read_only=True, propagation="HostToContainer"),
-            ],
+            "volumeMounts": mounts,
         }
         pod = Pod(
             main,
             env=[env_field("NODE_NAME", "spec.nodeName")],
-            volumes=[host_path("host-root", ctx.host_root)],
+            volumes=volumes,
             host_pid=True,
         )
         return [self.daemonset(ctx, image, pod)]

@@ -12,7 +12,6 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, MetricsService, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import (
     VALIDATIONS_DIR,
     env,
@@ -31,11 +30,8 @@ class NodeStatusExporter(DeclaredOperand):
     """The node status exporter DaemonSet, ServiceAccount, RBAC, Service (and
     ServiceMonitor)."""
 
-    name = "state-node-status-exporter"
-    deploy_label = deploy_label("node-status-exporter")
+    key = "node-status-exporter"
     workloads = frozenset({CONTAINER})
-    app = "nvidia-node-status-exporter"
-    account = "nvidia-node-status-exporter"
     image = OperandImage.NODE_STATUS_EXPORTER
     rules = (rule([""], ["pods"], ["get", "list"]),)
     cluster_rules = (rule([""], ["nodes"], ["get", "list", "watch"]),)

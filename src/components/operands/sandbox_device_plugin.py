@@ -16,7 +16,6 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import (
     PRIVILEGED,
     VALIDATIONS_DIR,
@@ -56,11 +55,9 @@ def _wait_for_workload(ctx: Ctx, name: str, workload: str, ready_file: str) -> d
 class SandboxDevicePlugin(DeclaredOperand):
     """The KubeVirt GPU device plugin DaemonSet and its ServiceAccount."""
 
-    name = "state-sandbox-device-plugin"
-    deploy_label = deploy_label("sandbox-device-plugin")
+    key = "sandbox-device-plugin"
     workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
     app = "nvidia-sandbox-device-plugin-daemonset"
-    account = "nvidia-sandbox-device-plugin"
     image = OperandImage.SANDBOX_DEVICE_PLUGIN
     sandbox = True
 

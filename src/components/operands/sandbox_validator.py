@@ -14,7 +14,6 @@ from components.api import ClusterPolicy, OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import VM_PASSTHROUGH, VM_VGPU, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import (
     env,
     env_field,
@@ -26,20 +25,13 @@ from components.operands._rbac import rule
 from components.operands._sandbox import sandbox_on
 from components.operands._validation import PART_OF, validation_step, validator_main
 
-NAME = "state-sandbox-validation"
-DEPLOY_LABEL = deploy_label("sandbox-validator")
-APP = "nvidia-sandbox-validator"
-ACCOUNT = "nvidia-sandbox-validator"
-
 
 class SandboxValidator(DeclaredOperand):
     """The sandbox validator DaemonSet, its ServiceAccount and RBAC."""
 
-    name = NAME
-    deploy_label = DEPLOY_LABEL
+    key = "sandbox-validator"
+    name = "state-sandbox-validation"
     workloads = frozenset({VM_PASSTHROUGH, VM_VGPU})
-    app = APP
-    account = ACCOUNT
     image = OperandImage.OPERATOR_VALIDATOR
     # It gets its node (nvidia.com/gpu.workload.config); no pods of its own.
     cluster_rules = (rule([""], ["nodes"], ["get"]),)
@@ -49,7 +41,7 @@ class SandboxValidator(DeclaredOperand):
 
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         # Gone validator, gone files: the device plugin waits again on restart.
-        main = validator_main(APP, {"privileged": True}, "*")
+        main = validator_main(self.app, {"privileged": True}, "*")
         volumes = [
             validations_volume(),
             host_path("driver-install-dir", "/run/nvidia/driver"),

@@ -39,7 +39,7 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label, nodes_phrase
+from components.operands._names import nodes_phrase
 from components.operands._pods import (
     AS_ROOT,
     VALIDATIONS_DIR,
@@ -63,10 +63,7 @@ from components.operands._workloads import (
     entrypoint_volume,
 )
 
-NAME = "state-container-toolkit"
-DEPLOY_LABEL = deploy_label("container-toolkit")
 APP = "nvidia-container-toolkit-daemonset"
-ACCOUNT = "nvidia-container-toolkit"
 ENTRYPOINT_CONFIG_MAP = "nvidia-container-toolkit-entrypoint"
 DEFAULT_INSTALL_DIR = "/usr/local/nvidia"
 
@@ -148,11 +145,9 @@ def _driver_validation(ctx: Ctx) -> dict[str, Any]:
 class Toolkit(DeclaredOperand):
     """The container toolkit DaemonSet, its ServiceAccount and entrypoint ConfigMap."""
 
-    name = NAME
-    deploy_label = DEPLOY_LABEL
+    key = "container-toolkit"
     workloads = frozenset({CONTAINER})
     app = APP
-    account = ACCOUNT
     image = OperandImage.CONTAINER_TOOLKIT
     # The validator's driver step (driver-validation, below) lists the driver DaemonSets
     # of its namespace to tell a driver of ours from the host's.

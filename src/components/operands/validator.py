@@ -19,7 +19,6 @@ from components.api import ClusterPolicy, OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import (
     AS_ROOT,
     driver_location_env,
@@ -31,11 +30,6 @@ from components.operands._pods import (
 )
 from components.operands._rbac import rule
 from components.operands._validation import PART_OF, validation_step, validator_main
-
-NAME = "state-operator-validation"
-DEPLOY_LABEL = deploy_label("operator-validator")
-APP = "nvidia-operator-validator"
-ACCOUNT = "nvidia-operator-validator"
 
 
 def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
@@ -60,11 +54,9 @@ def _workload_env(ctx: Ctx, image: str) -> list[dict[str, Any]]:
 class Validator(DeclaredOperand):
     """The operator validator DaemonSet, its ServiceAccount and RBAC."""
 
-    name = NAME
-    deploy_label = DEPLOY_LABEL
+    key = "operator-validator"
+    name = "state-operator-validation"
     workloads = frozenset({CONTAINER})
-    app = APP
-    account = ACCOUNT
     image = OperandImage.OPERATOR_VALIDATOR
     rules = (
         rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),

@@ -13,7 +13,6 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import VM_PASSTHROUGH, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import env, host_path, mount
 from components.operands._sandbox import (
     DRIVER_MANAGER_CLUSTER_RULES,
@@ -22,17 +21,12 @@ from components.operands._sandbox import (
     uninstall_driver,
 )
 
-APP = "nvidia-vfio-manager"
-
 
 class VFIOManager(DeclaredOperand):
     """The VFIO manager DaemonSet, its ServiceAccount and RBAC."""
 
-    name = "state-vfio-manager"
-    deploy_label = deploy_label("vfio-manager")
+    key = "vfio-manager"
     workloads = frozenset({VM_PASSTHROUGH})
-    app = APP
-    account = APP
     image = OperandImage.VFIO_MANAGER
     cluster_rules = DRIVER_MANAGER_CLUSTER_RULES
     sandbox = True
@@ -40,7 +34,7 @@ class VFIOManager(DeclaredOperand):
     def workload(self, ctx: Ctx, image: str, rendered: Rendered) -> list[dict[str, Any]]:
         spec = ctx.spec.vfio_manager
         main = {
-            "name": APP,
+            "name": self.app,
             "command": ["/bin/sh", "-c"],
             "args": ["vfio-manage bind --all && while true; do sleep 86400; done"],
             "resources": manager_resources(),

@@ -15,7 +15,6 @@ from components.api import OperandImage
 from components.operands._context import Ctx
 from components.operands._contract import VM_VGPU, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label
 from components.operands._pods import (
     PRIVILEGED,
     config_map_volume,
@@ -29,18 +28,14 @@ from components.operands._pods import (
 from components.operands._rbac import rule
 from components.operands._sandbox import labelled_nodes
 
-APP = "nvidia-vgpu-device-manager"
 CONFIG_DIR = "/vgpu-config"
 
 
 class VGPUDeviceManager(DeclaredOperand):
     """The vGPU device manager DaemonSet, its ServiceAccount and RBAC."""
 
-    name = "state-vgpu-device-manager"
-    deploy_label = deploy_label("vgpu-device-manager")
+    key = "vgpu-device-manager"
     workloads = frozenset({VM_VGPU})
-    app = APP
-    account = APP
     image = OperandImage.VGPU_DEVICE_MANAGER
     # It waits for the sandbox operand pods it paused (by node label) to go.
     rules = (rule([""], ["pods"], ["get", "list", "watch"]),)
@@ -72,7 +67,7 @@ class VGPUDeviceManager(DeclaredOperand):
             env("DEFAULT_VGPU_CONFIG", config.default),
         ]
         main = {
-            "name": APP,
+            "name": self.app,
             "securityContext": dict(PRIVILEGED),
             "volumeMounts": [
                 mount("vgpu-config", CONFIG_DIR),

@@ -18,7 +18,7 @@ from components.api import OS_ID_LABEL, OS_VERSION_LABEL, ImageError, OperandIma
 from components.operands._context import Ctx
 from components.operands._contract import VM_VGPU, Rendered
 from components.operands._declared import DeclaredOperand, Pod
-from components.operands._names import deploy_label, nodes_phrase
+from components.operands._names import nodes_phrase
 from components.operands._pods import host_path, mount
 from components.operands._rbac import rule
 from components.operands._sandbox import (
@@ -28,17 +28,13 @@ from components.operands._sandbox import (
     uninstall_driver,
 )
 
-NAME = "state-vgpu-manager"
-
 
 class VGPUManager(DeclaredOperand):
     """The vGPU manager DaemonSet, its ServiceAccount and RBAC."""
 
-    name = NAME
-    deploy_label = deploy_label("vgpu-manager")
+    key = "vgpu-manager"
     workloads = frozenset({VM_VGPU})
     app = "nvidia-vgpu-manager-daemonset"
-    account = "nvidia-vgpu-manager"
     image = OperandImage.VGPU_MANAGER
     cluster_rules = (*DRIVER_MANAGER_CLUSTER_RULES, rule(["apps"], ["daemonsets"], ["get"]))
     sandbox = True
@@ -50,7 +46,7 @@ class VGPUManager(DeclaredOperand):
         rendered.conditions.append(
             (
                 "VGPUManagerImageMissing",
-                f"{NAME}: set vgpuManager.repository and vgpuManager.version to the "
+                f"{self.name}: set vgpuManager.repository and vgpuManager.version to the "
                 "vGPU manager image built from NVIDIA's vGPU host driver (there is no "
                 "public default)",
             )
@@ -109,7 +105,7 @@ class VGPUManager(DeclaredOperand):
             rendered.conditions.append(
                 (
                     "VGPUManagerMultipleOS",
-                    f"{NAME}: vGPU hosts run {len(releases)} OS releases; one vGPU manager "
+                    f"{self.name}: vGPU hosts run {len(releases)} OS releases; one vGPU manager "
                     f"image serves one: move them to one release",
                 )
             )
@@ -120,6 +116,6 @@ class VGPUManager(DeclaredOperand):
         except ImageError as exc:
             names = [n.name for n in hosts]
             rendered.conditions.append(
-                ("OSLabelsMissing", f"{NAME}: {nodes_phrase(names)} no OS labels: {exc}")
+                ("OSLabelsMissing", f"{self.name}: {nodes_phrase(names)} no OS labels: {exc}")
             )
             return None

@@ -24,6 +24,8 @@ Clearing a node of GPU pods (`deletion_plan`, `gpu_pods`, `disruption_blocker`, 
 `components.controllers`.
 """
 
+from components.upgrade._budget import Halt, failing, halt
+from components.upgrade._canary import CanaryGate, canaries, canary_gate
 from components.upgrade._clearing import (
     Blocker,
     ClearPlan,
@@ -98,8 +100,10 @@ __all__ = [
     "VALIDATOR_DEPLOY_LABEL",
     "AgentVerdict",
     "Blocker",
+    "CanaryGate",
     "ClearPlan",
     "Fold",
+    "Halt",
     "NodeContext",
     "NodeView",
     "PdbView",
@@ -112,16 +116,20 @@ __all__ = [
     "UpgradeController",
     "WriteTracker",
     "admit",
+    "canaries",
+    "canary_gate",
     "cleanup",
     "counts",
     "deletion_plan",
     "describe",
     "disruption_blocker",
     "driver_image_of",
+    "failing",
     "fold",
     "format_time",
     "format_time_ms",
     "gpu_pods",
+    "halt",
     "is_driver_pod",
     "label_selector_matches",
     "max_unavailable",

@@ -112,6 +112,7 @@ class UpgradeController:
             admission_fold=self.nodes.admission_fold,
             preflight=self.preflight,
             status_sink=status_sink,
+            clock=clock,
         )
 
         informers = UpgradeInformers.register(manager, namespace)

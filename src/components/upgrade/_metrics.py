@@ -37,6 +37,10 @@ class UpgradeMetrics:
         self.pending = gauge(
             "nodes_upgrades_pending", "Total number of nodes on which the driver upgrade is pending"
         )
+        self.halted = gauge(
+            "driver_upgrade_halted",
+            "Number of upgrade policies whose driver upgrade the failure budget has halted",
+        )
         self.auto_upgrade_enabled = (
             auto_upgrade_enabled
             if auto_upgrade_enabled is not None

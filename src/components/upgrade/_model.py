@@ -112,6 +112,10 @@ class NodeView:
     resource_version: str = ""
     validated: AgentVerdict | None = None
     """The node agent's GPUValidated condition (None: no agent has answered)."""
+    ready_since: float = 0.0
+    """When the Ready condition last changed (0: unknown): a canary's soak counts from it."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """All the node's labels (a canary selector matches them)."""
 
     @property
     def initially_unschedulable(self) -> bool:
@@ -158,6 +162,13 @@ class NodeView:
         return self.unschedulable or not self.ready
 
 
+def _ready_since(status: Mapping[str, Any]) -> float:
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready":
+            return parse_time(c.get("lastTransitionTime")) or 0.0
+    return 0.0
+
+
 def _node_ready(status: Mapping[str, Any]) -> bool:
     """The reference's test: a Ready condition that is not True makes a node not ready."""
     return all(
@@ -199,6 +210,8 @@ def node_view(obj: Object) -> NodeView:
         has_annotations=bool(all_annotations),
         resource_version=resource_version_of(obj),
         validated=agent_verdict(obj.get("status") or {}),
+        ready_since=_ready_since(obj.get("status") or {}),
+        labels=labels,
     )
 
 

@@ -15,7 +15,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from components.api import UpgradeState
+from components.api import Condition, UpgradeState
+from components.upgrade._budget import CONDITION as HALTED_CONDITION
+from components.upgrade._budget import HALTED_REASON, WITHIN_REASON, Halt, halt
+from components.upgrade._canary import OPEN, CanaryGate, canary_gate
 from components.upgrade._fold import Fold
 from components.upgrade._limits import Counts, admit, counts
 from components.upgrade._metrics import UpgradeMetrics
@@ -25,6 +28,7 @@ from components.upgrade._preflight import AdmissionPreflight
 from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
+from components.upgrade._times import format_time
 from components.upgrade._writer import NodeWriter
 from reconciler import Object, Request, Result, label_index_name, paced_interval
 from reconciler.errors import Conflict as ApiConflict
@@ -52,7 +56,10 @@ class PoolReconciler:
         admission_fold: AdmissionFold | None = None,
         preflight: AdmissionPreflight | None = None,
         status_sink: StatusSink | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock
+        """Wall time, as the walk writes it on nodes (a canary's soak counts from it)."""
         self.cache = reader.cache
         self.reader, self.writer, self.waits, self.metrics = reader, writer, waits, metrics
         self.admission_fold = admission_fold
@@ -68,6 +75,14 @@ class PoolReconciler:
         self._status_writers: dict[PoolKey, _StatusWriter] = {}
         self._entries = Entries()
         self._summary_due = 0.0
+        self._canary_due: float | None = None
+        """When a canary's soak ends or its health is looked at again (None: no canary holds
+        any node back)."""
+        self._halted: dict[PoolKey, tuple[bool, str]] = {}
+        self._events: set[asyncio.Task[None]] = set()
+        """Per pool with a failure budget: halted or not, and since when (RFC 3339)."""
+        self._canary_waits: dict[PoolKey, str] = {}
+        """Per pool, why its other nodes wait for the canaries (logged once per change)."""
         """When the counts may be taken again while no node waits for a slot."""
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -88,18 +103,28 @@ class PoolReconciler:
         pools, members = self.reader.members()
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
+        halted = 0
+        self._canary_due = None
         for key, pool in pools.items():
             views = sorted(members.get(key, {}).values(), key=lambda n: n.name)
             c = counts(views, pool.policy)
+            gate = canary_gate(views, pool.policy, self.clock()) if pool.enabled else OPEN
+            self._note_canaries(pool, gate)
+            stop = halt(views, pool.policy, _version(pool)) if pool.enabled else None
+            if stop is not None:
+                halted += 1
+                waiting = frozenset(v.name for v in views if v.state is S.UPGRADE_REQUIRED)
+                gate = CanaryGate(hold=waiting, wait=f"upgrade halted: {stop.message()}")
+            conditions = self._halt_conditions(pool, stop)
             if pool.enabled:
                 for k in totals:
                     totals[k] += getattr(c, k)
-                writes.extend(self._admit(pool, views, c))
+                writes.extend(self._admit(pool, views, c, gate))
             elif self.preflight is not None:
                 # autoUpgrade off walks no node, but a missing image is still said before a
                 # driver pod is deleted by hand (or a new node pulls it).
                 self.preflight.held(pool, views)
-            self._write_status(pool, views, c)
+            self._write_status(pool, views, c, gate, conditions)
         self._summary_due = now + paced_interval(
             time.thread_time() - began,
             minimum=SUMMARY_INTERVAL,
@@ -108,7 +133,10 @@ class PoolReconciler:
         )
         await asyncio.gather(*writes)
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
+        self.metrics.halted.set(halted)
         due = self.preflight.requeue_after() if self.preflight is not None else None
+        if self._canary_due is not None:
+            due = self._canary_due if due is None else min(due, self._canary_due)
         # A held node or a reported image is looked at again when its verdict is due.
         return Result(requeue_after=due + 0.05) if due is not None else None
 
@@ -123,9 +151,9 @@ class PoolReconciler:
         index = (label_index_name(STATE_LABEL), S.UPGRADE_REQUIRED.value)
         return bool(self.cache.list(NODE, index=index))
 
-    def _admit(self, pool: Pool, views: list[NodeView], c: Counts) -> list[Any]:
+    def _admit(self, pool: Pool, views: list[NodeView], c: Counts, gate: CanaryGate) -> list[Any]:
         hold = self.preflight.held(pool, views) if self.preflight is not None else frozenset()
-        chosen = admit(views, pool.policy, hold=hold)
+        chosen = admit(views, pool.policy, hold=hold | gate.hold)
         by_name = {v.name: v for v in views}
         cap = c.max_parallel or "unlimited"
         writes = []
@@ -141,6 +169,25 @@ class PoolReconciler:
             writes.append(self._start(obj, node, reason, pool))
         return writes
 
+    def _note_canaries(self, pool: Pool, gate: CanaryGate) -> None:
+        """When to look again while canaries hold nodes back; an INFO line when they begin
+        or stop holding them."""
+        if gate.requeue_after is not None:
+            due = self._canary_due
+            self._canary_due = gate.requeue_after if due is None else min(due, gate.requeue_after)
+        wait = gate.wait
+        if self._canary_waits.get(pool.key, "") == wait:
+            return
+        before = self._canary_waits.pop(pool.key, "")
+        if wait:
+            self._canary_waits[pool.key] = wait
+            if not before:
+                log.info("%s %s: the other nodes wait for the canaries", pool.kind, pool.name)
+            else:
+                log.debug("%s %s: %s", pool.kind, pool.name, wait)
+        else:
+            log.info("%s %s: the canaries no longer hold the others back", pool.kind, pool.name)
+
     async def _start(self, obj: Object, node: NodeView, reason: str, pool: Pool) -> None:
         """Admit one node (upgrade-required -> cordon-required, and on in the same write
         as far as the node can go at once), remembered as an admission: the next admission
@@ -152,14 +199,70 @@ class PoolReconciler:
         else:
             await self.writer.write_fold(obj, folded, pool, admission=True)
 
-    def _write_status(self, pool: Pool, views: list[NodeView], c: Counts) -> None:
+    def _halt_conditions(self, pool: Pool, stop: Halt | None) -> list[Condition]:
+        """The `UpgradeHalted` condition of a pool with a failure budget (none without one),
+        its transition time kept while its status holds; an INFO line and an Event when it
+        turns."""
+        if pool.policy.failure_budget is None or not pool.enabled:
+            self._halted.pop(pool.key, None)
+            return []
+        halted = stop is not None
+        previous = self._halted.get(pool.key) or _stored_halt(pool.obj)
+        if previous is not None and previous[0] == halted:
+            since = previous[1]
+        else:
+            since = format_time(self.clock())
+            if halted or previous is not None:
+                self._announce(pool, stop)
+        self._halted[pool.key] = (halted, since)
+        message = (
+            stop.message()
+            if stop is not None
+            else f"failed nodes within the failure budget ({pool.policy.failure_budget})"
+        )
+        return [
+            Condition(
+                type=HALTED_CONDITION,
+                status="True" if halted else "False",
+                reason=HALTED_REASON if halted else WITHIN_REASON,
+                message=message[:32768],
+                last_transition_time=since,
+            )
+        ]
+
+    def _announce(self, pool: Pool, stop: Halt | None) -> None:
+        if stop is None:
+            log.info("%s %s: upgrade resumes: failures within the budget", pool.kind, pool.name)
+            return
+        log.info("%s %s: upgrade halted: %s", pool.kind, pool.name, stop.message())
+        task = asyncio.get_running_loop().create_task(
+            self.writer.recorder.event(pool.obj, "Warning", HALTED_CONDITION, stop.message())
+        )
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    def _write_status(
+        self,
+        pool: Pool,
+        views: list[NodeView],
+        c: Counts,
+        gate: CanaryGate,
+        conditions: list[Condition],
+    ) -> None:
         """Hands the status to its writer, which builds it when its turn comes: admission
-        never pays for a status over every node, and a burst of events builds one."""
+        never pays for a status over every node, and a burst of events builds one. A node
+        the canaries hold back says so instead of waiting for a slot."""
         waits = dict(self.waits.by_node)
+        waits.update(dict.fromkeys(gate.hold, gate.wait))
 
         def body() -> Object | None:
             status = upgrade_status(
-                views, c, auto_upgrade=pool.enabled, waits=waits, entries=self._entries
+                views,
+                c,
+                auto_upgrade=pool.enabled,
+                waits=waits,
+                entries=self._entries,
+                conditions=conditions,
             )
             return status_body(pool.obj, status)
 
@@ -167,6 +270,22 @@ class PoolReconciler:
         if writer is None:
             writer = self._status_writers[pool.key] = _StatusWriter(self.status_sink, pool)
         writer.submit(body)
+
+
+def _version(pool: Pool) -> str:
+    """The driver version the pool's policy asks for ("" when it names none)."""
+    spec = pool.obj.get("spec") or {}
+    driver = spec.get("driver") if pool.kind == "ClusterPolicy" else spec
+    return str((driver or {}).get("version") or "")
+
+
+def _stored_halt(obj: Object) -> tuple[bool, str] | None:
+    """The `UpgradeHalted` condition as the policy's status holds it (after a restart)."""
+    upgrade = (obj.get("status") or {}).get("upgrade") or {}
+    for c in upgrade.get("conditions") or []:
+        if c.get("type") == HALTED_CONDITION:
+            return c.get("status") == "True", str(c.get("lastTransitionTime") or "")
+    return None
 
 
 SUMMARY_INTERVAL = 0.25

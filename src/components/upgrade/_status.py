@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from components.api import NodeUpgradeStatus, UpgradeStatus
+from components.api import Condition, NodeUpgradeStatus, UpgradeStatus
 from components.upgrade._limits import Counts
 from components.upgrade._model import NodeView
 from components.upgrade._times import format_time
@@ -50,13 +50,16 @@ def upgrade_status(
     auto_upgrade: bool,
     waits: Mapping[str, str],
     entries: Entries | None = None,
+    conditions: Sequence[Condition] = (),
 ) -> UpgradeStatus:
     entries = entries if entries is not None else Entries()
     listed = [
         entries.entry(n.name, n.state.value, (waits.get(n.name) or n.message)[:1024], n.since)
         for n in nodes
     ]
-    return UpgradeStatus.build(listed, auto_upgrade=auto_upgrade, available=counts.available)
+    return UpgradeStatus.build(
+        listed, auto_upgrade=auto_upgrade, available=counts.available, conditions=conditions
+    )
 
 
 def status_body(policy: Object, status: UpgradeStatus) -> Object | None:

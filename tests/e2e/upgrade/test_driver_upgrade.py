@@ -13,6 +13,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from components.api import DRIVER_KERNEL_PIN_LABEL, KERNEL_LABEL, UpgradeState
@@ -321,6 +322,10 @@ async def test_repeated_operator_kills_during_a_rollout(
     deadline = asyncio.get_running_loop().time() + ROLLOUT_SECONDS
     while not _upgraded(watch, "595.100.03"):
         assert asyncio.get_running_loop().time() < deadline, f"not done after {kills} kills"
+        # A random moment of its work: counted from when it is ready (caches synced), as a
+        # kill while it still imports and lists only repeats its start, and a count from
+        # the start left it so little time to work that the walk took minutes.
+        await eventually(partial(_serving, operator), "the operator ready", 60)
         await asyncio.sleep(rng.uniform(0.5, 3.0))
         operator.kill()  # SIGKILL, wherever it is
         kills += 1
@@ -331,6 +336,10 @@ async def test_repeated_operator_kills_during_a_rollout(
     assert not inv.violations, inv.violations[:5]
     assert inv.peak_in_progress <= 4
     assert not any(n["spec"].get("unschedulable") for n in watch.gpu_nodes())
+
+
+async def _serving(operator: OperatorProcess) -> bool:
+    return await asyncio.to_thread(operator.probe, "/readyz") == 200
 
 
 async def test_auto_upgrade_off_touches_nothing(

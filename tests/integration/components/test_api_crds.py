@@ -13,8 +13,25 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from components.api import ClusterPolicy, ClusterPolicyStatus, ComponentStatus, NVIDIADriver, Reason
-from components.offline import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd, validate_document
+from components.api import (
+    ApiModel,
+    ClusterPolicy,
+    ClusterPolicyStatus,
+    ComponentStatus,
+    GPUCluster,
+    GPUClusterStatus,
+    NVIDIADriver,
+    Reason,
+)
+from components.offline import (
+    CLUSTER_POLICY,
+    GPU_CLUSTER,
+    KINDS,
+    NVIDIA_DRIVER,
+    Kind,
+    crd,
+    validate_document,
+)
 from tests.unit.components.api.cases import (
     COMPAT_FILES,
     INVALID,
@@ -28,6 +45,12 @@ from tests.unit.components.api.cases import (
 )
 
 pytestmark = pytest.mark.integration
+
+MODELS: dict[str, type[ApiModel]] = {
+    CLUSTER_POLICY.kind: ClusterPolicy,
+    NVIDIA_DRIVER.kind: NVIDIADriver,
+    GPU_CLUSTER.kind: GPUCluster,
+}
 
 _installed: set[str] = set()
 MERGE_PATCH = {"_content_type": "application/merge-patch+json"}
@@ -147,7 +170,7 @@ async def test_samples_are_accepted_unchanged_and_read_back_whole(
             )
             assert lost(document["spec"], stored["spec"]) == []
             assert stored["spec"] == created["spec"]
-            model = ClusterPolicy if kind is CLUSTER_POLICY else NVIDIADriver
+            model = MODELS[kind.kind]
             parsed = model.from_dict(stored)
             assert lost(document["spec"], parsed.to_dict()["spec"]) == []
         finally:
@@ -311,8 +334,8 @@ async def test_printer_columns(
         await delete(custom, document)
 
 
-def test_kinds_cover_both() -> None:
-    assert {k.kind for k in KINDS} == {CLUSTER_POLICY.kind, NVIDIA_DRIVER.kind}
+def test_kinds_cover_all_three() -> None:
+    assert {k.kind for k in KINDS} == {CLUSTER_POLICY.kind, NVIDIA_DRIVER.kind, GPU_CLUSTER.kind}
 
 
 COUNTS = [0, 1, 7, -1, "0%", "5%", "25%", "100%", "101%", "007%", "5", "07", "abc", "", "25 %",
@@ -412,7 +435,97 @@ async def test_what_the_reference_accepts_round_trips_unchanged_through_server_s
             "nvidia.com", kind.version, kind.plural, name
         )
         assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
-        model = ClusterPolicy if kind is CLUSTER_POLICY else NVIDIADriver
+        model = MODELS[kind.kind]
         assert model.from_dict(stored).to_dict()["spec"] == stored["spec"]
+    finally:
+        await delete(custom, document)
+
+
+def gpu_cluster(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": GPU_CLUSTER.api_version,
+        "kind": GPU_CLUSTER.kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    ("document", "says"),
+    [
+        (
+            gpu_cluster("second", {"draDriver": {}}),
+            "only one GPUCluster per cluster: its metadata.name must be gpu-cluster",
+        ),
+        (gpu_cluster("gpu-cluster", {}), "spec.draDriver: Required value"),
+        (
+            gpu_cluster("gpu-cluster", {"draDriver": {"image": "registry/dra"}}),
+            "spec.draDriver.image",
+        ),
+    ],
+    ids=["not-named-gpu-cluster", "no-dra-driver", "image-with-a-slash"],
+)
+async def test_the_api_server_refuses_the_gpuclusters_validate_refuses(
+    custom: client.CustomObjectsApi, document: dict[str, Any], says: str
+) -> None:
+    """The singleton name, the required driver section and the image pattern hold on the
+    server as they do offline (one verdict)."""
+    assert validate_document(document) != []
+    await delete(custom, document)
+    try:
+        with pytest.raises(ApiException) as raised:
+            await create(custom, document)
+        assert raised.value.status == 422
+        assert says in reason(raised.value)
+    finally:
+        await delete(custom, document)
+
+
+async def test_kubectl_get_gpuclusters_shows_status_and_age(
+    custom: client.CustomObjectsApi,
+) -> None:
+    document = gpu_cluster("gpu-cluster", {"draDriver": {}})
+    await delete(custom, document)
+    try:
+        await create(custom, document)
+        response = await custom.api_client.call_api(
+            "/apis/nvidia.com/v1alpha1/gpuclusters",
+            "GET",
+            header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        assert [c["name"] for c in response["columnDefinitions"]] == ["Name", "Status", "Age"]
+        assert [row["cells"][0] for row in response["rows"]] == ["gpu-cluster"]
+    finally:
+        await delete(custom, document)
+
+
+async def test_gpucluster_status_takes_state_namespace_and_conditions(
+    custom: client.CustomObjectsApi,
+) -> None:
+    """The status a controller will write: the reference's three states, and no other."""
+    document = gpu_cluster("gpu-cluster", {"draDriver": {}})
+    await delete(custom, document)
+    try:
+        await create(custom, document)
+        status = GPUClusterStatus(state="disabled", namespace="gpu-operator")
+        status.mark_not_ready("NotReconciled", "no controller for GPUCluster yet")
+        body = status.to_dict(defaults=True)
+        written = await custom.patch_cluster_custom_object_status(
+            "nvidia.com", "v1alpha1", "gpuclusters", "gpu-cluster", {"status": body},
+            **MERGE_PATCH,
+        )  # fmt: skip
+        assert written["status"] == body
+        parsed = GPUCluster.from_dict(written)
+        assert parsed.status is not None and parsed.status.state == "disabled"
+        assert [c.type for c in parsed.status.conditions] == ["Ready", "Error"]
+        with pytest.raises(ApiException) as raised:
+            await custom.patch_cluster_custom_object_status(
+                "nvidia.com", "v1alpha1", "gpuclusters", "gpu-cluster",
+                {"status": {"state": "ignored"}}, **MERGE_PATCH,
+            )  # fmt: skip
+        assert "status.state" in reason(raised.value)
     finally:
         await delete(custom, document)

@@ -111,3 +111,22 @@ async def test_helm_chart_renders_what_the_api_server_accepts(client: Client, va
     policy = next(a for a in answers if a["kind"] == "ClusterPolicy")
     assert policy["spec"]["driver"]["version"] == "595.91.07"
     assert {a["kind"] for a in answers} >= {"Job", "Deployment", "ClusterPolicy", "Service"}
+
+
+async def test_helm_chart_with_gpucluster_renders_what_the_api_server_accepts(
+    client: Client,
+) -> None:
+    """gpuCluster.deployCR=true (the ClusterPolicy off, as it must be): the GPUCluster the
+    chart renders from NVIDIA's values file is stored, and no ClusterPolicy comes with it."""
+    namespace = "helm-dra-check"
+    documents = helm_template(
+        namespace,
+        "--values", COMPAT / "reference-helm-values.yaml",
+        "--set", "gpuCluster.deployCR=true", "--set", "clusterPolicy.deployCR=false",
+    )  # fmt: skip
+    await client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    answers = await apply_all(client, documents)
+    cluster = next(a for a in answers if a["kind"] == "GPUCluster")
+    assert cluster["metadata"]["name"] == "gpu-cluster"
+    assert cluster["spec"]["draDriver"]["image"] == "dra-driver-nvidia-gpu"
+    assert "ClusterPolicy" not in {a["kind"] for a in answers}

@@ -141,6 +141,7 @@ def test_every_rule_reads_an_exported_metric() -> None:
         "GPUOperatorPolicyNotReady",
         "GPUOperatorReconcileErrors",
         "GPUDriverUpgradeFailed",
+        "GPUDriverUpgradeHalted",
         "GPUOperandDaemonSetUnavailable",
         "GPURemediationFailed",
     }

@@ -9,6 +9,7 @@ import re
 
 import yaml
 
+from components.offline import KINDS
 from tests.tools import CHART, REPO, run
 
 README = (REPO / "README.md").read_text()
@@ -42,8 +43,8 @@ def test_readme_commands_are_the_tested_install_paths() -> None:
 def test_kustomize_renders_namespace_and_crds_first() -> None:
     rendered = run("kustomize", "build", REPO / "config" / "default").stdout
     kinds = [d["kind"] for d in yaml.safe_load_all(rendered) if d]
-    first = ["Namespace", "CustomResourceDefinition", "CustomResourceDefinition"]
-    assert kinds[:3] == first
-    assert not {"Namespace", "CustomResourceDefinition"} & set(kinds[3:])
+    first = ["Namespace", *["CustomResourceDefinition"] * len(KINDS)]
+    assert kinds[: len(first)] == first
+    assert not {"Namespace", "CustomResourceDefinition"} & set(kinds[len(first) :])
     namespace = yaml.safe_load((REPO / "config" / "default" / "kustomization.yaml").read_text())
     assert namespace["namespace"] == "gpu-operator"

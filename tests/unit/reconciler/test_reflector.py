@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reconciler import GVK, Informer, ObjectKey
-from reconciler.errors import Gone, TooManyRequests
+from reconciler.errors import ApiUnreachable, Gone, TooManyRequests
 from reconciler.lowlevel import Backoff, Reflector, Resource, RESTMapper, Transport
 
 pytestmark = pytest.mark.unit
@@ -148,3 +148,53 @@ async def test_expired_relist_falls_back_to_a_consistent_paged_list() -> None:
     assert lists[2]["continue"] == "tok"
     assert len(informer.store) == 2
     assert script.calls[-1][1]["resourceVersion"] == "40"
+
+
+class RecordedBackoff(Backoff):
+    """A Backoff without jitter that keeps the delays it gave."""
+
+    def __init__(self) -> None:
+        super().__init__(initial=0.001, cap=1.0, jitter=0.0)
+        self.delays: list[float] = []
+
+    def next(self) -> float:
+        delay = super().next()
+        self.delays.append(delay)
+        return delay
+
+
+async def test_each_outage_backs_off_from_the_start_on_a_quiet_resource() -> None:
+    """A restarted API server answers 429 while its storage initialises. A resource with
+    no events (a CRD nobody uses) never resets the backoff through a watch event, so
+    before, each outage took up where the last left off: after five restarts of the API
+    server the operator's NVIDIADriver informer waited 29 s to come back, and /readyz
+    said not ready all that time."""
+    script = Script()
+    script.lists = [{"metadata": {"resourceVersion": "10"}, "items": []}]
+    script.watches = []
+    for _ in range(3):
+        script.watches += [
+            ApiUnreachable("connection refused"),
+            TooManyRequests(429, "TooManyRequests", "storage is (re)initializing"),
+            [],  # the watch opens again, and nothing ever happens on this resource
+        ]
+    transport = Transport(type("Api", (), {"configuration": type("C", (), {"host": "h"})()})())
+    mapper = RESTMapper(transport)
+    mapper.register(Resource(CM, "configmaps", True))
+    informer = Informer(transport, mapper, CM)
+    backoff = RecordedBackoff()
+    reflector = Reflector(
+        script,  # type: ignore[arg-type]
+        mapper,
+        CM,
+        informer,
+        backoff=backoff,
+        reconnect_backoff=Backoff(initial=0.001, cap=0.002),
+    )
+    task = asyncio.create_task(reflector.run())
+    await asyncio.wait_for(script.idle.wait(), 10)
+    task.cancel()
+
+    after_429 = backoff.delays[::2]  # each empty watch that ends at once backs off too
+    assert len(after_429) == 3
+    assert after_429 == [0.001, 0.001, 0.001], backoff.delays

@@ -14,7 +14,6 @@ from gpusim._hardware import PRODUCTS
 from gpusim._node_agents import (
     NodeFacts,
     SimulatedNodeAgents,
-    parse_xids,
     simulated_gpus,
 )
 from gpusim._node_software import (
@@ -24,6 +23,7 @@ from gpusim._node_software import (
     gpu_workload_node,
     trim_pod,
 )
+from gpusim._sickness import parse_pairs
 
 pytestmark = pytest.mark.unit
 
@@ -63,7 +63,7 @@ def test_each_gpu_a_pod_holds_runs_one_of_its_processes() -> None:
 
 
 def test_xids_from_the_annotation() -> None:
-    assert parse_xids("1:79, 0:48,bad,2:") == ((1, 79), (0, 48))
+    assert parse_pairs("1:79, 0:48,bad,2:") == ((1, 79), (0, 48))
 
 
 def test_gpu_workload_pods_survive_the_cache_trim() -> None:

@@ -1,4 +1,5 @@
-"""Offline validation of ClusterPolicy / NVIDIADriver documents, with the CRDs' rules.
+"""Offline validation of ClusterPolicy / NVIDIADriver / GPUCluster documents, with the
+CRDs' rules.
 
 The checks walk the very schemas written into the CRDs (`_crd.object_schema`) and run each
 CEL rule from its text (`_cel`), so a file that passes here is accepted by the API server and
@@ -30,7 +31,7 @@ from components.api.limits import (
     MAX_OBJECT_BYTES,
     MAX_VALUES,
 )
-from components.offline._crd import KINDS
+from components.offline._crd import GPU_CLUSTER, KINDS
 from components.offline._validate._files import (
     EXTENSIONS,
     Unreadable,
@@ -40,6 +41,7 @@ from components.offline._validate._files import (
 )
 from components.offline._validate._problems import Problem, Report
 from components.offline._validate._rules import is_ours, validate_document
+from components.offline._validate._stacks import NOT_RECONCILED, stack_problems
 
 _STATUS_IGNORED = Problem(
     "",
@@ -75,7 +77,8 @@ def _items(document: Any) -> list[Any] | None:
 
 
 def validate_text(text: str, source: str = "<stdin>") -> Report:
-    """Validate every ClusterPolicy / NVIDIADriver in a YAML stream or JSON text."""
+    """Validate every ClusterPolicy / NVIDIADriver / GPUCluster in a YAML stream or JSON
+    text, and the file as a whole (a GPUCluster beside a ClusterPolicy)."""
     known = " or ".join(k.kind for k in KINDS)
     if not text.strip():
         return Report(source, [(None, Problem("", f"the file is empty: no {known} found"))])
@@ -86,11 +89,11 @@ def validate_text(text: str, source: str = "<stdin>") -> Report:
     found: list[tuple[str | None, Problem]] = []
     warnings: list[tuple[str | None, Problem]] = []
     passed: list[tuple[str | None, dict[str, Any]]] = []
-    seen = False
+    ours: list[tuple[str | None, dict[str, Any]]] = []
     for label, document in resources(documents):
         if not is_ours(document):
             continue  # other resources in the same file are not ours to judge
-        seen = True
+        ours.append((label, document))
         problems = validate_document(document)
         found.extend((label, p) for p in problems)
         if problems:
@@ -98,8 +101,15 @@ def validate_text(text: str, source: str = "<stdin>") -> Report:
         if "status" in document:
             warnings.append((label, _STATUS_IGNORED))
         passed.append((label, {k: v for k, v in document.items() if k != "status"}))
-    if not seen:
+    if not ours:
         return Report(source, [(None, Problem("", f"no {known} found"))])
+    across = stack_problems(ours)
+    found.extend(across)
+    refused = {label for label, _ in across}
+    passed = [(label, d) for label, d in passed if label not in refused]
+    warnings.extend(
+        (label, NOT_RECONCILED) for label, d in passed if d.get("kind") == GPU_CLUSTER.kind
+    )
     return Report(source, found, warnings, passed)
 
 

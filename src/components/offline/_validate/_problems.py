@@ -58,21 +58,23 @@ class Report:
             yield warning.format(self.where(label), warning=True)
 
 
+#: JSON's name for each Python type a parsed document holds; bool before int, whose
+#: subclass it is.
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for python_type, name in _JSON_TYPES:
+        if isinstance(value, python_type):
+            return name
     return type(value).__name__
 
 

@@ -8,8 +8,16 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from components.api import ApiModel, ClusterPolicy, NVIDIADriver
-from components.offline._crd import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, object_schema
+from components.api import ApiModel, ClusterPolicy, GPUCluster, NVIDIADriver
+from components.offline._crd import (
+    CLUSTER_POLICY,
+    GPU_CLUSTER,
+    KINDS,
+    NVIDIA_DRIVER,
+    Kind,
+    object_schema,
+)
+from components.offline._validate._cel import holds
 from components.offline._validate._encoded import encoded_problems
 from components.offline._validate._problems import Problem, pydantic_problems, show, type_name
 from components.offline._validate._walk import SchemaChecker
@@ -18,6 +26,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _MODELS: dict[str, type[ApiModel]] = {
     CLUSTER_POLICY.kind: ClusterPolicy,
     NVIDIA_DRIVER.kind: NVIDIADriver,
+    GPU_CLUSTER.kind: GPUCluster,
 }
 #: Our API group: every kind in it is ours to judge, known or not.
 _GROUP = CLUSTER_POLICY.api_version.split("/")[0]
@@ -58,6 +67,14 @@ def metadata_problems(metadata: Any) -> Iterator[Problem]:
         )
 
 
+def object_rule_problems(kind: Kind, document: dict[str, Any]) -> Iterator[Problem]:
+    """The kind's rules on the whole object (a GPUCluster's fixed name), which the API
+    server reports against the object, here against the name they read."""
+    for rule in kind.object_rules:
+        if not holds(rule.rule, document):
+            yield Problem("metadata.name", rule.message)
+
+
 def validate_document(document: Any) -> list[Problem]:
     """Problems of one document (an already-parsed YAML/JSON object)."""
     if not isinstance(document, dict):
@@ -80,6 +97,8 @@ def validate_document(document: Any) -> list[Problem]:
     if refused:
         return encoded  # the API server cannot take it at all: no use walking it
     problems = list(metadata_problems(document.get("metadata")))
+    if not problems:
+        problems.extend(object_rule_problems(kind, document))
     checker = SchemaChecker()
     schema = object_schema(kind)
     for key, value in document.items():

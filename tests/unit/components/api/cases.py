@@ -24,6 +24,7 @@ COMPAT_FILES = sorted(COMPAT.glob("nvidia-*-sample.yaml"))
 REFERENCE_CRDS = {
     "ClusterPolicy": COMPAT / "reference-crd-clusterpolicies.yaml",
     "NVIDIADriver": COMPAT / "reference-crd-nvidiadrivers.yaml",
+    "GPUCluster": COMPAT / "reference-crd-gpuclusters.yaml",
 }
 SAMPLE_FILES = sorted(SAMPLES.glob("*.yaml"))
 

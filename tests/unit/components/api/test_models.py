@@ -13,26 +13,29 @@ from components.api import (
     ClusterPolicy,
     ClusterPolicySpec,
     DriverUpgradePolicySpec,
+    GPUCluster,
     NVIDIADriver,
     NVIDIADriverSpec,
 )
-from tests.unit.components.api.cases import COMPAT_FILES, SAMPLE_FILES, VALID, load_all
+from tests.unit.components.api.cases import COMPAT, COMPAT_FILES, SAMPLE_FILES, VALID, load_all
 
 pytestmark = pytest.mark.unit
 
-MODELS: dict[str, type[ClusterPolicy] | type[NVIDIADriver]] = {
+MODELS: dict[str, type[ClusterPolicy] | type[NVIDIADriver] | type[GPUCluster]] = {
     "ClusterPolicy": ClusterPolicy,
     "NVIDIADriver": NVIDIADriver,
+    "GPUCluster": GPUCluster,
 }
 
 
-def parse(document: dict[str, Any]) -> ClusterPolicy | NVIDIADriver:
+def parse(document: dict[str, Any]) -> ClusterPolicy | NVIDIADriver | GPUCluster:
     return MODELS[document["kind"]].from_dict(document)
 
 
 def test_the_reference_samples_are_there() -> None:
     assert [p.name for p in COMPAT_FILES] == [
         "nvidia-clusterpolicy-sample.yaml",
+        "nvidia-gpucluster-sample.yaml",
         "nvidia-nvidiadriver-sample.yaml",
     ]
 
@@ -51,7 +54,7 @@ def test_valid_documents_round_trip(case: Any) -> None:
 
 
 def test_reference_sample_reads_typed() -> None:
-    (document,) = load_all(COMPAT_FILES[0])
+    (document,) = load_all(COMPAT / "nvidia-clusterpolicy-sample.yaml")
     policy = ClusterPolicy.from_dict(document)
     spec = policy.spec
     assert policy.metadata.name == "gpu-cluster-policy"
@@ -78,7 +81,7 @@ def test_reference_sample_reads_typed() -> None:
 
 
 def test_nvidiadriver_sample_reads_typed() -> None:
-    (document,) = load_all(COMPAT_FILES[1])
+    (document,) = load_all(COMPAT / "nvidia-nvidiadriver-sample.yaml")
     spec = NVIDIADriver.from_dict(document).spec
     assert spec.driver_type == "gpu"
     assert spec.use_precompiled is False
@@ -236,3 +239,43 @@ def test_resources_take_quantities() -> None:
         {"driver": {"resources": {"limits": {"cpu": 2, "memory": "1Gi"}, "requests": {}}}}
     )
     assert spec.driver.resources.limits == {"cpu": 2, "memory": "1Gi"}
+
+
+def test_gpucluster_sample_reads_typed() -> None:
+    (document,) = load_all(COMPAT / "nvidia-gpucluster-sample.yaml")
+    cluster = GPUCluster.from_dict(document)
+    dra = cluster.spec.dra_driver
+    assert cluster.metadata.name == "gpu-cluster"
+    assert (dra.repository, dra.image, dra.version) == (
+        "registry.k8s.io/dra-driver-nvidia",
+        "dra-driver-nvidia-gpu",
+        "v0.4.0",
+    )
+    assert dra.compute_domains.enabled is True
+    assert dra.gpus.kubelet_plugin.env == []
+    assert cluster.spec.dcgm.enabled is False
+    assert cluster.spec.dcgm_exporter.service_monitor.interval == "15s"
+    assert cluster.spec.daemonsets.tolerations[0].key == "nvidia.com/gpu"
+    assert cluster.spec.host_paths.kubelet_root_dir == "/var/lib/kubelet"
+
+
+def test_a_gpucluster_needs_its_dra_driver_section_and_the_fixed_name() -> None:
+    (document,) = load_all(COMPAT / "nvidia-gpucluster-sample.yaml")
+    without = copy.deepcopy(document)
+    del without["spec"]["draDriver"]
+    with pytest.raises(ValidationError, match="draDriver"):
+        GPUCluster.from_dict(without)
+    renamed = copy.deepcopy(document)
+    renamed["metadata"]["name"] = "second"
+    with pytest.raises(ValidationError, match="only one GPUCluster per cluster"):
+        GPUCluster.from_dict(renamed)
+
+
+def test_the_dra_driver_defaults_are_the_crds() -> None:
+    """What the reference's CRD fills in when a section is left out, Python assumes too."""
+    spec = GPUCluster.from_dict(
+        {"metadata": {"name": "gpu-cluster"}, "spec": {"draDriver": {}}}
+    ).spec
+    assert spec.dra_driver.compute_domains.enabled is True
+    assert spec.host_paths.kubelet_root_dir == "/var/lib/kubelet"
+    assert spec.daemonsets.update_strategy == "RollingUpdate"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.offline import CLUSTER_POLICY, KINDS, NVIDIA_DRIVER, Kind, crd
+from components.offline import CLUSTER_POLICY, GPU_CLUSTER, KINDS, NVIDIA_DRIVER, Kind, crd
 from tests.unit.components.api.cases import REFERENCE_CRDS
 
 pytestmark = pytest.mark.unit
@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
         "'gfd', 'nodeStatusExporter', 'operator', 'toolkit'] != ours []",
     },
     "NVIDIADriver": set(),
+    "GPUCluster": set(),
 }
 
 
@@ -131,8 +132,39 @@ def test_the_walk_finds_what_ours_lacks_or_changes() -> None:
     ]
 
 
-def test_both_reference_crds_are_the_kinds_we_serve() -> None:
-    for kind in (CLUSTER_POLICY, NVIDIA_DRIVER):
+def test_every_reference_crd_is_a_kind_we_serve() -> None:
+    for kind in (CLUSTER_POLICY, NVIDIA_DRIVER, GPU_CLUSTER):
         document = yaml.safe_load(REFERENCE_CRDS[kind.kind].read_text())
         assert document["spec"]["names"]["kind"] == kind.kind
         assert document["spec"]["versions"][0]["name"] == kind.version
+
+
+def reference_document(kind: Kind) -> dict[str, Any]:
+    (document,) = [d for d in yaml.safe_load_all(REFERENCE_CRDS[kind.kind].read_text()) if d]
+    return document
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
+def test_kubectl_get_shows_the_references_columns_and_takes_its_short_names(kind: Kind) -> None:
+    theirs, ours = reference_document(kind), crd(kind)
+    columns = [
+        (c["name"], c["jsonPath"])
+        for c in theirs["spec"]["versions"][0]["additionalPrinterColumns"]
+    ]
+    assert [
+        (c["name"], c["jsonPath"]) for c in ours["spec"]["versions"][0]["additionalPrinterColumns"]
+    ] == columns
+    assert set(theirs["spec"]["names"].get("shortNames", [])) <= set(
+        ours["spec"]["names"]["shortNames"]
+    )
+    assert ours["spec"]["scope"] == theirs["spec"]["scope"]
+    assert (
+        ours["spec"]["versions"][0]["subresources"] == theirs["spec"]["versions"][0]["subresources"]
+    )
+
+
+def test_gpucluster_keeps_the_references_rule_on_the_whole_object() -> None:
+    """The reference's GPUCluster is a singleton by name; ours refuses what theirs does."""
+    theirs = open_api(reference_document(GPU_CLUSTER))["x-kubernetes-validations"]
+    ours = open_api(crd(GPU_CLUSTER))["x-kubernetes-validations"]
+    assert [r["rule"] for r in ours] == [r["rule"] for r in theirs]

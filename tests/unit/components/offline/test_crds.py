@@ -56,6 +56,7 @@ def test_crds_command_prints_them(capsys: pytest.CaptureFixture[str]) -> None:
     assert [d["metadata"]["name"] for d in documents] == [
         "clusterpolicies.nvidia.com",
         "nvidiadrivers.nvidia.com",
+        "gpuclusters.nvidia.com",
     ]
 
 

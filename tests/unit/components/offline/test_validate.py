@@ -14,6 +14,7 @@ from components.api import ClusterPolicy, NVIDIADriver
 from components.cli import main
 from components.offline import validate_document, validate_text
 from tests.unit.components.api.cases import (
+    COMPAT,
     COMPAT_FILES,
     INVALID,
     SAMPLE_FILES,
@@ -88,10 +89,18 @@ def test_cli_passes_good_files(capsys: pytest.CaptureFixture[str]) -> None:
     files = [str(p) for p in COMPAT_FILES + SAMPLE_FILES]
     code, lines = run(capsys, *files)
     assert code == 0
-    # The reference's sample asks for the vGPU manager, which we deploy: no warning.
-    assert lines == [f"{f}: ok" for f in files]
+    # The reference's sample asks for the vGPU manager, which we deploy: no warning. Its
+    # GPUCluster passes, with the truth that nothing reconciles it yet.
+    gpucluster = str(COMPAT / "nvidia-gpucluster-sample.yaml")
+    not_reconciled = f"{gpucluster}: warning: GPUCluster is accepted but not reconciled yet"
+    expected = [f"{f}: ok" for f in files]
+    expected.insert(files.index(gpucluster) + 1, not_reconciled)
+    assert [line[: len(not_reconciled)] if "warning" in line else line for line in lines] == (
+        expected
+    )
     code, lines = run(capsys, "-q", *files)
-    assert (code, lines) == (0, [])
+    assert code == 0
+    assert [line[: len(not_reconciled)] for line in lines] == [not_reconciled]
 
 
 def test_yaml_syntax_errors_give_the_line(
@@ -181,7 +190,7 @@ def test_files_with_none_of_ours(tmp_path: Path, capsys: pytest.CaptureFixture[s
     path = write(tmp_path, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     code, lines = run(capsys, str(path), str(tmp_path / "missing.yaml"))
     assert code == 1
-    assert lines[0] == f"{path}: no ClusterPolicy or NVIDIADriver found"
+    assert lines[0] == f"{path}: no ClusterPolicy or NVIDIADriver or GPUCluster found"
     assert lines[1].startswith(f"{tmp_path / 'missing.yaml'}: cannot read:")
 
 
@@ -249,3 +258,44 @@ def test_cel_rules_are_evaluated_from_the_crds_text() -> None:
             except (AttributeError, TypeError):
                 continue  # the twin only takes the value's own type
             assert holds(text, value) == expected, (text, value)
+
+
+GPU_CLUSTER_DOC = (
+    "apiVersion: nvidia.com/v1alpha1\nkind: GPUCluster\nmetadata:\n  name: gpu-cluster\n"
+    "spec:\n  draDriver: {}\n"
+)
+POLICY_DOC = "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: policy\nspec: {}\n"
+
+
+def test_a_gpucluster_beside_a_clusterpolicy_is_refused_naming_the_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    both = write(tmp_path, "both.yaml", POLICY_DOC + "---\n" + GPU_CLUSTER_DOC)
+    code, lines = run(capsys, str(both))
+    assert code == 1
+    assert lines == [
+        f"{both} (document 2): kind: a GPUCluster and a ClusterPolicy are an invalid "
+        "configuration (ClusterPolicy policy (document 1) is in the same file): both would "
+        "manage the same GPU nodes; keep one of them"
+    ]
+    # Each alone passes: the pair is the problem, not either document.
+    for name, text in (("policy.yaml", POLICY_DOC), ("cluster.yaml", GPU_CLUSTER_DOC)):
+        assert run(capsys, str(write(tmp_path, name, text)))[0] == 0
+
+
+def test_a_gpucluster_not_named_gpu_cluster_is_refused(tmp_path: Path) -> None:
+    """There is one GPUCluster per cluster; the reference's CRD fixes its name."""
+    renamed = yaml.safe_load(GPU_CLUSTER_DOC)
+    renamed["metadata"]["name"] = "dra"
+    problems = validate_document(renamed)
+    assert [(p.path, p.message) for p in problems] == [
+        ("metadata.name", "only one GPUCluster per cluster: its metadata.name must be gpu-cluster")
+    ]
+
+
+def test_a_gpucluster_without_its_dra_driver_section_is_refused() -> None:
+    document = yaml.safe_load(GPU_CLUSTER_DOC)
+    del document["spec"]["draDriver"]
+    assert [(p.path, p.message) for p in validate_document(document)] == [
+        ("spec.draDriver", "required field is missing")
+    ]

@@ -82,7 +82,7 @@ def test_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     path = write(tmp_path, "empty.yaml", "\n\n")
     assert validate(capsys, str(path)) == (
         1,
-        [f"{path}: the file is empty: no ClusterPolicy or NVIDIADriver found"],
+        [f"{path}: the file is empty: no ClusterPolicy or NVIDIADriver or GPUCluster found"],
     )
 
 
@@ -357,7 +357,10 @@ def test_a_status_is_a_warning_not_a_traceback(
     )
 
 
-KNOWN = "ClusterPolicy (nvidia.com/v1) or NVIDIADriver (nvidia.com/v1alpha1)"
+KNOWN = (
+    "ClusterPolicy (nvidia.com/v1) or NVIDIADriver (nvidia.com/v1alpha1) "
+    "or GPUCluster (nvidia.com/v1alpha1)"
+)
 NOT_OURS = "is not a kind of nvidia.com;"
 
 

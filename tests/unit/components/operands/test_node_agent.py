@@ -81,3 +81,30 @@ def test_the_agent_looks_for_the_driver_container_where_the_policy_installs_it()
 def test_a_service_monitor_with_the_crd() -> None:
     rendered = render({"nodeAgent": {"enabled": True}}, service_monitors=True)
     assert ("ServiceMonitor", "gpu-operator-node-agent") in kinds_and_names(rendered)
+
+
+def test_with_remediation_the_agent_may_write_the_hosts_reboot_sentinel() -> None:
+    """The root is read-only: without /var/run mounted writable over it, the agent's
+    reboot request on a real node fails and kured never reboots the node."""
+    on = {"nodeAgent": {"enabled": True}, "remediation": {"enabled": True}}
+    (ds,) = daemonsets(render(on)).values()
+    c = container(ds)
+    assert mounts(c)["/host/var/run"] == "host-run"
+    run = next(m for m in c["volumeMounts"] if m["name"] == "host-run")
+    assert not run.get("readOnly")
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["host-run"]["hostPath"] == {"path": "/var/run", "type": "Directory"}
+
+
+@pytest.mark.parametrize(
+    "remediation", [None, {"enabled": False}, {"enabled": True, "rebootOnFailure": False}]
+)
+def test_without_a_reboot_to_request_the_host_stays_read_only(
+    remediation: dict[str, Any] | None,
+) -> None:
+    spec: dict[str, Any] = {"nodeAgent": {"enabled": True}}
+    if remediation is not None:
+        spec["remediation"] = remediation
+    (ds,) = daemonsets(render(spec)).values()
+    c = container(ds)
+    assert all(m.get("readOnly") for m in c["volumeMounts"]), c["volumeMounts"]
