@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from components import __version__
-from components.commands import demo, hooks, node_agent, offline, run, sim
+from components.commands import demo, hooks, node_agent, offline, plan, run, sim
 from components.errors import CommandError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(handler=_version)
     offline.register(sub)
+    plan.register(sub)
     demo.register(sub)
     hooks.register(sub)
     node_agent.register(sub)

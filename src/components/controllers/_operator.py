@@ -9,7 +9,7 @@ operator.manager.stop(); await task
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,12 +90,15 @@ def setup_operator(
     policy.setup()
     driver.setup()
     mig_clearing.setup()
-    # One writer per status: the pools' `status.upgrade` goes through the writer of the
-    # policy's own status.
+    # One writer per status: the pools' `status.upgrade` and pre-flight's condition go
+    # through the writer of the policy's own status.
     writers = {CLUSTER_POLICY.kind: policy.status, NVIDIA_DRIVER.kind: driver.status}
 
     async def write_upgrade_status(body: Object) -> None:
         await writers[str(body.get("kind"))].write_part(name_of(body), body["status"])
+
+    async def write_preflight_condition(obj: Object, condition: Mapping[str, Any]) -> None:
+        await writers[str(obj.get("kind"))].write_condition(obj, condition)
 
     upgrades = (
         UpgradeController(
@@ -103,6 +106,7 @@ def setup_operator(
             namespace=namespace,
             auto_upgrade_gauge=metrics.driver_auto_upgrade_enabled,
             status_sink=write_upgrade_status,
+            condition_sink=write_preflight_condition,
         )
         if upgrade
         else None

@@ -342,11 +342,41 @@ def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
     )
 
 
+def merge_conditions(
+    conditions: Sequence[Mapping[str, Any]],
+    laid: Sequence[Mapping[str, Any]],
+    *,
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """`conditions` with each of `laid` in place of the one of its type (or added):
+    its `lastTransitionTime` is the stored one's while the status is the same, else its own,
+    else `now`."""
+    out = [dict(c) for c in conditions]
+    for cond in laid:
+        old = next((c for c in out if c.get("type") == cond.get("type")), None)
+        new = {k: v for k, v in cond.items() if k != "lastTransitionTime"}
+        if old is not None and old.get("status") == new.get("status"):
+            new["lastTransitionTime"] = old.get("lastTransitionTime") or now
+        else:
+            new["lastTransitionTime"] = cond.get("lastTransitionTime") or now
+        if old is None:
+            out.append(new)
+        else:
+            out[out.index(old)] = new
+    return out
+
+
 def status_patch(
-    previous: Mapping[str, Any] | None, status: ClusterPolicyStatus | NVIDIADriverStatus
+    previous: Mapping[str, Any] | None,
+    status: ClusterPolicyStatus | NVIDIADriverStatus,
+    *,
+    held: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any] | None:
-    """The merge patch body that writes `status`, or None when the stored one equals it."""
+    """The merge patch body that writes `status` with the `held` conditions laid over its
+    own (another part's, as `merge_conditions` does), or None when the stored one equals it."""
     new = owned(status.to_dict(defaults=True))
+    if held:
+        new["conditions"] = merge_conditions(new.get("conditions") or [], held)
     old = owned(previous)
     if new == old:
         return None

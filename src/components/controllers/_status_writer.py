@@ -8,17 +8,20 @@ seen our previous one would leave that one on the server for good.
 One writer per kind writes every part of its objects' status: the driver upgrade hands
 its `status.upgrade` to the writer of the policy that governs the pool (`write_part`,
 wired in `_operator`), so each status has one writer, one field manager and one account of
-what was last written.
+what was last written. Pre-flight's `PreflightFailed` condition comes the same way
+(`write_condition`): the writer holds it and lays it over every status it writes, so a
+write of the policy's own conditions never drops it, and the two never race.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from components.api import ClusterPolicyStatus, ConditionType, NVIDIADriverStatus
-from components.controllers._status import milestones, status_patch
+from components.controllers._status import merge_conditions, milestones, status_patch
 from reconciler import (
     GVK,
     NORMAL,
@@ -52,6 +55,10 @@ class StatusWriter:
         self._written: dict[str, float] = {}
         """Per object, when its status was last written (monotonic)."""
         self._returned = WrittenCopies()
+        self._held: dict[str, dict[str, dict[str, Any]]] = {}
+        """Per object, the conditions another part of the operator hands us, by type, as
+        last written (`write_condition`)."""
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def latest(self, obj: Object) -> Object:
         """`obj` (the cache's copy), or the object our last status write returned if the
@@ -67,6 +74,27 @@ class StatusWriter:
         )
         self._returned.remember(name, returned)
 
+    async def write_condition(self, obj: Object, condition: Mapping[str, Any]) -> None:
+        """Writes one condition that another part of the operator decides (pre-flight's
+        `PreflightFailed`: type, status, reason, message) into the object's conditions, from
+        our own latest copy; held from here on, so every later `write` keeps it.
+        `lastTransitionTime` moves only when its status changes."""
+        name = name_of(obj)
+        async with self._lock(name):
+            latest = self.latest(obj)
+            conditions = (latest.get("status") or {}).get("conditions") or []
+            merged = merge_conditions(conditions, [condition], now=_now())
+            written = next(c for c in merged if c.get("type") == condition.get("type"))
+            self._held.setdefault(name, {})[str(condition.get("type"))] = written
+            if merged == conditions:
+                return
+            patch = {"status": {"conditions": merged}}
+            returned = await self.client.patch(self.gvk, name, patch, subresource="status")
+            self._returned.remember(name, returned)
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
     async def write(
         self,
         obj: Object,
@@ -77,9 +105,19 @@ class StatusWriter:
         """Writes `status` when it differs from the stored one. A change of progress alone
         (`milestones` unchanged) less than `progress_every` seconds after the last write
         waits: the seconds until it may go, else None."""
+        async with self._lock(name_of(obj)):
+            return await self._write(obj, status, progress_every)
+
+    async def _write(
+        self,
+        obj: Object,
+        status: ClusterPolicyStatus | NVIDIADriverStatus,
+        progress_every: float,
+    ) -> float | None:
         obj = self.latest(obj)
         previous = obj.get("status") or {}
-        patch = status_patch(previous, status)
+        held = self._held.get(name_of(obj), {})
+        patch = status_patch(previous, status, held=list(held.values()))
         if patch is None:
             return None
         name = name_of(obj)
@@ -103,6 +141,10 @@ class StatusWriter:
         if previous.get("state") != state:
             return True
         return self.report_ready_changes and not _same_ready(previous, ready)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _same_ready(previous: Mapping[str, Any], ready: Any) -> bool:

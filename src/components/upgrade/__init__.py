@@ -45,6 +45,8 @@ from components.upgrade._model import (
     newest_revision,
     node_view,
     pdb_view,
+    spec_digest,
+    template_digest,
 )
 from components.upgrade._names import (
     CORDONED_AT,
@@ -68,6 +70,7 @@ from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import cleanup, plan_node
 from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_as_read, pod_view
+from components.upgrade._preflight import driver_image_of
 from components.upgrade._reader import POD_NODE_INDEX, pod_node
 from components.upgrade._restart import restart_only
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
@@ -120,6 +123,7 @@ __all__ = [
     "deletion_plan",
     "describe",
     "disruption_blocker",
+    "driver_image_of",
     "failing",
     "fold",
     "format_time",
@@ -142,7 +146,9 @@ __all__ = [
     "pod_node",
     "pod_view",
     "restart_only",
+    "spec_digest",
     "status_body",
+    "template_digest",
     "transition_patch",
     "upgrade_metrics_for",
     "upgrade_status",

@@ -27,7 +27,7 @@ from components.upgrade._metrics import UpgradeMetrics, upgrade_metrics_for
 from components.upgrade._names import NODE
 from components.upgrade._node import NodeReconciler
 from components.upgrade._pool import PoolReconciler, StatusSink
-from components.upgrade._preflight import AdmissionPreflight
+from components.upgrade._preflight import AdmissionPreflight, ConditionSink
 from components.upgrade._reader import ClusterReader
 from components.upgrade._status import Waits
 from components.upgrade._step import DEFAULT_VALIDATION_TIMEOUT
@@ -73,8 +73,10 @@ class UpgradeController:
         clock: Callable[[], float] = time.time,
         event_component: str = "gpu-operator",
         status_sink: StatusSink | None = None,
+        condition_sink: ConditionSink | None = None,
     ) -> None:
-        """`status_sink`: who writes a policy's `status.upgrade` (`PoolReconciler`)."""
+        """`status_sink`: who writes a policy's `status.upgrade` (`PoolReconciler`);
+        `condition_sink`: who writes pre-flight's condition (`AdmissionPreflight`)."""
         self.namespace = namespace
         self.metrics: UpgradeMetrics = upgrade_metrics_for(
             manager.registry, auto_upgrade_enabled=auto_upgrade_gauge
@@ -99,7 +101,9 @@ class UpgradeController:
             expectation_timeout=expectation_timeout,
             clock=clock,
         )
-        self.preflight = AdmissionPreflight(self.reader, manager.client, self.writer.recorder)
+        self.preflight = AdmissionPreflight(
+            self.reader, manager.client, self.writer.recorder, condition_sink=condition_sink
+        )
         self.pools = PoolReconciler(
             self.reader,
             self.writer,

@@ -5,7 +5,10 @@ container's image of that DaemonSet's template, so the OS tag, the precompiled k
 digest exactly as rendered) is known to exist (`components.preflight`). The pull secrets
 asked with are the template's `imagePullSecrets`, the ones the kubelet will use. What is
 found goes on the policy as the `PreflightFailed` condition and, when it changes, as an
-Event on the policy naming the image and the nodes that need it.
+Event on the policy naming the image and the nodes that need it. The condition is written
+by whoever writes the rest of the policy's status (`ConditionSink`: in the operator, the
+policy controller's status writer, so one writer owns the conditions list); run alone, the
+upgrade controller applies it itself.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from components.api import UpgradeState, template_pod_spec
@@ -41,6 +44,10 @@ log = logging.getLogger("components.upgrade")
 DRIVER_CONTAINER = "nvidia-driver-ctr"
 PREFLIGHT_FIELD_MANAGER = "gpu-operator-preflight"
 S = UpgradeState
+
+ConditionSink = Callable[[Object, Mapping[str, Any]], Awaitable[object]]
+"""Writes one condition (type, status, reason, message) into a policy's conditions, keeping
+its `lastTransitionTime` while its status is the same."""
 
 
 def driver_image_of(ds: Object | None) -> tuple[str, tuple[str, ...]] | None:
@@ -79,8 +86,10 @@ class AdmissionPreflight:
         checker: ImageChecker | None = None,
         on_change: Callable[[], None] | None = None,
         clock: Callable[[], float] | None = None,
+        condition_sink: ConditionSink | None = None,
     ) -> None:
         self.reader, self.client, self.recorder = reader, client, recorder
+        self.condition_sink: ConditionSink = condition_sink or self._apply_condition
         self.checker = checker or ImageChecker(on_change=on_change)
         if on_change is not None:
             self.checker.on_change = on_change
@@ -211,27 +220,42 @@ class AdmissionPreflight:
                 await self.recorder.event(obj, "Warning", EVENT_REASON, message)
             except Exception as exc:  # an event must never take anything down
                 log.debug("pre-flight event not written: %s", exc)
+        condition = {
+            "type": CONDITION,
+            "status": "True" if status else "False",
+            "reason": reason,
+            "message": message[:32000],
+        }
+        try:
+            await self.condition_sink(obj, condition)
+        except Exception as exc:  # a status write must never take anything down
+            log.warning("%s %s: pre-flight condition not written: %s", pool.kind, pool.name, exc)
+            self._said.pop(pool.key, None)
+
+    async def _apply_condition(self, obj: Object, condition: Mapping[str, Any]) -> None:
+        """The upgrade controller run alone: a server-side apply of this one condition under
+        its own field manager."""
+        stored = next(
+            (
+                c
+                for c in (obj.get("status") or {}).get("conditions") or []
+                if c.get("type") == condition["type"]
+            ),
+            None,
+        )
+        kept = stored is not None and stored.get("status") == condition["status"]
+        since = stored.get("lastTransitionTime") if kept and stored else None
         body = {
             "apiVersion": obj.get("apiVersion"),
             "kind": obj.get("kind"),
             "metadata": {"name": name_of(obj)},
             "status": {
                 "conditions": [
-                    {
-                        "type": CONDITION,
-                        "status": "True" if status else "False",
-                        "reason": reason,
-                        "message": message[:32000],
-                        "lastTransitionTime": format_time(self._now()),
-                    }
+                    {**condition, "lastTransitionTime": since or format_time(self._now())}
                 ]
             },
         }
-        try:
-            await self.client.apply_status(body, field_manager=PREFLIGHT_FIELD_MANAGER)
-        except Exception as exc:  # a status write must never take anything down
-            log.warning("%s %s: pre-flight condition not written: %s", pool.kind, pool.name, exc)
-            self._said.pop(pool.key, None)
+        await self.client.apply_status(body, field_manager=PREFLIGHT_FIELD_MANAGER)
 
     def _now(self) -> float:
         return self._clock() if self._clock else time.time()

@@ -24,6 +24,7 @@ from kubernetes_asyncio import client
 
 from components.api import POD_SECURITY_LABELS
 from components.controllers import Operator, build_operator
+from components.plan import plan_policy
 from gpusim import apply_crds, load_documents
 from reconciler import GVK, Client, Object
 from tests.integration.components._accounts import (
@@ -34,6 +35,7 @@ from tests.integration.components._accounts import (
 )
 from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
+    DAEMONSET,
     NAMESPACE,
     NODE,
     NVIDIA_DRIVER,
@@ -59,6 +61,7 @@ class Shipped:
     namespace: str
     tag: str
     start: Callable[[], Awaitable[Operator]]
+    api: Any = None
 
 
 @pytest.fixture
@@ -81,7 +84,7 @@ async def shipped(api_client: client.ApiClient) -> AsyncIterator[Shipped]:
         return operator
 
     try:
-        yield Shipped(admin, namespace, tag, start)
+        yield Shipped(admin, namespace, tag, start, api_client)
     finally:
         for operator, task, observer in running:
             observer.cancel()
@@ -236,3 +239,35 @@ async def test_the_operator_runs_the_whole_stack_under_the_rbac_we_ship(
     # No reconcile failed (and was retried) on the way: each is a WARNING of the controller.
     failed = [r.getMessage() for r in caplog.records if r.name == "reconciler.controller"]
     assert failed == []
+
+
+async def test_the_plan_needs_no_more_than_the_operators_rbac(shipped: Shipped) -> None:
+    """`gpu-operator plan` as the operator's ServiceAccount: every read, and every write
+    it sends as a dry run, is allowed by config/rbac; it sees the change and changes
+    nothing."""
+    admin, namespace, tag = shipped.admin, shipped.namespace, shipped.tag
+    await admin.create(node_manifest(f"{tag}-gpu"))
+    name = f"{tag}-policy"
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name}}
+    await admin.create({**policy, "spec": {}})
+    await shipped.start()
+
+    async def driver_applied() -> bool:
+        return any("driver" in n for n in await daemonset_names(admin, namespace))
+
+    await eventually(driver_applied, "the driver DaemonSet", 120)
+    before = await admin.list_live(DAEMONSET, namespace=namespace)
+
+    account = Impersonating(shipped.api, user_of(namespace, "gpu-operator"))
+    spec = {"daemonsets": {"labels": {"team": "ml"}}}
+    plan = await plan_policy(account, {**policy, "spec": spec}, namespace=namespace)
+
+    assert plan.changes
+    changed = {c.name for c in plan.objects if c.kind == "DaemonSet"}
+    assert changed == set(await daemonset_names(admin, namespace))
+    after = await admin.list_live(DAEMONSET, namespace=namespace)
+    assert [d["spec"] for d in after] == [d["spec"] for d in before]  # dry runs only
+
+
+async def daemonset_names(admin: Client, namespace: str) -> list[str]:
+    return [d["metadata"]["name"] for d in await admin.list_live(DAEMONSET, namespace=namespace)]

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
-from components.api import NodeAgentStatus
+from components.api import DriverUpgradePolicySpec, NodeAgentStatus
 from components.controllers._status import Findings, OperandReadiness, policy_status
 from components.controllers._status_writer import StatusWriter
+from components.preflight import Check, Verdict, gate
+from components.upgrade._preflight import AdmissionPreflight
+from components.upgrade._reader import Pool
 from gpusim import apply_crds, load_documents
 from reconciler import EventRecorder, Object
 from tests.integration.components.controllers.conftest import CLUSTER_POLICY, EVENT, REPO
@@ -189,3 +192,66 @@ async def test_a_part_that_goes_is_gone_from_the_server(writer: Writer) -> None:
     await writer.status.write(stored, status(driver_ready=True))
     again = await writer.stored()
     assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+
+async def test_preflight_condition_survives_the_policy_own_writes_with_no_re_add(
+    writer: Writer,
+) -> None:
+    """Pre-flight's `PreflightFailed` goes through the policy's writer (as the operator wires
+    it): the policy's next status write, judged against a cached copy that has not seen the
+    condition, keeps it, so pre-flight never has to write it again; a new message with the
+    same status keeps its `lastTransitionTime`."""
+    sunk: list[Mapping[str, Any]] = []
+
+    async def sink(obj: Object, condition: Mapping[str, Any]) -> None:
+        sunk.append(condition)
+        await writer.status.write_condition(obj, condition)
+
+    seam = AdmissionPreflight(None, writer.client, writer.recorder, condition_sink=sink)  # type: ignore[arg-type]
+    await writer.status.write(await writer.stored(), status(driver_ready=True))
+    cached = await writer.stored()  # the cache stays here: it never sees pre-flight's write
+
+    def pool(obj: Object) -> Pool:
+        return Pool("ClusterPolicy", writer.name, obj, DriverUpgradePolicySpec(), True)
+
+    missing = gate({"r1": RHEL}, {RHEL: Check(RHEL, Verdict.MISSING)}, "Warn")
+    seam._report(pool(cached), missing)
+    await _settle(seam)
+    first = _preflight(await writer.stored())
+    assert first is not None and first["reason"] == "ImageMissing"
+
+    # The policy's own write, from the stale copy: a change of readiness.
+    await writer.status.write(cached, status(driver_ready=False))
+    stored = await writer.stored()
+    assert stored["status"]["state"] == "notReady"
+    assert _preflight(stored) == first
+
+    # Pre-flight looks again at what is stored: nothing to write.
+    seam._report(pool(stored), missing)
+    await _settle(seam)
+    assert len(sunk) == 1
+
+    # One more node needs the missing image: a new message, the same status and time.
+    await asyncio.sleep(1.1)  # lastTransitionTime has a resolution of one second
+    wider = gate({"r1": RHEL, "r2": RHEL}, {RHEL: Check(RHEL, Verdict.MISSING)}, "Warn")
+    seam._report(pool(await writer.stored()), wider)
+    await _settle(seam)
+    await writer.status.write(cached, status(driver_ready=True))
+    last = _preflight(await writer.stored())
+    assert last is not None and "r2" in last["message"]
+    assert last["lastTransitionTime"] == first["lastTransitionTime"]
+
+
+RHEL = "127.0.0.1:5000/nvidia/driver:590.48.01-rhel9"
+
+
+def _preflight(obj: Object) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PreflightFailed":
+            return dict(c)
+    return None
+
+
+async def _settle(seam: AdmissionPreflight) -> None:
+    while seam._tasks:
+        await asyncio.gather(*seam._tasks)
