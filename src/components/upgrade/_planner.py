@@ -43,6 +43,7 @@ from components.upgrade._names import (
     UPGRADE_REQUESTED,
 )
 from components.upgrade._patches import client_changes, name_clients
+from components.upgrade._pods import PodView
 from components.upgrade._restart import RESTART_ONLY_REASON, pod_restart, restart_only
 from components.upgrade._selectors import SelectorError
 from components.upgrade._step import (
@@ -55,7 +56,7 @@ from components.upgrade._step import (
     timed_out,
 )
 from components.upgrade._times import format_time_ms
-from components.upgrade._validation import validate
+from components.upgrade._validation import Validation, validate
 
 S = UpgradeState
 
@@ -281,13 +282,7 @@ def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
         if expired:
             return fail_in(S.VALIDATION_REQUIRED, f"the driver was not ready within {timeout:.0f}s")
         return Step(wait="waiting for the driver pod to be ready", requeue_after=left)
-    result = validate(
-        d,
-        ctx.pods,
-        agent=ctx.agent,
-        verdict=ctx.node.validated,
-        in_place=ctx.node.restart_only,
-    )
+    result = _validate(ctx, d)
     if result.passed:
         return _finish(ctx, "the validator passed")
     if expired:
@@ -298,17 +293,22 @@ def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
     return Step(delete=result.stale, wait=f"waiting for {result.waiting_for}", requeue_after=left)
 
 
+def _validate(ctx: NodeContext, driver: PodView) -> Validation:
+    """The node's validation as the walk judges it, in a walk and after a failure alike."""
+    return validate(
+        driver,
+        ctx.pods,
+        agent=ctx.agent,
+        verdict=ctx.node.validated,
+        in_place=ctx.node.restart_only,
+    )
+
+
 def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
     node = ctx.node
     d = ctx.driver
     if d is not None and ctx.driver_ready:
-        result = validate(
-            d,
-            ctx.pods,
-            agent=ctx.agent,
-            verdict=ctx.node.validated,
-            in_place=ctx.node.restart_only,
-        )
+        result = _validate(ctx, d)
         if result.passed:
             return _finish(ctx, "recovered: the driver is in sync, ready and validated")
         return Step(delete=result.stale, wait=f"upgrade failed; waiting for {result.waiting_for}")
