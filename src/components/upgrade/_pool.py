@@ -120,10 +120,6 @@ class PoolReconciler:
                 for k in totals:
                     totals[k] += getattr(c, k)
                 writes.extend(self._admit(pool, views, c, gate))
-            elif self.preflight is not None:
-                # autoUpgrade off walks no node, but a missing image is still said before a
-                # driver pod is deleted by hand (or a new node pulls it).
-                self.preflight.held(pool, views)
             self._write_status(pool, views, c, gate, conditions)
         self._summary_due = now + paced_interval(
             time.thread_time() - began,
