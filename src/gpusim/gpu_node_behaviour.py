@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from gpusim._admission import ANNOTATION_ADMITTED, admit, device_pod, offered_counts
+from gpusim._dra import ApiEndpoint, DraKubeletPlugins
 from gpusim._node_agents import SimulatedNodeAgents, node_facts
 from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
@@ -178,6 +179,7 @@ class GpuNodeBehaviour:
         mig_reconfigure_seconds: float = 1.0,
         workers: int = 8,
         agent_seconds: float = AGENT_SECONDS,
+        dra_endpoint: ApiEndpoint | None = None,
     ) -> None:
         self._client = manager.client
         self.agents = SimulatedNodeAgents(manager.client)
@@ -202,6 +204,12 @@ class GpuNodeBehaviour:
         controller.watch(nodes, enqueue_object, Funcs(update=_node_facts_changed))
         controller.watch(pods, enqueue_mapped(_node_of_pod), Funcs(update=_pod_facts_changed))
         controller.watch(config_maps, enqueue_mapped(self._nodes_mounting))
+        # NVIDIA's DRA kubelet plugin, where one runs (`gpusim._dra`).
+        self.dra = (
+            DraKubeletPlugins(manager, dra_endpoint, workers=workers)
+            if dra_endpoint is not None
+            else None
+        )
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -377,7 +385,10 @@ async def _serve(args: argparse.Namespace) -> None:
     async with client.ApiClient(configuration) as api:
         manager = Manager(api, field_manager=FIELD_MANAGER, bind_address=None, handle_signals=True)
         behaviour = GpuNodeBehaviour(
-            manager, mig_reconfigure_seconds=args.mig_reconfigure_seconds, workers=args.workers
+            manager,
+            mig_reconfigure_seconds=args.mig_reconfigure_seconds,
+            workers=args.workers,
+            dra_endpoint=ApiEndpoint(str(configuration.host), configuration.ssl_ca_cert),
         )
         running = asyncio.create_task(manager.run())
         leading = asyncio.create_task(manager.wait_leading())
@@ -391,6 +402,8 @@ async def _serve(args: argparse.Namespace) -> None:
             await running
         finally:
             behaviour.agents.close()
+            if behaviour.dra is not None:
+                await behaviour.dra.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
