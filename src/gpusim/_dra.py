@@ -13,6 +13,12 @@ driver pod): the real pod's init container waits for the driver until then. When
 plugin pod goes (deleted, its node unlabelled), the slice goes, as the kubelet removes the
 slices of a plugin that unregistered; with the node, the garbage collector removes it
 (the Node owns it).
+
+Nothing of this needs a flag on the simulated control plane (Kubernetes 1.37): the
+`resource.k8s.io/v1` API, ValidatingAdmissionPolicy, the node name in pod-bound tokens
+(ServiceAccountTokenPodNodeInfo) and the scheduler's DynamicResourceAllocation are GA and
+always on there; kube-controller-manager runs `resourceclaim-controller` for the claims of
+ResourceClaimTemplates (`gpusim._components`).
 """
 
 from __future__ import annotations

@@ -34,6 +34,11 @@ node the way the real node software would:
   through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
   its conditions and GPU processes, as the real pod would (the annotation
   `sim.gpu-operator.io/xids` makes a GPU raise an XID).
+* **DRA kubelet plugin** pod (`app: nvidia-dra-driver-kubelet-plugin`) Running and Ready,
+  with a driver loaded -> the node's GPUs (or MIG instances) are published as a
+  `gpu.nvidia.com` ResourceSlice, written as the pod's own ServiceAccount with a token bound
+  to the pod; plugin gone -> slice gone (`gpusim._dra`). kube-scheduler allocates claims
+  against them.
 * **the kubelet's device admission**: a pod bound to the node that asks for `nvidia.com/`
   resources starts only if the node's plugins offer enough of them now, less what the
   pods admitted before hold; otherwise it is failed (`UnexpectedAdmissionError`) as a
