@@ -6,12 +6,12 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.e2e.dra._stack import DRIVER
+from gpusim import DRA_DRIVER
 from tests.e2e.sim._kube import call
 
 
 async def create(api: Any, obj: dict[str, Any]) -> Any:
-    """Create one of `_stack`'s objects (or a test's) with the matching typed call."""
+    """Create an object with the matching typed call (`gpusim.dra_stack()`'s, or a test's)."""
     kind = obj["kind"]
     namespace = obj["metadata"].get("namespace", "")
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
@@ -43,7 +43,7 @@ async def create(api: Any, obj: dict[str, Any]) -> Any:
 async def gpu_slices(api: Any) -> dict[str, list[dict[str, Any]]]:
     """The `gpu.nvidia.com` ResourceSlices, by node."""
     listed = await call(
-        client.ResourceV1Api(api).list_resource_slice, field_selector=f"spec.driver={DRIVER}"
+        client.ResourceV1Api(api).list_resource_slice, field_selector=f"spec.driver={DRA_DRIVER}"
     )
     out: dict[str, list[dict[str, Any]]] = {}
     for item in listed.get("items") or []:

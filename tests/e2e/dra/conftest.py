@@ -1,8 +1,8 @@
 """One simulated cluster for the DRA tests, with mixed hardware: an H100 node with MIG off,
 an H100 node left in MIG mode (the balanced layout), an L4 node, and a CPU-only node. Every
 GPU node has a driver on the host (the kubelet plugin publishes nothing without one) and the
-deploy label the kubelet-plugin DaemonSet selects; the DRA objects of `_stack` are applied
-and every GPU node has published its slice before a test runs."""
+deploy label the kubelet-plugin DaemonSet selects; the DRA objects of `gpusim.dra_stack()`
+are applied and every GPU node has published its slice before a test runs."""
 
 from __future__ import annotations
 
@@ -15,14 +15,19 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gpusim import ANNOTATION_HOST_DRIVER, ClusterConfig, SimulatedCluster
+from gpusim import (
+    ANNOTATION_HOST_DRIVER,
+    ANNOTATION_MIG_APPLIED,
+    DRA_DEPLOY_LABEL,
+    ClusterConfig,
+    SimulatedCluster,
+    dra_stack,
+)
 from tests.e2e.dra._api import create, gpu_slices
-from tests.e2e.dra._stack import DEPLOY_LABEL, dra_stack
 from tests.e2e.sim._kube import call
 from tests.polling import eventually
 
 HOST_DRIVER = "580.95.05"
-MIG_ANNOTATION = "sim.gpu-operator.io/mig-applied"
 DRA_CLUSTER = ClusterConfig(gpu_nodes=2, cpu_nodes=1, gpus_per_node=2, mig_capable=True)
 L4_NODE = "dra-l4-0"
 
@@ -41,8 +46,8 @@ async def _prepare(sim: SimulatedCluster) -> None:
         for name in sim.gpu_nodes:
             annotations = {ANNOTATION_HOST_DRIVER: HOST_DRIVER}
             if name == mig_node:
-                annotations[MIG_ANNOTATION] = "all-balanced"
-            body = {"metadata": {"annotations": annotations, "labels": {DEPLOY_LABEL: "true"}}}
+                annotations[ANNOTATION_MIG_APPLIED] = "all-balanced"
+            body = {"metadata": {"annotations": annotations, "labels": {DRA_DEPLOY_LABEL: "true"}}}
             await call(core.patch_node, name, body)
         for obj in dra_stack():
             await create(api, obj)

@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gpusim import SimulatedCluster
-from tests.e2e.dra._api import create, gpu_slices
-from tests.e2e.dra._stack import (
-    DEPLOY_LABEL,
-    DRIVER,
-    NAMESPACE,
-    OTHER_NODE_REFUSED,
-    PLUGIN_ACCOUNT,
-    PLUGIN_APP,
-    POLICY,
+from gpusim import (
+    DRA_DEPLOY_LABEL,
+    DRA_DRIVER,
+    DRA_NAMESPACE,
+    DRA_OTHER_NODE_REFUSED,
+    DRA_PLUGIN_ACCOUNT,
+    DRA_PLUGIN_APP,
+    DRA_POLICY,
+    SimulatedCluster,
 )
+from tests.e2e.dra._api import create, gpu_slices
 from tests.e2e.dra.conftest import L4_NODE
 from tests.e2e.sim._kube import call
 from tests.polling import eventually
@@ -103,7 +103,7 @@ async def test_every_gpu_node_publishes_its_gpus_as_a_slice(
     assert set(by_node) == set(slices), "one slice per node"
     for node, spec in by_node.items():
         assert spec["pool"]["name"] == node
-        assert spec["driver"] == DRIVER
+        assert spec["driver"] == DRA_DRIVER
     # Two whole H100s, with what the real plugin publishes for each.
     h100 = by_node[whole]["devices"]
     assert [d["name"] for d in h100] == ["gpu-0", "gpu-1"]
@@ -133,7 +133,7 @@ async def test_a_claim_from_a_template_gets_a_device_of_the_pods_node(
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-one", _template("one-gpu"))
     (result,) = _allocated(claim)
     node = pod["spec"]["nodeName"]
-    assert result["driver"] == DRIVER
+    assert result["driver"] == DRA_DRIVER
     assert result["pool"] == node
     device = await _device(dra_api, node, result["device"])
     assert _attributes(device)["type"] == "gpu"
@@ -144,15 +144,15 @@ async def test_a_cel_selector_picks_the_matching_product(
     dra_cluster: SimulatedCluster, dra_api: Any, namespace: str
 ) -> None:
     by_memory = _template(
-        "big-gpu", cel=f"device.capacity['{DRIVER}'].memory.compareTo(quantity('70Gi')) >= 0"
+        "big-gpu", cel=f"device.capacity['{DRA_DRIVER}'].memory.compareTo(quantity('70Gi')) >= 0"
     )
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-big", by_memory)
     assert pod["spec"]["nodeName"] == dra_cluster.gpu_nodes[0]  # the whole H100s
-    by_name = _template("l4", cel=f"device.attributes['{DRIVER}'].productName == 'NVIDIA L4'")
+    by_name = _template("l4", cel=f"device.attributes['{DRA_DRIVER}'].productName == 'NVIDIA L4'")
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-l4", by_name)
     assert pod["spec"]["nodeName"] == L4_NODE
     by_profile = _template(
-        "small-mig", "mig.nvidia.com", f"device.attributes['{DRIVER}'].profile == '2g.20gb'"
+        "small-mig", "mig.nvidia.com", f"device.attributes['{DRA_DRIVER}'].profile == '2g.20gb'"
     )
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-mig", by_profile)
     assert pod["spec"]["nodeName"] == dra_cluster.gpu_nodes[1]
@@ -165,7 +165,7 @@ async def test_a_claim_no_device_matches_stays_pending_with_the_schedulers_reaso
     dra_api: Any, namespace: str
 ) -> None:
     huge = _template(
-        "huge-gpu", cel=f"device.capacity['{DRIVER}'].memory.compareTo(quantity('100Gi')) >= 0"
+        "huge-gpu", cel=f"device.capacity['{DRA_DRIVER}'].memory.compareTo(quantity('100Gi')) >= 0"
     )
     huge["metadata"]["namespace"] = namespace
     await create(dra_api, huge)
@@ -204,8 +204,8 @@ async def test_two_containers_share_one_claim(dra_api: Any, namespace: str) -> N
 async def _plugin_pod(api: Any, node: str) -> dict[str, Any]:
     listed = await call(
         client.CoreV1Api(api).list_namespaced_pod,
-        NAMESPACE,
-        label_selector=f"app={PLUGIN_APP}",
+        DRA_NAMESPACE,
+        label_selector=f"app={DRA_PLUGIN_APP}",
         field_selector=f"spec.nodeName={node}",
     )
     (pod,) = listed["items"]
@@ -230,8 +230,8 @@ async def test_a_plugin_may_not_write_another_nodes_slice(
     }
     answer = await call(
         client.CoreV1Api(dra_api).create_namespaced_service_account_token,
-        PLUGIN_ACCOUNT,
-        NAMESPACE,
+        DRA_PLUGIN_ACCOUNT,
+        DRA_NAMESPACE,
         request,
     )
     token = answer["status"]["token"]
@@ -254,8 +254,8 @@ async def test_a_plugin_may_not_write_another_nodes_slice(
         response.release()
     # A policy's refusal without a `reason` is `Invalid` (422), as the reference's is.
     assert response.status == 422, body["message"]
-    assert f"ValidatingAdmissionPolicy '{POLICY}'" in body["message"]
-    assert f"the plugin on node {own} {OTHER_NODE_REFUSED}" in body["message"]
+    assert f"ValidatingAdmissionPolicy '{DRA_POLICY}'" in body["message"]
+    assert f"the plugin on node {own} {DRA_OTHER_NODE_REFUSED}" in body["message"]
     assert [s["metadata"]["name"] for s in (await gpu_slices(dra_api))[other]] == [
         genuine["metadata"]["name"]
     ]
@@ -266,7 +266,7 @@ async def test_the_slice_goes_with_the_plugin_pod(
 ) -> None:
     node = L4_NODE
     core = client.CoreV1Api(dra_api)
-    await call(core.patch_node, node, {"metadata": {"labels": {DEPLOY_LABEL: None}}})
+    await call(core.patch_node, node, {"metadata": {"labels": {DRA_DEPLOY_LABEL: None}}})
     try:
 
         async def gone() -> bool:
@@ -274,7 +274,7 @@ async def test_the_slice_goes_with_the_plugin_pod(
 
         await eventually(gone, f"the slice of {node} to go with its plugin pod")
     finally:
-        await call(core.patch_node, node, {"metadata": {"labels": {DEPLOY_LABEL: "true"}}})
+        await call(core.patch_node, node, {"metadata": {"labels": {DRA_DEPLOY_LABEL: "true"}}})
 
     async def back() -> bool:
         return node in await gpu_slices(dra_api)

@@ -1,12 +1,15 @@
-"""The DRA objects these tests apply themselves: STAND-INS for what the operator's
-GPUCluster controller renders (its kubelet-plugin ServiceAccount and RBAC, the DeviceClasses,
-the ResourceSlice admission policy and binding, the kubelet-plugin DaemonSet).
+"""NVIDIA's DRA stack as objects to create directly: STAND-INS for what the operator's
+GPUCluster controller renders (the kubelet plugin's ServiceAccount and RBAC, the
+DeviceClasses, the ResourceSlice admission policy and binding, the kubelet-plugin
+DaemonSet). The DRA e2e tests apply them, and `bench/scale.py --dra-floor` times them as
+the floor a GPUCluster run is held to.
 
 Only what the simulated cluster reads is here: the plugin pod's `app` label and
-ServiceAccount (the GPU node behaviour writes the node's ResourceSlice as that account),
-the deploy label the DaemonSet selects nodes by, and the policy that lets a node's plugin
-write only its own node's slices. Once the GPUCluster controller renders the stack, the
-tests create a GPUCluster instead of applying `dra_stack()`.
+ServiceAccount (the GPU node behaviour writes the node's ResourceSlice as that account,
+`gpusim._dra`), the deploy label the DaemonSet selects nodes by, and a policy that lets a
+node's plugin write only its own node's slices (same rule as the reference's, in words of
+our own). Once the GPUCluster controller renders the stack, the tests create a GPUCluster
+instead, and this module stays as the floor's objects.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def _plugin_daemonset() -> dict[str, Any]:
 
 
 def dra_stack() -> list[dict[str, Any]]:
-    """The objects, in the order they are created."""
+    """The objects, in the order they are created (`collection_path` says where)."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         *_plugin_rbac(),
@@ -176,3 +179,25 @@ def dra_stack() -> list[dict[str, Any]]:
         *_policy(),
         _plugin_daemonset(),
     ]
+
+
+_COLLECTIONS = {
+    "Namespace": "/api/v1/namespaces",
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ValidatingAdmissionPolicy": (
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+    ),
+    "ValidatingAdmissionPolicyBinding": (
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+    ),
+    "DaemonSet": "/apis/apps/v1/namespaces/{namespace}/daemonsets",
+}
+
+
+def collection_path(obj: dict[str, Any]) -> str:
+    """Where `dra_stack()`'s object is created (POST)."""
+    namespace = obj["metadata"].get("namespace", "")
+    return _COLLECTIONS[obj["kind"]].format(namespace=namespace)
