@@ -89,7 +89,9 @@ class ApiEndpoint:
 
 @dataclass(frozen=True)
 class _Token:
-    pod_uid: str
+    """The token the plugin pod `pod` (namespace/name) holds."""
+
+    pod: str
     token: str
     expires: float
 
@@ -142,6 +144,7 @@ class DraKubeletPlugins:
         self._client = manager.client
         self._endpoint = endpoint
         self._tokens: dict[str, _Token] = {}
+        """By node: the token of the plugin pod running there."""
         self._session: aiohttp.ClientSession | None = None
         self.writes = 0
         nodes = manager.informer(NODE, transform=trim_node)
@@ -172,6 +175,7 @@ class DraKubeletPlugins:
             self._client.list(RESOURCE_SLICE, index=(SLICES_BY_NODE, name)), key=name_of
         )
         if node is None:
+            self._tokens.pop(name, None)
             return None  # the garbage collector removes what the Node owned
         pods = [
             info
@@ -194,6 +198,8 @@ class DraKubeletPlugins:
                 workloads=(),
             )
             devices = slice_devices(name, facts)
+        if plugin is None:
+            self._tokens.pop(name, None)
         if plugin is None or not devices:
             for old in slices:
                 await self._remove(old)
@@ -207,7 +213,7 @@ class DraKubeletPlugins:
             await self._publish(node, slices[0] if slices else None, devices, token)
         except PluginWriteRefused as refused:
             if refused.status == 401:
-                self._tokens.pop(plugin.key, None)  # its pod was replaced: a new token
+                self._tokens.pop(name, None)  # its pod was replaced: a new token
             raise
         return None
 
@@ -246,8 +252,9 @@ class DraKubeletPlugins:
     async def _token(self, plugin: PodInfo) -> str | None:
         """A token of the pod's ServiceAccount bound to the pod, as the kubelet mounts one
         (renewed before it expires); None when the pod is gone."""
-        cached = self._tokens.get(plugin.key)
-        if cached is not None and cached.expires - time.monotonic() > _TOKEN_RENEW_BEFORE:
+        cached = self._tokens.get(plugin.node)
+        fresh = cached is not None and cached.expires - time.monotonic() > _TOKEN_RENEW_BEFORE
+        if cached is not None and fresh and cached.pod == plugin.key:
             return cached.token
         namespace, _, pod_name = plugin.key.partition("/")
         try:
@@ -255,7 +262,7 @@ class DraKubeletPlugins:
                 "GET", f"/api/v1/namespaces/{namespace}/pods/{pod_name}"
             )
         except NotFound:
-            self._tokens.pop(plugin.key, None)
+            self._tokens.pop(plugin.node, None)
             return None
         account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
         body = {
@@ -277,7 +284,7 @@ class DraKubeletPlugins:
         except NotFound:
             return None
         token = str((answer.get("status") or {}).get("token") or "")
-        self._tokens[plugin.key] = _Token(uid_of(pod), token, time.monotonic() + TOKEN_SECONDS)
+        self._tokens[plugin.node] = _Token(plugin.key, token, time.monotonic() + TOKEN_SECONDS)
         return token
 
     def _pool(self) -> aiohttp.ClientSession:

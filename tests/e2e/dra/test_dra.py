@@ -10,6 +10,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from gpusim import (
+    ANNOTATION_HOST_DRIVER,
+    ANNOTATION_MIG_APPLIED,
     DRA_DEPLOY_LABEL,
     DRA_DRIVER,
     DRA_NAMESPACE,
@@ -20,7 +22,7 @@ from gpusim import (
     SimulatedCluster,
 )
 from tests.e2e.dra._api import create, gpu_slices
-from tests.e2e.dra.conftest import L4_NODE
+from tests.e2e.dra.conftest import HOST_DRIVER, L4_NODE
 from tests.e2e.sim._kube import call
 from tests.polling import eventually
 
@@ -280,3 +282,46 @@ async def test_the_slice_goes_with_the_plugin_pod(
         return node in await gpu_slices(dra_api)
 
     await eventually(back, f"the slice of {node} to come back with a new plugin pod")
+
+
+async def test_the_slice_follows_the_mig_mode_and_the_driver(
+    dra_cluster: SimulatedCluster, dra_api: Any
+) -> None:
+    node = dra_cluster.gpu_nodes[1]
+    core = client.CoreV1Api(dra_api)
+    (before,) = (await gpu_slices(dra_api))[node]
+
+    async def annotate(key: str, value: str | None) -> None:
+        await call(core.patch_node, node, {"metadata": {"annotations": {key: value}}})
+
+    async def profiles() -> list[str]:
+        found = (await gpu_slices(dra_api)).get(node) or []
+        return sorted(_attributes(d)["profile"] for s in found for d in s["spec"]["devices"])
+
+    await annotate(ANNOTATION_MIG_APPLIED, "all-3g.40gb")
+    try:
+
+        async def repartitioned() -> bool:
+            return await profiles() == ["3g.40gb"] * 4
+
+        await eventually(repartitioned, f"the slice of {node} to list its new MIG instances")
+        (after,) = (await gpu_slices(dra_api))[node]
+        # Updated in place by the plugin (the policy lets it write its own node's slice).
+        assert after["metadata"]["name"] == before["metadata"]["name"]
+        assert after["spec"]["pool"]["generation"] > before["spec"]["pool"]["generation"]
+    finally:
+        await annotate(ANNOTATION_MIG_APPLIED, "all-balanced")
+    await annotate(ANNOTATION_HOST_DRIVER, None)
+    try:
+
+        async def unpublished() -> bool:
+            return node not in await gpu_slices(dra_api)
+
+        await eventually(unpublished, f"the slice of {node} to go with its driver")
+    finally:
+        await annotate(ANNOTATION_HOST_DRIVER, HOST_DRIVER)
+
+    async def balanced() -> bool:
+        return len(await profiles()) == 8
+
+    await eventually(balanced, f"the slice of {node} back with the balanced layout")
