@@ -67,6 +67,7 @@ SLICES_BY_NODE = "gpusim.dra.node"
 PLUGIN_PODS_BY_NODE = "gpusim.dra.plugin-node"
 TOKEN_SECONDS = 3600
 _TOKEN_RENEW_BEFORE = 600.0
+_CREATE_SHOWS_WITHIN = 30.0
 _SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
@@ -145,6 +146,8 @@ class DraKubeletPlugins:
         self._endpoint = endpoint
         self._tokens: dict[str, _Token] = {}
         """By node: the token of the plugin pod running there."""
+        self._created: dict[str, tuple[str, float]] = {}
+        """By node: the slice last created there and when, until the cache shows it."""
         self._session: aiohttp.ClientSession | None = None
         self.writes = 0
         nodes = manager.informer(NODE, transform=trim_node)
@@ -176,6 +179,7 @@ class DraKubeletPlugins:
         )
         if node is None:
             self._tokens.pop(name, None)
+            self._created.pop(name, None)
             return None  # the garbage collector removes what the Node owned
         pods = [
             info
@@ -204,6 +208,16 @@ class DraKubeletPlugins:
             for old in slices:
                 await self._remove(old)
             return None
+        # The event of our own create may be on its way (a second create would make two
+        # slices), unless it was deleted before the cache saw it.
+        created = self._created.get(name)
+        if (
+            created is not None
+            and all(name_of(s) != created[0] for s in slices)
+            and time.monotonic() - created[1] < _CREATE_SHOWS_WITHIN
+        ):
+            return Result(requeue_after=1.0)
+        self._created.pop(name, None)
         for extra in slices[1:]:
             await self._remove(extra)
         token = await self._token(plugin)
@@ -226,6 +240,7 @@ class DraKubeletPlugins:
             live = await self._client.request("GET", f"/api/v1/nodes/{name}")
             body = resource_slice(name, uid_of(live), devices)
             created = await self._as_plugin(token, "POST", _SLICES_PATH, body)
+            self._created[name] = (name_of(created), time.monotonic())
             log.info(
                 "%s: published ResourceSlice %s (%d devices)", name, name_of(created), len(devices)
             )

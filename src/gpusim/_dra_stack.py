@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler import namespace_of
+
 NAMESPACE = "gpu-operator"
 PLUGIN_ACCOUNT = "nvidia-dra-driver-kubeletplugin"
 PLUGIN_DAEMONSET = "nvidia-dra-driver-kubelet-plugin"
@@ -199,5 +201,4 @@ _COLLECTIONS = {
 
 def collection_path(obj: dict[str, Any]) -> str:
     """Where `dra_stack()`'s object is created (POST)."""
-    namespace = obj["metadata"].get("namespace", "")
-    return _COLLECTIONS[obj["kind"]].format(namespace=namespace)
+    return _COLLECTIONS[obj["kind"]].format(namespace=namespace_of(obj))
