@@ -6,8 +6,8 @@ plugins' own writes (a pod-bound token and a slice per node) need, which a GPUCl
 is held to (issue 50: within 1.1x at 1,000 nodes).
 
 Untimed before the clock, as the floor of `scale.py` pre-labels: each GPU node gets a
-driver on the host (the plugin publishes nothing without one) and the DaemonSet's deploy
-label.
+driver on the host (the plugin publishes nothing without one) and the DaemonSets' deploy
+labels.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from gpusim import (
     ANNOTATION_HOST_DRIVER,
-    DRA_DEPLOY_LABEL,
     DRA_DRIVER,
+    DRA_NODE_LABELS,
     SimulatedCluster,
     dra_collection_path,
     dra_stack,
@@ -64,7 +64,7 @@ async def dra_floor(
             body = {
                 "metadata": {
                     "annotations": {ANNOTATION_HOST_DRIVER: HOST_DRIVER},
-                    "labels": {DRA_DEPLOY_LABEL: "true"},
+                    "labels": dict(DRA_NODE_LABELS),
                 }
             }
             async with gate:

@@ -1,12 +1,12 @@
 """NVIDIA's DRA stack as objects to create directly: STAND-INS for what the operator's
 GPUCluster controller renders (the kubelet plugin's ServiceAccount and RBAC, the
 DeviceClasses, the ResourceSlice admission policy and binding, the kubelet-plugin
-DaemonSet). The DRA e2e tests apply them, and `bench/scale.py --dra-floor` times them as
-the floor a GPUCluster run is held to.
+DaemonSet, the DRA validation). The DRA e2e tests apply them, and
+`bench/scale.py --dra-floor` times them as the floor a GPUCluster run is held to.
 
 Only what the simulated cluster reads is here: the plugin pod's `app` label and
 ServiceAccount (the GPU node behaviour writes the node's ResourceSlice as that account,
-`gpusim._dra`), the deploy label the DaemonSet selects nodes by, and a policy that lets a
+`gpusim._dra`), the deploy labels the DaemonSets select nodes by, and a policy that lets a
 node's plugin write only its own node's slices (same rule as the reference's, in words of
 our own). Once the GPUCluster controller renders the stack, the tests create a GPUCluster
 instead, and this module stays as the floor's objects.
@@ -23,6 +23,13 @@ PLUGIN_ACCOUNT = "nvidia-dra-driver-kubeletplugin"
 PLUGIN_DAEMONSET = "nvidia-dra-driver-kubelet-plugin"
 PLUGIN_APP = "nvidia-dra-driver-kubelet-plugin"
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-driver"
+VALIDATOR_DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-validator"
+NODE_LABELS = {DEPLOY_LABEL: "true", VALIDATOR_DEPLOY_LABEL: "true"}
+"""What the operator's node labelling gives each GPU node for the DRA stack to run there."""
+VALIDATOR = "nvidia-dra-validator"
+VALIDATOR_APP = "nvidia-operator-validator"
+VALIDATOR_CLAIM_TEMPLATE = "nvidia-dra-validator-gpu"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 POLICY = "resourceslices-policy-nvidia-dra-driver"
 PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.0"
 DRIVER = "gpu.nvidia.com"
@@ -171,15 +178,72 @@ def _plugin_daemonset() -> dict[str, Any]:
     }
 
 
-def dra_stack() -> list[dict[str, Any]]:
-    """The objects, in the order they are created (`collection_path` says where)."""
+def _validation() -> list[dict[str, Any]]:
+    """The DRA validation: a pod per GPU node claiming one GPU there with admin access
+    (never reserved, so it holds no GPU a workload could get)."""
+    request = {
+        "deviceClassName": "gpu.nvidia.com",
+        "allocationMode": "ExactCount",
+        "count": 1,
+        "adminAccess": True,
+    }
+    labels = {"app": VALIDATOR_APP, "app.kubernetes.io/name": VALIDATOR}
+    container = {
+        "name": "gpu-validation",
+        "image": PLUGIN_IMAGE,
+        "resources": {"claims": [{"name": "validation-gpu"}]},
+    }
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": VALIDATOR, "namespace": NAMESPACE},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": VALIDATOR_CLAIM_TEMPLATE, "namespace": NAMESPACE},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "validation-gpu", "exactly": request}]}}
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": VALIDATOR, "namespace": NAMESPACE, "labels": labels},
+            "spec": {
+                "selector": {"matchLabels": {"app.kubernetes.io/name": VALIDATOR}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": VALIDATOR,
+                        "nodeSelector": {VALIDATOR_DEPLOY_LABEL: "true"},
+                        "resourceClaims": [
+                            {
+                                "name": "validation-gpu",
+                                "resourceClaimTemplateName": VALIDATOR_CLAIM_TEMPLATE,
+                            }
+                        ],
+                        "containers": [container],
+                    },
+                },
+            },
+        },
+    ]
+
+
+def dra_stack() -> list[dict[str, Any]]:
+    """The objects, in the order they are created (`collection_path` says where). The
+    namespace allows admin access to devices, which the validation's claims ask for."""
+    namespace = {"name": NAMESPACE, "labels": {ADMIN_ACCESS_LABEL: "true"}}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace},
         *_plugin_rbac(),
         _device_class("gpu.nvidia.com", "gpu"),
         _device_class("mig.nvidia.com", "mig"),
         *_policy(),
         _plugin_daemonset(),
+        *_validation(),
     ]
 
 
@@ -196,6 +260,9 @@ _COLLECTIONS = {
         "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
     ),
     "DaemonSet": "/apis/apps/v1/namespaces/{namespace}/daemonsets",
+    "ResourceClaimTemplate": (
+        "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
+    ),
 }
 
 

@@ -1,7 +1,7 @@
 """One simulated cluster for the DRA tests, with mixed hardware: an H100 node with MIG off,
 an H100 node left in MIG mode (the balanced layout), an L4 node, and a CPU-only node. Every
 GPU node has a driver on the host (the kubelet plugin publishes nothing without one) and the
-deploy label the kubelet-plugin DaemonSet selects; the DRA objects of `gpusim.dra_stack()`
+deploy labels the DRA DaemonSets select; the DRA objects of `gpusim.dra_stack()`
 are applied and every GPU node has published its slice before a test runs."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from gpusim import (
     ANNOTATION_HOST_DRIVER,
     ANNOTATION_MIG_APPLIED,
-    DRA_DEPLOY_LABEL,
+    DRA_NODE_LABELS,
     ClusterConfig,
     SimulatedCluster,
     dra_stack,
@@ -47,7 +47,7 @@ async def _prepare(sim: SimulatedCluster) -> None:
             annotations = {ANNOTATION_HOST_DRIVER: HOST_DRIVER}
             if name == mig_node:
                 annotations[ANNOTATION_MIG_APPLIED] = "all-balanced"
-            body = {"metadata": {"annotations": annotations, "labels": {DRA_DEPLOY_LABEL: "true"}}}
+            body = {"metadata": {"annotations": annotations, "labels": DRA_NODE_LABELS}}
             await call(core.patch_node, name, body)
         for obj in dra_stack():
             await create(api, obj)

@@ -19,6 +19,7 @@ from gpusim import (
     DRA_PLUGIN_ACCOUNT,
     DRA_PLUGIN_APP,
     DRA_POLICY,
+    DRA_VALIDATOR_APP,
     SimulatedCluster,
 )
 from tests.e2e.dra._api import create, gpu_slices
@@ -325,3 +326,40 @@ async def test_the_slice_follows_the_mig_mode_and_the_driver(
         return len(await profiles()) == 8
 
     await eventually(balanced, f"the slice of {node} back with the balanced layout")
+
+
+async def test_the_dra_validation_runs_on_every_node_with_whole_gpus(
+    dra_cluster: SimulatedCluster, dra_api: Any
+) -> None:
+    """Its claim asks the `gpu.nvidia.com` class (whole GPUs) for one device with admin
+    access: where every GPU is in MIG mode no such device is published, and it waits."""
+    whole, mig = dra_cluster.gpu_nodes[:2]
+    core = client.CoreV1Api(dra_api)
+    resource = client.ResourceV1Api(dra_api)
+
+    async def validators() -> list[dict[str, Any]]:
+        listed = await call(
+            core.list_namespaced_pod, DRA_NAMESPACE, label_selector=f"app={DRA_VALIDATOR_APP}"
+        )
+        return list(listed["items"])
+
+    async def running_where_whole_gpus() -> list[dict[str, Any]] | None:
+        found = [p for p in await validators() if p["status"].get("phase") == "Running"]
+        return found if {p["spec"]["nodeName"] for p in found} == {whole, L4_NODE} else None
+
+    running = await eventually(running_where_whole_gpus, "a Running DRA validator per node")
+    for pod in running:
+        claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        claim = await call(resource.read_namespaced_resource_claim, claim_name, DRA_NAMESPACE)
+        (result,) = _allocated(claim)
+        assert result["pool"] == pod["spec"]["nodeName"]
+        assert result.get("adminAccess") is True
+    (waiting,) = [p for p in await validators() if p["status"].get("phase") != "Running"]
+    (scheduled,) = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["reason"] == "Unschedulable"
+    assert "1 cannot allocate all claims" in scheduled["message"]
+    # The DaemonSet controller pins each of its pods to its node by a field selector.
+    terms = waiting["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [mig]
