@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from components.api import UpgradeState
 from components.upgrade._clearing import describe, gpu_pods
+from components.upgrade._holders import holders_note
 from components.upgrade._model import NodeView
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
@@ -131,8 +132,11 @@ def _restart_in_place(ctx: NodeContext) -> Step:
     if d.ready:
         return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready (restarted in place)")
     if d.failing:
-        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
-    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+        return fail_in(
+            S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing" + holders_note(ctx, ())
+        )
+    held = holders_note(ctx, ())
+    return Step(wait=f"waiting for driver pod {d.key} to be ready" + held, explains=bool(held))
 
 
 def pod_restart(ctx: NodeContext, now: float) -> Step:
@@ -146,7 +150,10 @@ def pod_restart(ctx: NodeContext, now: float) -> Step:
     if live:
         return move_to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
     if gpu:
-        return Step(wait=f"waiting for GPU pods {describe(gpu)} to terminate")
+        return Step(
+            wait=f"waiting for GPU pods {describe(gpu)} to terminate" + holders_note(ctx, gpu),
+            explains=True,
+        )
     d = ctx.driver
     if d is None:
         return Step(wait="waiting for the driver pod to be recreated")
@@ -192,8 +199,11 @@ def pod_restart(ctx: NodeContext, now: float) -> Step:
     if d.ready:
         return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
     if d.failing:
-        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
-    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+        return fail_in(
+            S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing" + holders_note(ctx, ())
+        )
+    held = holders_note(ctx, ())
+    return Step(wait=f"waiting for driver pod {d.key} to be ready" + held, explains=bool(held))
 
 
 def _hand_over(ctx: NodeContext, d: PodView, now: float) -> Step:
