@@ -348,9 +348,12 @@ class NodeReconciler:
             # Pods went in the same step as a transition (a driver restart served a
             # request) and the transition was refused: read the node again.
             return Result(requeue_after=REREAD_AFTER)
-        wait = self.writer.blocked.get(ctx.node.name) or step.wait
+        # A wait that names what holds the node (the budget behind a refused eviction, say)
+        # says more than the API's refusal, which has its own event.
+        blocked = self.writer.blocked.get(ctx.node.name)
+        wait = step.wait if step.explains or not blocked else blocked
         self.waits.set(ctx.node.name, wait)
-        self._explain(ctx.node, step if wait == step.wait else Step(), pool)
+        self._explain(ctx.node, step, pool)
         if step.requeue_after is not None:
             # A timeout that fires unless an event moves the node first.
             return Result(requeue_after=step.requeue_after + 0.1)

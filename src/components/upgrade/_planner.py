@@ -152,7 +152,7 @@ def _plan(
     if state is S.DRAIN_REQUIRED:
         return _drain(ctx, policy, now)
     if state is S.POD_RESTART_REQUIRED:
-        return pod_restart(ctx, now)
+        return pod_restart(ctx, now, validation_timeout)
     if state is S.VALIDATION_REQUIRED:
         return _validation(ctx, now, validation_timeout)
     if state is S.UNCORDON_REQUIRED:

@@ -22,7 +22,15 @@ from components.upgrade._names import (
 )
 from components.upgrade._patches import client_changes, name_clients
 from components.upgrade._pods import PodView
-from components.upgrade._step import NodeContext, Step, Transition, fail_in, move_to, timed_out
+from components.upgrade._step import (
+    DEFAULT_VALIDATION_TIMEOUT,
+    NodeContext,
+    Step,
+    Transition,
+    fail_in,
+    move_to,
+    timed_out,
+)
 
 S = UpgradeState
 
@@ -110,7 +118,25 @@ RESTART_ONLY_REASON = (
 )
 
 
-def _restart_in_place(ctx: NodeContext) -> Step:
+def _coming_up(ctx: NodeContext, d: PodView, now: float, timeout: float) -> Step:
+    """The new driver pod is not ready yet: it fails the node when it keeps crashing or
+    is not ready in `timeout` (from entering pod-restart-required: an image that cannot
+    be pulled never crashes), naming what holds the GPU the old module cannot let go."""
+    held = holders_note(ctx, ())
+    if d.failing:
+        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing{held}")
+    expired, left = timed_out(ctx.node, timeout, now)
+    if expired:
+        reason = f"driver pod {d.key} was not ready within {timeout:.0f}s{held}"
+        return fail_in(S.POD_RESTART_REQUIRED, reason)
+    return Step(
+        wait=f"waiting for driver pod {d.key} to be ready{held}",
+        requeue_after=left,
+        explains=bool(held),
+    )
+
+
+def _restart_in_place(ctx: NodeContext, now: float, timeout: float) -> Step:
     """`pod-restart-required` on a restart-only node: delete the driver pod (its DaemonSet
     recreates it at the newest revision) and wait for the new one to be ready. No GPU pod
     is looked for: the driver stays loaded. If the template changed meanwhile in what the
@@ -131,20 +157,15 @@ def _restart_in_place(ctx: NodeContext) -> Step:
         return Step(delete=(d,), wait=f"restarting the driver in place: {reason}")
     if d.ready:
         return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready (restarted in place)")
-    if d.failing:
-        return fail_in(
-            S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing" + holders_note(ctx, ())
-        )
-    held = holders_note(ctx, ())
-    return Step(wait=f"waiting for driver pod {d.key} to be ready" + held, explains=bool(held))
+    return _coming_up(ctx, d, now, timeout)
 
 
-def pod_restart(ctx: NodeContext, now: float) -> Step:
+def pod_restart(ctx: NodeContext, now: float, timeout: float = DEFAULT_VALIDATION_TIMEOUT) -> Step:
     """`pod-restart-required`: the node is cleared; pause the device plugin, let the cordon
     settle, then restart the driver (delete its pod, move the pin, or hand the node over
     from the reference operator), and wait for the new one to be ready."""
     if ctx.node.restart_only:
-        return _restart_in_place(ctx)
+        return _restart_in_place(ctx, now, timeout)
     gpu = gpu_pods(ctx.pods)
     live = [p for p in gpu if not p.terminating]
     if live:
@@ -198,12 +219,7 @@ def pod_restart(ctx: NodeContext, now: float) -> Step:
         return Step(delete=(d,), wait=wait)
     if d.ready:
         return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
-    if d.failing:
-        return fail_in(
-            S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing" + holders_note(ctx, ())
-        )
-    held = holders_note(ctx, ())
-    return Step(wait=f"waiting for driver pod {d.key} to be ready" + held, explains=bool(held))
+    return _coming_up(ctx, d, now, timeout)
 
 
 def _hand_over(ctx: NodeContext, d: PodView, now: float) -> Step:

@@ -184,3 +184,23 @@ def test_a_process_outside_any_pod_is_named_while_the_driver_does_not_come_up() 
     s = step(NodeContext(n, driver("new", ready=False), "new", agent=True))
     assert s.transition is None
     assert "process 777 outside any pod holds GPU 1" in s.wait and s.explains
+
+
+def test_a_driver_pod_never_ready_fails_the_node_after_the_timeout() -> None:
+    # An image that cannot be pulled never crash-loops: only the timeout ends the wait.
+    def at(since: float) -> Step:
+        n = node(state=S.POD_RESTART_REQUIRED, since=since)
+        return plan_node(
+            NodeContext(n, driver("new", ready=False), "new"),
+            policy(),
+            NOW,
+            validation_timeout=600,
+            backoff=FAST,
+        )
+
+    waiting = at(NOW - 10)
+    assert waiting.transition is None and waiting.requeue_after == pytest.approx(590)
+    t = at(NOW - 600).transition
+    assert t is not None and t.to is S.UPGRADE_FAILED
+    assert t.reason == "driver pod gpu-operator/driver-abc was not ready within 600s"
+    assert t.annotations[FAILED_STATE] == S.POD_RESTART_REQUIRED.value
