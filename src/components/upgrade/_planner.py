@@ -84,8 +84,11 @@ def plan_node(
     backoff: Backoff = DEFAULT_BACKOFF,
 ) -> Step:
     """The next step for `ctx.node` under `policy` (auto upgrade is on). `backoff`: how
-    long a failed node waits before each retry."""
+    long a failed node waits before each retry, where the policy's `retryBackoff` does not
+    say."""
     ctx = with_holders(ctx)
+    if (retry := policy.retry_backoff) is not None:
+        backoff = Backoff(initial=retry.initial_seconds, cap=retry.max_seconds)
     step = _resuming(ctx.node, _plan(ctx, policy, now, validation_timeout, backoff))
     d = ctx.driver
     if d is not None and d.kernel_learnt and d.kernel:

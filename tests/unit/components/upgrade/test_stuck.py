@@ -204,3 +204,33 @@ def test_a_driver_pod_never_ready_fails_the_node_after_the_timeout() -> None:
     assert t is not None and t.to is S.UPGRADE_FAILED
     assert t.reason == "driver pod gpu-operator/driver-abc was not ready within 600s"
     assert t.annotations[FAILED_STATE] == S.POD_RESTART_REQUIRED.value
+
+
+def test_the_policys_retry_backoff_sets_the_wait() -> None:
+    n = failed(NOW, retries=1)
+    ctx = NodeContext(n, driver("old"), "new", pods=[gpu_pod("db", labels={"app": "db"})])
+    closed = [PdbView("work", "db-pdb", {"matchLabels": {"app": "db"}}, 0)]
+    ctx = NodeContext(n, ctx.driver, "new", pods=ctx.pods, pdbs=closed)
+    p = policy(drain={"enable": True}, retryBackoff={"initialSeconds": 100, "maxSeconds": 150})
+    assert plan_node(ctx, p, NOW + 149, backoff=FAST).transition is None  # 100 * 2, capped
+    assert plan_node(ctx, p, NOW + 150, backoff=FAST).transition is not None
+
+
+def test_validate_refuses_bad_retry_backoff_values_by_name() -> None:
+    from components.offline import validate_text
+
+    text = """
+apiVersion: nvidia.com/v1
+kind: ClusterPolicy
+metadata: {name: cluster-policy}
+spec:
+  driver:
+    upgradePolicy:
+      retryBackoff: {initialSeconds: 600, maxSeconds: 60}
+"""
+    problems = {p.path: p.message for _, p in validate_text(text, "cp.yaml").problems}
+    assert list(problems) == ["spec.driver.upgradePolicy.retryBackoff.maxSeconds"]
+    assert "initialSeconds" in problems["spec.driver.upgradePolicy.retryBackoff.maxSeconds"]
+    negative = text.replace("{initialSeconds: 600, maxSeconds: 60}", "{initialSeconds: -1}")
+    paths = [p.path for _, p in validate_text(negative, "cp.yaml").problems]
+    assert paths == ["spec.driver.upgradePolicy.retryBackoff.initialSeconds"]
