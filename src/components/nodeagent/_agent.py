@@ -352,8 +352,10 @@ class NodeAgent:
                     c["message"],
                 )
         annotations = annotations_of(node)
-        processes = process_list(await self._owners(obs.gpus))
-        if annotations.get(PROCESSES_ANNOTATION) != processes:
+        # NVML let go for a driver restart sees no process: the list last published stays,
+        # for the walk to name what holds the GPU while it clears the node.
+        processes = None if obs.released else process_list(await self._owners(obs.gpus))
+        if not obs.released and annotations.get(PROCESSES_ANNOTATION) != processes:
             await self.api.patch_metadata(
                 {"metadata": {"annotations": {PROCESSES_ANNOTATION: processes}}}
             )

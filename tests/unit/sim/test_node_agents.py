@@ -135,10 +135,15 @@ class _PodsApi:
     def __init__(self, pods: list[dict[str, Any]]) -> None:
         self.pods = pods
         self.annotations: dict[str, str] = {}
+        self.labels: dict[str, str] = {}
 
     async def read_node(self) -> dict[str, Any]:
         return {
-            "metadata": {"name": "n1", "annotations": dict(self.annotations)},
+            "metadata": {
+                "name": "n1",
+                "annotations": dict(self.annotations),
+                "labels": dict(self.labels),
+            },
             "status": {"allocatable": {"nvidia.com/gpu": "2"}},
         }
 
@@ -182,3 +187,10 @@ async def test_the_agents_list_names_a_pod_using_a_gpu_without_requesting_one(
     entries = gpu_processes(api.annotations)
     assert {(e.pod, e.unrequested) for e in entries} == {("ml/smi", True), ("ml/train", False)}
     assert '"unrequested":true' in api.annotations[GPU_PROCESSES_ANNOTATION]
+
+    # While the walk clears the node the agent lets NVML go and sees no process: the list
+    # it published stays, so the walk can still name what holds the GPU.
+    listed = api.annotations[GPU_PROCESSES_ANNOTATION]
+    api.labels["nvidia.com/gpu-driver-upgrade-state"] = "pod-deletion-required"
+    await agent.step()
+    assert api.annotations[GPU_PROCESSES_ANNOTATION] == listed
