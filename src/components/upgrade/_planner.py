@@ -47,7 +47,7 @@ from components.upgrade._names import (
 from components.upgrade._patches import client_changes, name_clients
 from components.upgrade._pods import PodView
 from components.upgrade._restart import RESTART_ONLY_REASON, pod_restart, restart_only
-from components.upgrade._retry import DEFAULT_BACKOFF, Backoff, retry_due, retry_target
+from components.upgrade._retry import DEFAULT_BACKOFF, Backoff, retries, retry_due, retry_target
 from components.upgrade._selectors import SelectorError
 from components.upgrade._step import (
     DEFAULT_VALIDATION_TIMEOUT,
@@ -367,15 +367,18 @@ def _failed(
         stale = result.stale
         target = S.VALIDATION_REQUIRED  # the new driver runs: only validation is left
     due = retry_due(node, backoff, now)
+    attempt = retries(node) + 1
     retry = _blocker_gone(ctx, policy) if target is node.failed_state else None
-    if retry is None and due.due:
-        retry = f"{backoff.delay(due.attempt - 1):.0f}s after the failure"
+    if retry is None and due is not None and due.due:
+        retry = f"{backoff.delay(attempt - 1):.0f}s after the failure"
     if retry is not None:
-        return move_to(target, f"retrying (retry {due.attempt}): {retry}", retries=str(due.attempt))
-    why = node.message or "see the node events"
+        return move_to(target, f"retrying (retry {attempt}): {retry}", retries=str(attempt))
+    why = f"upgrade failed: {node.message or 'see the node events'}"
+    if due is None:
+        return Step(delete=stale, wait=why, explains=True)
     return Step(
         delete=stale,
-        wait=f"upgrade failed: {why}; retry {due.attempt} at {format_time(now + due.left)}",
+        wait=f"{why}; retry {attempt} at {format_time(now + due.left)}",
         requeue_after=due.left,
         explains=True,
     )

@@ -25,15 +25,18 @@ DEFAULT_MAX_RETRY_SECONDS = 3600.0
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """`initial` seconds before the first retry, doubling with each one, never over `cap`."""
+    """`initial` seconds before the first retry, doubling with each one, never over `cap`;
+    `initial` 0: no retry by time (only once what blocked is gone)."""
 
     initial: float = DEFAULT_RETRY_SECONDS
     cap: float = DEFAULT_MAX_RETRY_SECONDS
 
+    @property
+    def timed(self) -> bool:
+        return self.initial > 0
+
     def delay(self, retries: int) -> float:
         """Seconds to wait before retry number `retries + 1`."""
-        if self.initial <= 0:
-            return 0.0
         doubled = self.initial * float(2 ** min(retries, 32))  # capped: no overflow
         return min(doubled, max(self.cap, self.initial))
 
@@ -58,9 +61,12 @@ class RetryDue:
     """The retry's number (1 for the first)."""
 
 
-def retry_due(node: NodeView, backoff: Backoff, now: float) -> RetryDue:
-    """Whether the failed node's next retry is due. A node with no time on it (failed by
-    another operator, say) counts from now: it waits one full delay."""
+def retry_due(node: NodeView, backoff: Backoff, now: float) -> RetryDue | None:
+    """Whether the failed node's next retry is due (None: no retry by time). A node with
+    no time on it (failed by another operator, say) counts from now: it waits one full
+    delay."""
+    if not backoff.timed:
+        return None
     done = retries(node)
     since = node.since if node.since is not None else now
     left = since + backoff.delay(done) - now

@@ -77,7 +77,6 @@ def test_a_failed_node_recovers_when_current_and_validated() -> None:
 
 def test_backoff_doubles_and_is_bounded() -> None:
     assert [FAST.delay(n) for n in range(6)] == [10, 20, 40, 60, 60, 60]
-    assert Backoff(initial=0).delay(3) == 0
 
 
 def test_a_failed_node_waits_its_backoff_then_retries_the_failed_step() -> None:
@@ -234,3 +233,20 @@ spec:
     negative = text.replace("{initialSeconds: 600, maxSeconds: 60}", "{initialSeconds: -1}")
     paths = [p.path for _, p in validate_text(negative, "cp.yaml").problems]
     assert paths == ["spec.driver.upgradePolicy.retryBackoff.initialSeconds"]
+
+
+def test_an_initial_backoff_of_zero_retries_only_once_what_blocked_is_gone() -> None:
+    held = gpu_pod("db", gpu=False, labels={"app": "db"})
+    closed = PdbView("work", "db-pdb", {"matchLabels": {"app": "db"}}, 0)
+    open_ = replace(closed, disruptions_allowed=1)
+    never = Backoff(initial=0)
+
+    def at(now: float, pdb: PdbView) -> Step:
+        ctx = NodeContext(failed(NOW), driver("old"), "new", pods=[held], pdbs=[pdb])
+        return plan_node(ctx, policy(drain={"enable": True}), now, backoff=never)
+
+    stuck = at(NOW + 86_400, closed)
+    assert stuck.transition is None and stuck.requeue_after is None
+    assert stuck.wait == "upgrade failed: drain timed out after 300s"
+    t = at(NOW + 1, open_).transition
+    assert t is not None and t.to is S.DRAIN_REQUIRED and t.annotations[RETRIES] == "1"
