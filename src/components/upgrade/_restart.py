@@ -136,6 +136,15 @@ def _coming_up(ctx: NodeContext, d: PodView, now: float, timeout: float) -> Step
     )
 
 
+def _timed(ctx: NodeContext, now: float, timeout: float, what: str) -> Step:
+    """A wait on the driver's DaemonSet (a pod that does not go, or does not come: a node
+    its template no longer selects, a finalizer) that fails the node after `timeout`."""
+    expired, left = timed_out(ctx.node, timeout, now)
+    if expired:
+        return fail_in(S.POD_RESTART_REQUIRED, f"waited {timeout:.0f}s for {what}")
+    return Step(wait=f"waiting for {what}", requeue_after=left)
+
+
 def _restart_in_place(ctx: NodeContext, now: float, timeout: float) -> Step:
     """`pod-restart-required` on a restart-only node: delete the driver pod (its DaemonSet
     recreates it at the newest revision) and wait for the new one to be ready. No GPU pod
@@ -143,9 +152,9 @@ def _restart_in_place(ctx: NodeContext, now: float, timeout: float) -> Step:
     driver is installed with, the node takes the full walk from the cordon."""
     d = ctx.driver
     if d is None:
-        return Step(wait="waiting for the driver pod to be recreated")
+        return _timed(ctx, now, timeout, "the driver pod to be recreated")
     if d.terminating:
-        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+        return _timed(ctx, now, timeout, f"driver pod {d.key} to terminate")
     reason = ctx.outdated()
     if reason is not None:
         if not restart_only(ctx):
@@ -177,9 +186,9 @@ def pod_restart(ctx: NodeContext, now: float, timeout: float = DEFAULT_VALIDATIO
         )
     d = ctx.driver
     if d is None:
-        return Step(wait="waiting for the driver pod to be recreated")
+        return _timed(ctx, now, timeout, "the driver pod to be recreated")
     if d.terminating:
-        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+        return _timed(ctx, now, timeout, f"driver pod {d.key} to terminate")
     pin = _wanted_pin(ctx)
     restart = ctx.replacing or pin != ctx.node.pinned_kernel or ctx.outdated() is not None
     if restart and (pausing := _pausing(ctx.node, now)) is not None:

@@ -13,6 +13,7 @@ from components.upgrade import (
     FAILED_STATE,
     MESSAGE,
     RETRIES,
+    STATE_SINCE,
     Backoff,
     NodeContext,
     PdbView,
@@ -250,3 +251,13 @@ def test_an_initial_backoff_of_zero_retries_only_once_what_blocked_is_gone() -> 
     assert stuck.wait == "upgrade failed: drain timed out after 300s"
     t = at(NOW + 1, open_).transition
     assert t is not None and t.to is S.DRAIN_REQUIRED and t.annotations[RETRIES] == "1"
+
+
+def test_a_driver_pod_that_never_comes_back_fails_the_node_after_the_timeout() -> None:
+    n = node(state=S.POD_RESTART_REQUIRED, since=NOW - 600)
+    t = plan_node(NodeContext(n, None, "new"), policy(), NOW, validation_timeout=600).transition
+    assert t is not None and t.to is S.UPGRADE_FAILED
+    assert t.reason == "waited 600s for the driver pod to be recreated"
+    early = replace(n, annotations={**n.annotations, STATE_SINCE: format_time(NOW - 10)})
+    s = plan_node(NodeContext(early, None, "new"), policy(), NOW, validation_timeout=600)
+    assert s.transition is None and s.requeue_after == pytest.approx(590)
