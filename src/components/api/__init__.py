@@ -181,6 +181,7 @@ from components.api._upgrade import (
     PodDeletionSpec,
     PreflightMode,
     PreflightSpec,
+    RetryBackoffSpec,
     scaled_value,
 )
 from components.api._yaml import LongInteger, YAMLProblem, load_documents
@@ -269,6 +270,7 @@ __all__ = [
     "RemediationNodeStatus",
     "RemediationSpec",
     "ResourceRequirements",
+    "RetryBackoffSpec",
     "ServiceMonitorConfig",
     "UpgradeState",
     "UpgradeStatus",

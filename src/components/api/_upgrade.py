@@ -164,6 +164,41 @@ class CanarySpec(ApiModel):
     )
 
 
+def _cap_not_below_start(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return True
+    start, cap = value.get("initialSeconds", 60), value.get("maxSeconds", 3600)
+    return not (_is_int(start) and _is_int(cap) and cap < start)
+
+
+class RetryBackoffSpec(ApiModel):
+    """Ours (the reference has no such field, and never retries a failed node by itself):
+    how long an `upgrade-failed` node waits before the walk tries its failed step again,
+    doubling with each retry up to a bound."""
+
+    cel_rules: ClassVar[tuple[Cel, ...]] = (
+        Cel(
+            rule=(
+                "!has(self.maxSeconds) || "
+                "self.maxSeconds >= (has(self.initialSeconds) ? self.initialSeconds : 60)"
+            ),
+            message="maxSeconds must not be less than initialSeconds",
+            check=_cap_not_below_start,
+            field_path=".maxSeconds",
+            reason="FieldValueInvalid",
+        ),
+    )
+
+    initial_seconds: int = Field(
+        default=60,
+        ge=0,
+        description="Seconds before the first retry; 0: retry only when what blocked is gone.",
+    )
+    max_seconds: int = Field(
+        default=3600, ge=1, description="The longest wait between two retries, in seconds."
+    )
+
+
 class DriverUpgradePolicySpec(ApiModel):
     """How driver upgrades roll through the nodes."""
 
@@ -197,6 +232,13 @@ class DriverUpgradePolicySpec(ApiModel):
     canary: CanarySpec | None = Field(
         default=None,
         description="Ours: nodes walked first and soaked before the rest of the pool.",
+    )
+    retry_backoff: RetryBackoffSpec | None = Field(
+        default=None,
+        description=(
+            "Ours: the wait before a failed node is retried, doubling each time up to "
+            "maxSeconds; unset: 60s doubling up to an hour."
+        ),
     )
 
 
