@@ -174,14 +174,18 @@ from components.api._unsupported import (
     unsupported_message,
 )
 from components.api._upgrade import (
+    WEEKDAYS,
     CanarySpec,
     DrainSpec,
     DriverUpgradePolicySpec,
+    MaintenanceWindowSpec,
     NVIDIADriverUpgradePolicySpec,
     PodDeletionSpec,
     PreflightMode,
     PreflightSpec,
+    Weekday,
     scaled_value,
+    time_zone_problem,
 )
 from components.api._yaml import LongInteger, YAMLProblem, load_documents
 
@@ -225,6 +229,7 @@ __all__ = [
     "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
+    "WEEKDAYS",
     "CanarySpec",
     "ClusterPolicy",
     "ClusterPolicySpec",
@@ -253,6 +258,7 @@ __all__ = [
     "LongInteger",
     "MIGPodDeletionSpec",
     "MIGStrategy",
+    "MaintenanceWindowSpec",
     "NVIDIADriver",
     "NVIDIADriverSpec",
     "NVIDIADriverStatus",
@@ -272,6 +278,7 @@ __all__ = [
     "ServiceMonitorConfig",
     "UpgradeState",
     "UpgradeStatus",
+    "Weekday",
     "YAMLProblem",
     "driver_image",
     "driver_manager_image",
@@ -284,6 +291,7 @@ __all__ = [
     "os_tag",
     "resolve_image",
     "scaled_value",
+    "time_zone_problem",
     "unsupported_fields",
     "unsupported_message",
 ]
