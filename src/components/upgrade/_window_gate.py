@@ -95,8 +95,8 @@ class WindowGate:
             last_transition_time=since,
         )
         if v.open:
-            # Look again when it closes while nodes wait (for a slot): the status says it.
-            left = (v.closes_at - now) if v.closes_at is not None and waiting else None
+            # Look again when it closes: the status says until when it is open.
+            left = (v.closes_at - now) if v.closes_at is not None else None
             return WindowDecision(conditions=[condition], requeue_after=_capped(left))
         gate = CanaryGate(hold=waiting, wait=node_wait(v)) if waiting else None
         return WindowDecision(gate, [condition], _capped(v.seconds_to_open(now)))
