@@ -21,6 +21,11 @@ from gpusim._cluster import SimulatedCluster
 from gpusim._components import KCM_CONTROLLERS
 from gpusim._crds import apply_crds, load_documents
 from gpusim._errors import SimAlreadyRunningError, SimError
+from gpusim._failing_drivers import (
+    ANNOTATION_FAILING_DRIVERS,
+    failing_versions,
+    mark_failing_drivers,
+)
 from gpusim._hardware import (
     DEFAULT_PRODUCT,
     MIG_BALANCED,
@@ -85,6 +90,7 @@ from gpusim._state import state_dir
 
 __all__ = [
     "ANNOTATION_ECC",
+    "ANNOTATION_FAILING_DRIVERS",
     "ANNOTATION_GPUS",
     "ANNOTATION_HOST_DRIVER",
     "ANNOTATION_MIG_CAPABLE",
@@ -123,10 +129,12 @@ __all__ = [
     "build_reference",
     "cpu_node",
     "error_patch",
+    "failing_versions",
     "gpu_node",
     "inject_gpu_error",
     "kernel_labels",
     "load_documents",
+    "mark_failing_drivers",
     "mig_layout",
     "node_labels",
     "node_manifest",
