@@ -32,6 +32,11 @@ from gpusim._dra_stack import VALIDATOR_APP as DRA_VALIDATOR_APP
 from gpusim._dra_stack import collection_path as dra_collection_path
 from gpusim._dra_stack import dra_stack
 from gpusim._errors import SimAlreadyRunningError, SimError
+from gpusim._failing_drivers import (
+    ANNOTATION_FAILING_DRIVERS,
+    failing_versions,
+    mark_failing_drivers,
+)
 from gpusim._hardware import (
     DEFAULT_PRODUCT,
     MIG_BALANCED,
@@ -97,6 +102,7 @@ from gpusim._state import state_dir
 
 __all__ = [
     "ANNOTATION_ECC",
+    "ANNOTATION_FAILING_DRIVERS",
     "ANNOTATION_GPUS",
     "ANNOTATION_HOST_DRIVER",
     "ANNOTATION_MIG_APPLIED",
@@ -147,10 +153,12 @@ __all__ = [
     "dra_collection_path",
     "dra_stack",
     "error_patch",
+    "failing_versions",
     "gpu_node",
     "inject_gpu_error",
     "kernel_labels",
     "load_documents",
+    "mark_failing_drivers",
     "mig_layout",
     "node_labels",
     "node_manifest",

@@ -30,6 +30,10 @@ node the way the real node software would:
   layout is applied after `mig_reconfigure_seconds`, then `success` (or `failed` for a
   config the GPU cannot apply) and the paused labels go back to `true`.
 
+* **a failing driver version** (the node annotation
+  `sim.gpu-operator.io/failing-driver-versions`): the driver pod turns Ready, but the
+  validator pods never start (kwok's gate waits for this controller to let them) and the
+  node agent's NVML does not initialise (`gpusim._failing_drivers`).
 * **node agent** pod Running and Ready -> the product's node agent looks at the node
   through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
   its conditions and GPU processes, as the real pod would (the annotation
@@ -78,6 +82,7 @@ from typing import Any
 
 from gpusim._admission import ANNOTATION_ADMITTED, admit, device_pod, offered_counts
 from gpusim._dra import ApiEndpoint, DraKubeletPlugins
+from gpusim._failing_drivers import driver_fails, is_validator, validator_writes
 from gpusim._node_agents import SimulatedNodeAgents, node_facts
 from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
@@ -257,6 +262,8 @@ class GpuNodeBehaviour:
             self._mig[name] = plan.mig
         # After the resources: a pod is admitted against what the node offers from now on.
         await self._admit(name, on_node, plan.offered)
+        failing = driver_fails(node_info(node).annotations, pods)
+        await self._validators(name, failing, on_node)
         again = plan.recheck_after
         if await self._agent(node, pods, on_node):
             again = min(again if again is not None else self._agent_seconds, self._agent_seconds)
@@ -289,8 +296,18 @@ class GpuNodeBehaviour:
                 w for w in map(gpu_workload, filter(gpu_workload_node, on_node)) if w is not None
             ],
         )
-        await self.agents.step(info.name, facts)
+        failing = driver_fails(info.annotations, [driver_pod] if driver_pod else [])
+        await self.agents.step(info.name, facts, failing=failing)
         return True
+
+    async def _validators(self, name: str, failing: str | None, on_node: Sequence[Object]) -> None:
+        """Let the node's validator pods start, or keep them from being Ready under a
+        failing driver version."""
+        validators = [p for p in on_node if is_validator(p)]
+        for write in validator_writes(name, failing, validators):
+            sub = "status" if write.status else None
+            if await self._patch_pod(write.key, write.body, subresource=sub) and failing:
+                log.info("%s: validator %s not Ready: %s", name, write.key, write.why)
 
     async def _admit(
         self, name: str, on_node: Sequence[Object], offered: Mapping[str, str]

@@ -174,15 +174,19 @@ from components.api._unsupported import (
     unsupported_message,
 )
 from components.api._upgrade import (
+    WEEKDAYS,
     CanarySpec,
     DrainSpec,
     DriverUpgradePolicySpec,
+    MaintenanceWindowSpec,
     NVIDIADriverUpgradePolicySpec,
     PodDeletionSpec,
     PreflightMode,
     PreflightSpec,
     RetryBackoffSpec,
+    Weekday,
     scaled_value,
+    time_zone_problem,
 )
 from components.api._yaml import LongInteger, YAMLProblem, load_documents
 
@@ -226,6 +230,7 @@ __all__ = [
     "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
+    "WEEKDAYS",
     "CanarySpec",
     "ClusterPolicy",
     "ClusterPolicySpec",
@@ -254,6 +259,7 @@ __all__ = [
     "LongInteger",
     "MIGPodDeletionSpec",
     "MIGStrategy",
+    "MaintenanceWindowSpec",
     "NVIDIADriver",
     "NVIDIADriverSpec",
     "NVIDIADriverStatus",
@@ -274,6 +280,7 @@ __all__ = [
     "ServiceMonitorConfig",
     "UpgradeState",
     "UpgradeStatus",
+    "Weekday",
     "YAMLProblem",
     "driver_image",
     "driver_manager_image",
@@ -286,6 +293,7 @@ __all__ = [
     "os_tag",
     "resolve_image",
     "scaled_value",
+    "time_zone_problem",
     "unsupported_fields",
     "unsupported_message",
 ]

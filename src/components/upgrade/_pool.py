@@ -29,6 +29,7 @@ from components.upgrade._reader import ClusterReader, Pool, PoolKey
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._times import format_time
+from components.upgrade._window_gate import WindowGate
 from components.upgrade._writer import NodeWriter
 from reconciler import Object, Request, Result, label_index_name, paced_interval
 from reconciler.errors import Conflict as ApiConflict
@@ -82,6 +83,9 @@ class PoolReconciler:
         self._events: set[asyncio.Task[None]] = set()
         """Per pool with a failure budget: halted or not, and since when (RFC 3339)."""
         self._canary_waits: dict[PoolKey, str] = {}
+        self.windows = WindowGate(writer.recorder, clock)
+        """Maintenance windows: outside them no waiting node is admitted."""
+        self._window_due: float | None = None
         """Per pool, why its other nodes wait for the canaries (logged once per change)."""
         """When the counts may be taken again while no node waits for a slot."""
 
@@ -104,7 +108,7 @@ class PoolReconciler:
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
         halted = 0
-        self._canary_due = None
+        self._canary_due = self._window_due = None
         for key, pool in pools.items():
             views = sorted(members.get(key, {}).values(), key=lambda n: n.name)
             c = counts(views, pool.policy)
@@ -115,7 +119,14 @@ class PoolReconciler:
                 halted += 1
                 waiting = frozenset(v.name for v in views if v.state is S.UPGRADE_REQUIRED)
                 gate = CanaryGate(hold=waiting, wait=f"upgrade halted: {stop.message()}")
-            conditions = self._halt_conditions(pool, stop)
+            window = self.windows.decide(pool, views)
+            if stop is None and window.gate is not None:
+                gate = window.gate  # every waiting node: the canaries' hold is within it
+            if window.requeue_after is not None:
+                self._window_due = min(
+                    self._window_due or window.requeue_after, window.requeue_after
+                )
+            conditions = self._halt_conditions(pool, stop) + window.conditions
             if pool.enabled:
                 for k in totals:
                     totals[k] += getattr(c, k)
@@ -131,8 +142,9 @@ class PoolReconciler:
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
         self.metrics.halted.set(halted)
         due = self.preflight.requeue_after() if self.preflight is not None else None
-        if self._canary_due is not None:
-            due = self._canary_due if due is None else min(due, self._canary_due)
+        for later in (self._canary_due, self._window_due):
+            if later is not None:
+                due = later if due is None else min(due, later)
         # A held node or a reported image is looked at again when its verdict is due.
         return Result(requeue_after=due + 0.05) if due is not None else None
 
