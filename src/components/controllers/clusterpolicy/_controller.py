@@ -43,6 +43,7 @@ from components.controllers._apply import (
 from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
+    DAEMONSET,
     NODE,
     SERVICE_MONITOR_CRD,
 )
@@ -156,6 +157,7 @@ class ClusterPolicyController:
             namespace,
             _informers.daemonset_pods(manager, namespace),
         )
+        _informers.owned(manager, DAEMONSET, namespace).add_handler(self.operands.replaced)
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None
         self.set_auto_upgrade = set_auto_upgrade
