@@ -26,6 +26,7 @@ from components import reachability
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
 from components.errors import CommandError
+from components.kinds import GPU_CLUSTER, RESOURCE_CLAIM
 from reconciler import (
     Cache,
     Client,
@@ -36,7 +37,13 @@ from reconciler import (
     connect,
     tune_collector,
 )
-from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
+from reconciler.errors import (
+    ApiError,
+    ApiUnreachable,
+    CacheSyncTimeout,
+    LeaderElectionLost,
+    UnknownKind,
+)
 from reconciler.lowlevel import RequestObserver, RESTMapper, Transport
 
 log = logging.getLogger("components.run")
@@ -73,6 +80,21 @@ def plain_client(api: Any, field_manager: str, observe: RequestObserver | None =
     transport = Transport(api, observe=observe)
     mapper = RESTMapper(transport)
     return Client(transport, mapper, Cache(transport, mapper), field_manager=field_manager)
+
+
+async def gpu_cluster_served(api: Any) -> bool:
+    """Whether the operator can serve GPUClusters: their CRD is installed and the API
+    server serves ResourceClaims (`resource.k8s.io/v1`, Kubernetes 1.34 and later).
+    Asked once at start (discovery, which needs no RBAC); without either the operator
+    runs the ClusterPolicy and NVIDIADriver controllers alone."""
+    mapper = RESTMapper(Transport(api))
+    for gvk in (GPU_CLUSTER, RESOURCE_CLAIM):
+        try:
+            await mapper.resource_for(gvk)
+        except UnknownKind:
+            log.info("not serving GPUCluster: the API server does not serve %s", gvk)
+            return False
+    return True
 
 
 def metrics_serving(args: argparse.Namespace) -> MetricsServing | None:
@@ -131,6 +153,7 @@ async def run(args: argparse.Namespace) -> None:
             handle_signals=True,
             metrics_serving=serving,
             freeze_heap_after_sync=True,
+            gpu_cluster=await gpu_cluster_served(api),
         )
         if unready_after := os.environ.get(UNREADY_AFTER_OUTAGE_ENV):
             operator.manager.unready_after_outage = float(unready_after)

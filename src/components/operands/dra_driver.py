@@ -462,7 +462,10 @@ class DRADriver(BaseOperand):
 
 def _image(ctx: Ctx, rendered: Rendered) -> str | None:
     section = dra_section(ctx)
-    given = ImageSpec(repository=section.repository, image=section.image, version=section.version)
+    # The section's fields were validated with it (the image name's pattern among them).
+    given = ImageSpec.model_construct(
+        repository=section.repository, image=section.image, version=section.version
+    )
     try:
         return ctx.image(IMAGE, given)
     except ValueError as exc:
