@@ -26,8 +26,7 @@ from components.controllers._labels import (
     host_driver,
     node_label_patch,
 )
-from components.controllers._policies import ActivePolicy
-from components.controllers._stack import STACK_CHANGED, Stacks
+from components.controllers._policies import STACK_CHANGED, ActivePolicy, Stacks
 from reconciler import (
     Controller,
     Funcs,

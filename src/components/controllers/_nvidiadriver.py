@@ -63,11 +63,10 @@ from components.controllers._driver_crd import (
 )
 from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._filters import NODE_CHANGED
-from components.controllers._policies import ActivePolicy, spec_key
+from components.controllers._policies import STACK_CHANGED, ActivePolicy, Stacks, spec_key
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
-from components.controllers._stack import STACK_CHANGED, Stacks
 from components.controllers._status import OperandReadiness, driver_status
 from components.controllers._status_writer import StatusWriter
 from components.controllers._view import config_map_keys, views_of_gpu_nodes

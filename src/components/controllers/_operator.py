@@ -20,14 +20,13 @@ from components.controllers._apply import Applier
 from components.controllers._constants import (
     CLUSTER_POLICY,
     FIELD_MANAGER,
-    GPU_CLUSTER,
     HASH_ANNOTATION,
     NVIDIA_DRIVER,
 )
 from components.controllers._mig_clearing import MigClearingController
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
-from components.controllers._stack import Stacks
+from components.controllers._policies import Stacks
 from components.controllers.clusterpolicy._controller import ClusterPolicyController
 from components.controllers.gpucluster import GPUClusterController, rendered_kinds
 from components.metrics import OperatorMetrics
@@ -75,11 +74,7 @@ def setup_operator(
     applier = Applier(manager, namespace)
     metrics = OperatorMetrics(manager.registry)
     recorder = manager.event_recorder(FIELD_MANAGER)
-    stacks = Stacks(
-        lambda: manager.client.list(CLUSTER_POLICY),
-        lambda: manager.client.list(GPU_CLUSTER),
-        served=gpu_cluster,
-    )
+    stacks = Stacks(manager.client, served=gpu_cluster)
     labels = NodeLabelController(manager, stacks)
     mig_clearing = MigClearingController(
         manager, recorder=recorder, on_blocked_change=lambda: policy.requeue_active()

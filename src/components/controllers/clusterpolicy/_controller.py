@@ -2,7 +2,7 @@
 
 1. parse: the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
    naming the active one, and nothing else is done for it; one that came after a GPUCluster
-   is refused (`notReady`, a condition naming the GPUCluster: `controllers._stack`), and
+   is refused (`notReady`, a condition naming the GPUCluster: `controllers._policies`), and
    nothing of either is touched; a spec that cannot be read gets an `InvalidSpec`
    condition;
 2. render: the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner
@@ -49,8 +49,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
-from components.controllers._policies import parse_spec, spec_key
-from components.controllers._stack import GPU_CLUSTER_EXISTS, Stacks
+from components.controllers._policies import GPU_CLUSTER_EXISTS, Stacks, parse_spec, spec_key
 from components.controllers._status import (
     Findings,
     ignored_status,

@@ -26,7 +26,7 @@ from components.controllers._filters import (
     ROLLOUT_FINISHED,
     in_namespace,
 )
-from components.controllers._stack import STACK_CHANGED
+from components.controllers._policies import STACK_CHANGED
 from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
     Client,

@@ -3,8 +3,8 @@
 1. deleted: while ResourceClaims are allocated on its GPUs, the finalizer holds it and its
    status and an Event name them; the DRA validator (a claim consumer of its own) goes
    first; once none is left the finalizer goes and the garbage collector takes the stack;
-2. refused: a ClusterPolicy came first (`_stack`): state `notReady`, a condition naming
-   it, nothing written but the status (and nothing of either torn down);
+2. refused: a ClusterPolicy came first (`controllers._policies.Stacks`): state `notReady`,
+   a condition naming it, nothing written but the status (nothing of either torn down);
 3. parse: the spec as a `GPUCluster`, projected onto the policy its operands render from
    (`components.api.dra_stack`); one that cannot be read gets `InvalidSpec`;
 4. the finalizer, and the namespace label `resource.kubernetes.io/admin-access=true` the
@@ -35,7 +35,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
-from components.controllers._stack import Stacks
+from components.controllers._policies import Stacks
 from components.controllers._status import Findings
 from components.controllers._status_writer import StatusWriter
 from components.controllers._view import any_nfd_labels, views_of_gpu_nodes

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 
 from components.api import ClusterPolicyStatus, GPUClusterStatus
-from components.controllers._stack import CLUSTER_POLICY_EXISTS
+from components.controllers._policies import CLUSTER_POLICY_EXISTS
 from components.controllers._status import Findings, policy_status
 from components.controllers.gpucluster._claims import named
 

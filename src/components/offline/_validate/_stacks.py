@@ -5,7 +5,7 @@ out by the device plugin as `nvidia.com/gpu`) would both claim every GPU node: t
 for the same devices, and DCGM and its exporter twice on each node. The reference calls
 the pair an invalid configuration; a file that creates both is refused here before it
 reaches a cluster. On a cluster the controllers refuse the later of the two with a
-condition naming the other, and neither is torn down (`components.controllers._stack`).
+condition naming the other, and neither is torn down (`components.controllers._policies`).
 """
 
 from __future__ import annotations

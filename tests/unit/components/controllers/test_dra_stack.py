@@ -4,12 +4,13 @@ a GPUCluster is the cluster's stack (the reference's GPUCluster deploy labels)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from components.controllers import LabelPolicy, node_label_patch
-from components.controllers._stack import Stacks, cluster_first
+from components.controllers._policies import Stacks, cluster_first
+from reconciler import Client
 
 pytestmark = pytest.mark.unit
 
@@ -26,6 +27,24 @@ def obj(kind: str, name: str, created: str, status: dict[str, Any] | None = None
     if status is not None:
         out["status"] = status
     return out
+
+
+class Cache:
+    """What `Stacks` reads: the cached ClusterPolicies and GPUClusters."""
+
+    def __init__(self, policies: list[Any], clusters: list[Any] | None) -> None:
+        self.policies = policies
+        self.clusters = clusters
+
+    def list(self, gvk: Any) -> list[Any]:
+        if gvk.kind == "ClusterPolicy":
+            return self.policies
+        assert self.clusters is not None, "GPUClusters are not watched without their CRD"
+        return self.clusters
+
+
+def stacks_of(policies: list[Any], clusters: list[Any] | None, served: bool = True) -> Stacks:
+    return Stacks(cast(Client, Cache(policies, clusters)), served=served)
 
 
 def apply(labels: dict[str, str], patch: dict[str, str | None]) -> dict[str, str]:
@@ -67,12 +86,12 @@ def test_a_node_without_a_gpu_gets_none() -> None:
 def test_the_older_one_is_acted_on_and_the_later_refused() -> None:
     policy = obj("ClusterPolicy", "p", "2026-01-01T00:00:01Z")
     cluster = obj("GPUCluster", "gpu-cluster", "2026-01-01T00:00:02Z")
-    stacks = Stacks(lambda: [policy], lambda: [cluster], served=True)
+    stacks = stacks_of([policy], [cluster])
     assert stacks.cluster_refused_by(cluster) is policy
     assert stacks.policy_refused_by(policy) is None
     assert stacks.active_gpu_cluster() is None and stacks.active_policy() is policy
     older = obj("GPUCluster", "gpu-cluster", "2026-01-01T00:00:00Z")
-    stacks = Stacks(lambda: [policy], lambda: [older], served=True)
+    stacks = stacks_of([policy], [older])
     assert stacks.policy_refused_by(policy) is older
     assert stacks.active_gpu_cluster() is older and stacks.active_policy() is None
 
@@ -96,9 +115,5 @@ def test_in_the_same_second_the_one_acted_on_wins() -> None:
 
 def test_without_the_gpucluster_crd_the_policy_is_never_refused() -> None:
     policy = obj("ClusterPolicy", "p", "2026-01-01T00:00:01Z")
-
-    def unreadable() -> list[dict[str, Any]]:
-        raise AssertionError("GPUClusters are not watched without their CRD")
-
-    stacks = Stacks(lambda: [policy], unreadable, served=False)
+    stacks = stacks_of([policy], None, served=False)
     assert stacks.policy_refused_by(policy) is None and stacks.active_policy() is policy
