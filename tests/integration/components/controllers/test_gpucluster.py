@@ -18,6 +18,7 @@ from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
     DAEMONSET,
     NAMESPACE,
+    NVIDIA_DRIVER,
     REPO,
     Cluster,
 )
@@ -322,3 +323,35 @@ async def test_deleting_a_gpucluster_waits_for_a_claim_allocated_on_its_gpus(
     assert "nvidia-dra-driver-kubelet-plugin" in await c.daemonsets()
     await c.client.delete(CLAIM, claim_name, namespace="default")
     await eventually(lambda: _gone(c, GPU_CLUSTER, NAME), "the GPUCluster to be released", 30)
+
+
+async def test_an_nvidiadriver_brings_the_driver_to_a_gpuclusters_nodes(
+    gpu_cluster: Cluster,
+) -> None:
+    """A GPUCluster has no driver section: as in the reference, NVIDIADrivers serve its
+    nodes (and a driver on the host does where there is none)."""
+    c = gpu_cluster
+    node = await c.add_node("gpu")
+    await c.client.create(sample())
+    driver = await c.create_driver("default", {"default": True})
+
+    async def driver_daemonset() -> list[Object]:
+        return [
+            d
+            for name, d in (await c.daemonsets()).items()
+            if name.startswith("nvidia-gpu-driver-ubuntu22.04-")
+        ]
+
+    (ds,) = await eventually(driver_daemonset, "the NVIDIADriver's DaemonSet")
+    assert ds["metadata"]["ownerReferences"][0]["name"] == driver["metadata"]["name"]
+    selector = ds["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector["nvidia.com/gpu.deploy.driver"] == "true"
+    assert (await c.node_labels(node, "nvidia.com/gpu.deploy."))[
+        "nvidia.com/gpu.deploy.driver"
+    ] == "true"
+
+    async def in_use() -> bool:
+        status = await c.status(driver["metadata"]["name"], NVIDIA_DRIVER)
+        return status.get("state") not in (None, "ignored")
+
+    await eventually(in_use, "the NVIDIADriver to be in use")
