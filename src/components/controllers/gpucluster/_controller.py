@@ -39,11 +39,10 @@ from components.controllers._policies import Stacks
 from components.controllers._status import Findings
 from components.controllers._status_writer import StatusWriter
 from components.controllers._view import any_nfd_labels, views_of_gpu_nodes
-from components.controllers.gpucluster._claims import holding, named
+from components.controllers.gpucluster._claims import holding
 from components.controllers.gpucluster._events import ClusterEvents
 from components.controllers.gpucluster._operands import StackOperands
 from components.controllers.gpucluster._status import (
-    CLAIMS_ALLOCATED,
     cluster_status,
     refused_status,
     waiting_status,
@@ -53,7 +52,6 @@ from components.operands import DRA_OPERANDS, ClusterView, Operand
 from reconciler import (
     GVK,
     NORMAL,
-    WARNING,
     Controller,
     EventRecorder,
     Manager,
@@ -118,8 +116,6 @@ class GPUClusterController:
             self.client, self.recorder, GPU_CLUSTER, report_ready_changes=True
         )
         self.controller: Controller | None = None
-        self._holding: dict[str, list[str]] = {}
-        """Per GPUCluster being deleted, the claims last reported holding it."""
 
     def setup(self) -> Controller:
         c = self.manager.controller(NAME, self, min_interval=PACE_SECONDS)
@@ -141,7 +137,6 @@ class GPUClusterController:
     async def _reconcile(self, request: Request) -> Result | None:
         obj = self.client.get(GPU_CLUSTER, request.name)
         if obj is None:
-            self._holding.pop(request.name, None)
             return None
         obj = self.status.latest(obj)
         if is_deleting(obj):
@@ -200,10 +195,7 @@ class GPUClusterController:
         await self._drain_claim_consumers(obj)
         claims = holding(self.client.list(RESOURCE_CLAIM))
         if claims:
-            if self._holding.get(name) != claims:
-                self._holding[name] = claims
-                message = f"waiting for ResourceClaims allocated on GPUs: {named(claims)}"
-                await self.recorder.event(obj, WARNING, CLAIMS_ALLOCATED, message)
+            # Its Ready condition names them; the status writer makes each change an Event.
             status = waiting_status(
                 obj.get("status"),
                 namespace=self.namespace,
@@ -212,7 +204,6 @@ class GPUClusterController:
             )
             await self.status.write(obj, status)
             return
-        self._holding.pop(name, None)
         kept = [f for f in finalizers_of(obj) if f != GPU_CLUSTER_FINALIZER]
         await self.client.patch(
             GPU_CLUSTER,
@@ -258,6 +249,7 @@ class GPUClusterController:
                 }
             },
         )
+        log.info("GPUCluster %s: finalizer %s added", name_of(obj), GPU_CLUSTER_FINALIZER)
 
     async def _admin_access(self) -> None:
         """The operator's namespace lets admin-access claims in (the validator's). The label
