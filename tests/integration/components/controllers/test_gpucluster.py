@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler import GVK, Object
+from reconciler import GVK, Object, Request
 from tests.integration.components.controllers.conftest import (
     CLUSTER_POLICY,
     DAEMONSET,
@@ -107,6 +107,17 @@ async def _deployment_ready(c: Cluster, name: str) -> bool:
     return True
 
 
+async def _versions(c: Cluster) -> dict[tuple[str, str], str]:
+    """resourceVersion of the GPUCluster and everything of its stack."""
+    managed = "app.kubernetes.io/managed-by=gpu-operator"
+    objects = [*await c.owned(), *await c.client.list_live(GPU_CLUSTER)]
+    for gvk in (DEVICE_CLASS, VAP, VAP_BINDING):
+        objects += await c.client.list_live(gvk, label_selector=managed)
+    for gvk in (DEPLOYMENT, CLAIM_TEMPLATE):
+        objects += await c.client.list_live(gvk, namespace=c.namespace, label_selector=managed)
+    return {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in objects}
+
+
 async def _state(c: Cluster, gvk: GVK, name: str) -> Any:
     return (await c.status(name, gvk)).get("state")
 
@@ -166,6 +177,14 @@ async def test_the_references_sample_creates_the_dra_stack_and_goes_ready(
     obj = await c.get(GPU_CLUSTER, NAME)
     assert obj is not None and FINALIZER in obj["metadata"]["finalizers"]
     assert c.metric("gpu_operator_reconciliation_status") == 1
+    # A second reconcile finds nothing to do and writes nothing.
+    await c.settle()
+    before, events = await _versions(c), len(await c.events(NAME))
+    assert c.operator.gpu_cluster is not None
+    await c.operator.gpu_cluster.reconcile(Request("", NAME))
+    await c.settle()
+    assert await _versions(c) == before
+    assert len(await c.events(NAME)) == events
     # A DaemonSet of ours deleted behind our back comes back.
     await c.client.delete(DAEMONSET, "nvidia-dra-validator", namespace=c.namespace)
 
