@@ -107,7 +107,7 @@ def simulated_gpus(node: str, facts: NodeFacts) -> list[SimulatedGpu]:
         gpus.append(
             SimulatedGpu(
                 uuid="GPU-" + _uuid(node, "gpu", index),
-                name=hw.product.name.replace("-", " "),
+                name=hw.product.nvml_name,
                 memory_mib=hw.product.memory_mib,
                 mig_capable=hw.gpu.supports_mig,
                 mig_enabled=layout is not None,

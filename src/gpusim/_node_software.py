@@ -42,6 +42,7 @@ class NodeSoftware(enum.Enum):
     SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
     CONTAINER_TOOLKIT = "container-toolkit"
     NODE_AGENT = "node-agent"
+    DRA_KUBELET_PLUGIN = "dra-kubelet-plugin"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -62,6 +63,7 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.SANDBOX_DEVICE_PLUGIN: (("app", "nvidia-sandbox-device-plugin-daemonset"),),
     NodeSoftware.CONTAINER_TOOLKIT: (("app", "nvidia-container-toolkit-daemonset"),),
     NodeSoftware.NODE_AGENT: (("app", "gpu-operator-node-agent"),),
+    NodeSoftware.DRA_KUBELET_PLUGIN: (("app", "nvidia-dra-driver-kubelet-plugin"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.

@@ -34,6 +34,11 @@ node the way the real node software would:
   through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
   its conditions and GPU processes, as the real pod would (the annotation
   `sim.gpu-operator.io/xids` makes a GPU raise an XID).
+* **DRA kubelet plugin** pod (`app: nvidia-dra-driver-kubelet-plugin`) Running and Ready,
+  with a driver loaded -> the node's GPUs (or MIG instances) are published as a
+  `gpu.nvidia.com` ResourceSlice, written as the pod's own ServiceAccount with a token bound
+  to the pod; plugin gone -> slice gone (`gpusim._dra`). kube-scheduler allocates claims
+  against them.
 * **the kubelet's device admission**: a pod bound to the node that asks for `nvidia.com/`
   resources starts only if the node's plugins offer enough of them now, less what the
   pods admitted before hold; otherwise it is failed (`UnexpectedAdmissionError`) as a
@@ -72,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from gpusim._admission import ANNOTATION_ADMITTED, admit, device_pod, offered_counts
+from gpusim._dra import ApiEndpoint, DraKubeletPlugins
 from gpusim._node_agents import SimulatedNodeAgents, node_facts
 from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
@@ -178,6 +184,7 @@ class GpuNodeBehaviour:
         mig_reconfigure_seconds: float = 1.0,
         workers: int = 8,
         agent_seconds: float = AGENT_SECONDS,
+        dra_endpoint: ApiEndpoint | None = None,
     ) -> None:
         self._client = manager.client
         self.agents = SimulatedNodeAgents(manager.client)
@@ -202,6 +209,12 @@ class GpuNodeBehaviour:
         controller.watch(nodes, enqueue_object, Funcs(update=_node_facts_changed))
         controller.watch(pods, enqueue_mapped(_node_of_pod), Funcs(update=_pod_facts_changed))
         controller.watch(config_maps, enqueue_mapped(self._nodes_mounting))
+        # NVIDIA's DRA kubelet plugin, where one runs (`gpusim._dra`).
+        self.dra = (
+            DraKubeletPlugins(manager, dra_endpoint, workers=workers)
+            if dra_endpoint is not None
+            else None
+        )
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -377,7 +390,10 @@ async def _serve(args: argparse.Namespace) -> None:
     async with client.ApiClient(configuration) as api:
         manager = Manager(api, field_manager=FIELD_MANAGER, bind_address=None, handle_signals=True)
         behaviour = GpuNodeBehaviour(
-            manager, mig_reconfigure_seconds=args.mig_reconfigure_seconds, workers=args.workers
+            manager,
+            mig_reconfigure_seconds=args.mig_reconfigure_seconds,
+            workers=args.workers,
+            dra_endpoint=ApiEndpoint(str(configuration.host), configuration.ssl_ca_cert),
         )
         running = asyncio.create_task(manager.run())
         leading = asyncio.create_task(manager.wait_leading())
@@ -391,6 +407,8 @@ async def _serve(args: argparse.Namespace) -> None:
             await running
         finally:
             behaviour.agents.close()
+            if behaviour.dra is not None:
+                await behaviour.dra.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
