@@ -12,7 +12,7 @@ from components.plan._nodes import NodePlan, node_plan
 from components.plan._objects import ObjectChange, object_changes
 from components.preflight import ImageChecker
 from reconciler import GVK, Manager, Object, metadata_of, name_of, namespace_of
-from reconciler.errors import Forbidden
+from reconciler.errors import Conflict, Forbidden
 
 CLUSTER_POLICY = GVK("nvidia.com", "v1", "ClusterPolicy")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
@@ -71,6 +71,10 @@ async def plan_policy(
         await previewer.stop()
 
 
+CONFLICT_ATTEMPTS = 3
+"""Dry-run updates tried on a fresh copy of the policy when its resourceVersion moved on."""
+
+
 async def _as_applied(client: Any, document: Object, live: Object | None) -> Object:
     """The policy as the operator would read it once applied: as the API server would store
     it (its defaults filled in), from a dry run of the write; the file's spec on the live
@@ -85,15 +89,25 @@ async def _as_applied(client: Any, document: Object, live: Object | None) -> Obj
                 "POST", res.path("", None), params=params, body=document
             )
             return {**created, "metadata": {**metadata_of(created), "uid": None}}
-        body = {**live, "spec": document.get("spec") or {}}
-        updated: Object = await client.request(
-            "PUT", res.path("", name_of(live)), params=params, body=body
-        )
-        return updated
+        path = res.path("", name_of(live))
+        for _ in range(CONFLICT_ATTEMPTS - 1):
+            try:
+                return await _dry_run_update(client, path, live, document)
+            except Conflict:
+                # The operator writes the policy's status at any time: take the server's
+                # copy and put the file's spec on it again.
+                live = await client.request("GET", path)
+        return await _dry_run_update(client, path, live, document)
     except Forbidden:
         if live is None:
             return document
         return {**live, "spec": document.get("spec") or {}}
+
+
+async def _dry_run_update(client: Any, path: str, live: Object, document: Object) -> Object:
+    body = {**live, "spec": document.get("spec") or {}}
+    updated: Object = await client.request("PUT", path, params={"dryRun": "All"}, body=body)
+    return updated
 
 
 def _policy_change(applied: Object, live: Object | None) -> tuple[ObjectChange, ...]:
