@@ -15,10 +15,11 @@ operator on its own.
 
 What the operator keeps, all in the cluster so a restarted operator carries on:
 
-* each node's last good driver image (`LAST_GOOD_IMAGE`), written with the transition that
-  finds the driver in sync (first sight) or validated (the end of a walk);
-* the nodes whose failure the rollback undoes (`ROLLBACK_NODE`), marked while the rollback
-  holds and cleared when the node is validated again.
+* each node's last good driver image (`LAST_GOOD_IMAGE`), written with transitions the
+  walk writes anyway: a node found in sync at first sight, a node done on a driver when
+  that driver becomes outdated, a node validated at the end of a walk;
+* the nodes the rollback walks back (`ROLLBACK_NODE`), marked before the request is bound
+  and cleared when the rollback ends.
 
 One DaemonSet per pool is enough: its pods are `OnDelete`, so while the rollback holds the
 renderer gives that DaemonSet the last good image of its nodes (`pinned_image`) and only

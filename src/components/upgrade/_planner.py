@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from components.api import DriverUpgradePolicySpec, UpgradeState
+from components.api import LAST_GOOD_IMAGE, ROLLBACK_NODE, DriverUpgradePolicySpec, UpgradeState
 from components.upgrade._clearing import (
     deletion_plan,
     describe,
@@ -63,13 +63,16 @@ S = UpgradeState
 
 def _finish(ctx: NodeContext, reason: str) -> Step:
     """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade.
-    A node restarted in place was never cordoned: it is done."""
+    A node restarted in place was never cordoned: it is done. The driver it validated is
+    its last good one from now on (`record_good`)."""
     if ctx.node.restart_only:
-        return move_to(S.UPGRADE_DONE, f"{reason}; restarted in place", initially=None)
-    if ctx.node.initially_unschedulable:
+        step = move_to(S.UPGRADE_DONE, f"{reason}; restarted in place", initially=None)
+    elif ctx.node.initially_unschedulable:
         reason = f"{reason}; the node stays cordoned as it was"
-        return move_to(S.UPGRADE_DONE, reason, initially=None)
-    return move_to(S.UNCORDON_REQUIRED, reason)
+        step = move_to(S.UPGRADE_DONE, reason, initially=None)
+    else:
+        step = move_to(S.UNCORDON_REQUIRED, reason)
+    return record_good(ctx, step)
 
 
 def plan_node(
@@ -126,7 +129,8 @@ def _plan(
         return _detect(ctx)
     if state is S.UPGRADE_REQUIRED:
         if ctx.driver is not None and not ctx.driver.terminating and ctx.outdated() is None:
-            return move_to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
+            in_sync = move_to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
+            return record_good(ctx, in_sync)
         if node.skip:
             return Step(wait="the node is labelled to skip driver upgrades")
         return Step(wait="waiting for an upgrade slot")
@@ -170,10 +174,24 @@ def _detect(ctx: NodeContext) -> Step:
     if reason is not None:
         # A node cordoned before its upgrade stays cordoned after it.
         initially = "true" if ctx.node.unschedulable else None
-        return move_to(S.UPGRADE_REQUIRED, reason, initially=initially)
+        required = move_to(S.UPGRADE_REQUIRED, reason, initially=initially)
+        # The driver it ran done is its last good one, should this walk need undoing.
+        return record_good(ctx, required) if ctx.node.state is S.UPGRADE_DONE else required
     if ctx.node.state is S.UNKNOWN:
-        return move_to(S.UPGRADE_DONE, "the driver is in sync")
+        return record_good(ctx, move_to(S.UPGRADE_DONE, "the driver is in sync"))
     return Step()
+
+
+def record_good(ctx: NodeContext, step: Step) -> Step:
+    """`step`, recording the image of the driver the node runs (in sync and done, or just
+    validated) as its last good one (`components.api.LAST_GOOD_IMAGE`): what a rollback
+    brings it back to. Only ever with a transition the walk writes anyway."""
+    t = step.transition
+    image = ctx.driver.image if ctx.driver is not None else None
+    if t is None or not image:
+        return step
+    annotations = {**t.annotations, LAST_GOOD_IMAGE: image}
+    return replace(step, transition=replace(t, annotations=annotations))
 
 
 def _wait_for_jobs(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
@@ -307,6 +325,11 @@ def _validate(ctx: NodeContext, driver: PodView) -> Validation:
 def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
     node = ctx.node
     d = ctx.driver
+    outdated = ctx.outdated(requested=False) if d is not None and not d.terminating else None
+    if node.annotations.get(ROLLBACK_NODE) == "true" and outdated is not None:
+        # A rollback pinned the driver back (`components.api.pinned_image`): the node walks
+        # back through the same steps, keeping the slot its failure holds.
+        return move_to(S.WAIT_FOR_JOBS_REQUIRED, f"rolling back: {outdated}")
     if d is not None and ctx.driver_ready:
         result = _validate(ctx, d)
         if result.passed:
