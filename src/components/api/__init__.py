@@ -141,12 +141,13 @@ from components.api._remediation import (
 from components.api._rollback import (
     LAST_GOOD_IMAGE,
     ROLLBACK_ANNOTATION,
-    ROLLBACK_GENERATION,
+    ROLLBACK_CONDITION,
+    ROLLBACK_ENDED,
     ROLLBACK_NODE,
-    ROLLBACK_SINCE,
     RollbackMode,
     RollbackRequest,
     pinned_image,
+    rollback_condition,
     rollback_images,
     rollback_request,
 )
@@ -356,12 +357,13 @@ __all__ += [
 __all__ += [
     "LAST_GOOD_IMAGE",
     "ROLLBACK_ANNOTATION",
-    "ROLLBACK_GENERATION",
+    "ROLLBACK_CONDITION",
+    "ROLLBACK_ENDED",
     "ROLLBACK_NODE",
-    "ROLLBACK_SINCE",
     "RollbackMode",
     "RollbackRequest",
     "pinned_image",
+    "rollback_condition",
     "rollback_images",
     "rollback_request",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.api import ROLLBACK_ANNOTATION, ROLLBACK_GENERATION
+from components.api import ROLLBACK_ANNOTATION, rollback_condition
 from components.controllers._status import agent_conditions
 from components.operands.readiness import pod_ready
 from reconciler import (
@@ -98,13 +98,15 @@ runtime, what the node agent reports (not heartbeats or kubelet's conditions).""
 
 
 def _rollback_changed(old: Object, new: Object) -> bool:
-    def said(policy: Object) -> tuple[str | None, str | None]:
-        annotations = annotations_of(policy)
-        return annotations.get(ROLLBACK_ANNOTATION), annotations.get(ROLLBACK_GENERATION)
+    def said(policy: Object) -> tuple[object, ...]:
+        c = rollback_condition(policy) or {}
+        bound = (c.get("reason"), c.get("observedGeneration"))
+        return annotations_of(policy).get(ROLLBACK_ANNOTATION), *bound
 
     return said(old) != said(new)
 
 
 POLICY_CHANGED = Or(GenerationChanged(), Funcs(update=_rollback_changed))
 """Policy events that change what is rendered: the spec, or a driver rollback bound to it
-(its annotations; `components.api.rollback_request`), which pins the driver images back."""
+(its annotation and its status condition; `components.api.rollback_request`), which pins
+the driver images back."""

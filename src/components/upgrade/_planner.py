@@ -64,7 +64,7 @@ S = UpgradeState
 def _finish(ctx: NodeContext, reason: str) -> Step:
     """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade.
     A node restarted in place was never cordoned: it is done. The driver it validated is
-    its last good one from now on (`record_good`)."""
+    its last good one from now on (`record_good`); a node a rollback marked is back."""
     if ctx.node.restart_only:
         step = move_to(S.UPGRADE_DONE, f"{reason}; restarted in place", initially=None)
     elif ctx.node.initially_unschedulable:
@@ -72,7 +72,13 @@ def _finish(ctx: NodeContext, reason: str) -> Step:
         step = move_to(S.UPGRADE_DONE, reason, initially=None)
     else:
         step = move_to(S.UNCORDON_REQUIRED, reason)
-    return record_good(ctx, step)
+    step = record_good(ctx, step)
+    if ctx.node.annotations.get(ROLLBACK_NODE) == "true" and step.transition is not None:
+        # A node the rollback walks back is back (`components.upgrade._rollback`).
+        t = step.transition
+        back = replace(t, annotations={**t.annotations, ROLLBACK_NODE: "back"})
+        step = replace(step, transition=back)
+    return step
 
 
 def plan_node(

@@ -2,19 +2,20 @@
 nodes it marks, and what the policy's status says about it.
 
 A pure function of one pool's nodes, its request (`components.api.rollback_request`) and,
-before the request is bound to the spec, the images the pool's driver DaemonSets run now.
-Order matters for a crash at any point, and each step is stored in the cluster:
+before the request is bound, the images the pool's driver DaemonSets run now. Each step is
+stored in the cluster, in an order that keeps a crash harmless:
 
 1. request seen, not yet bound: the nodes to walk back are marked (`ROLLBACK_NODE`): the
    failing ones, and with `all` every node walked to (or walking to) the new image;
-2. once every mark is written, the request is bound to the spec (`ROLLBACK_GENERATION`)
-   and the renderer pins each driver DaemonSet back to its nodes' last good image;
+2. once the cache shows every mark, the `RollingBack` condition binds the request to the
+   spec (its `observedGeneration`) and the renderer pins each driver DaemonSet back to its
+   nodes' last good image;
 3. a marked node walks back: from `upgrade-failed` through the walk's own steps (the
    planner), otherwise admitted as any node is, under maxParallelUpgrades and
    maxUnavailable; an unmarked `upgrade-required` node is held (a healthy walked node under
-   `failed`, or an unwalked one before the pin lands);
-4. the spec changes (or the request is withdrawn): marks and annotations go, and the walk
-   follows the policy again.
+   `failed`, or an unwalked one until the pin lands); validated, it is marked `back`;
+4. the spec changes (or the request is withdrawn): the marks go, the condition says
+   `RollbackEnded`, and the walk follows the policy again.
 
 While the request holds, the rollout stays halted whatever the budget counts: the pin keeps
 the failing version off every node, and `UpgradeHalted` says so.
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from components.api import (
     LAST_GOOD_IMAGE,
     ROLLBACK_ANNOTATION,
+    ROLLBACK_CONDITION,
+    ROLLBACK_ENDED,
     ROLLBACK_NODE,
     RollbackMode,
     RollbackRequest,
@@ -38,9 +41,10 @@ from components.upgrade._names import IN_PROGRESS
 
 S = UpgradeState
 
-CONDITION = "RollingBack"
+CONDITION = ROLLBACK_CONDITION
 ROLLING_BACK = "RollingBack"
 ROLLED_BACK = "RolledBack"
+ENDED = ROLLBACK_ENDED
 INVALID = "InvalidRollbackRequest"
 HALTED_REASON = "RollbackRequested"
 LISTED = 10
@@ -51,8 +55,8 @@ class RollbackPlan:
     request: RollbackRequest
     mark: tuple[str, ...] = ()
     """Nodes to mark now (`ROLLBACK_NODE`)."""
-    stamp: bool = False
-    """Bind the request to the spec once the marks are written."""
+    bind: bool = False
+    """Bind the request to the spec now: the cache shows every mark."""
     clear: tuple[str, ...] = ()
     """Nodes whose mark goes (the rollback ended)."""
     hold: frozenset[str] = frozenset()
@@ -60,12 +64,17 @@ class RollbackPlan:
     remaining: tuple[tuple[str, str], ...] = ()
     """(node, state) of marked nodes not yet back, by name."""
     images: tuple[str, ...] = ()
-    """The last good images the marked nodes go back to."""
+    """The images the marked nodes go back to (once bound)."""
     done: tuple[str, ...] = ()
 
 
 def marked(node: NodeView) -> bool:
-    return node.annotations.get(ROLLBACK_NODE) == "true"
+    return node.annotations.get(ROLLBACK_NODE) in ("true", "back")
+
+
+def _back(node: NodeView) -> bool:
+    """Validated on its last good driver since the rollback marked it, and done."""
+    return node.annotations.get(ROLLBACK_NODE) == "back" and node.state is S.UPGRADE_DONE
 
 
 def _walked(node: NodeView, new_images: frozenset[str]) -> bool:
@@ -81,31 +90,26 @@ def rollback_plan(
     nodes: Sequence[NodeView],
     failing: Iterable[str],
     *,
-    new_images: frozenset[str] = frozenset(),
-    started: float | None = None,
+    images: frozenset[str] = frozenset(),
 ) -> RollbackPlan:
     """What the pool does about its rollback request. `failing`: the nodes the failure
-    budget counts; `new_images`: the images the pool's driver DaemonSets run now (read
-    only before the request is bound: afterwards they are the pinned ones); `started`:
-    when the rollback began (a marked node done since then is back)."""
+    budget counts; `images`: the images the pool's driver DaemonSets run now (before the
+    request is bound, the new ones: who was walked to them; once bound, the pinned ones:
+    what the nodes go back to)."""
     if request.ended:
         return RollbackPlan(request, clear=tuple(n.name for n in nodes if marked(n)))
-    if request.mode is None:
+    if request.mode is None or request.spent:
         return RollbackPlan(request)
     failed = set(failing)
-    if request.to_stamp:
+    if request.to_bind:
         every = request.mode is RollbackMode.ALL
-        wanted = {n.name for n in nodes if n.name in failed or (every and _walked(n, new_images))}
+        wanted = {n.name for n in nodes if n.name in failed or (every and _walked(n, images))}
     else:
         wanted = failed  # a node that fails during the rollback goes back too
     by_name = {n.name: n for n in nodes}
     mark = tuple(sorted(n for n in wanted if n in by_name and not marked(by_name[n])))
     chosen = [n for n in nodes if marked(n) or n.name in wanted]
-    remaining = tuple(
-        (n.name, n.state.value)
-        for n in chosen
-        if not _back(n, started) and n.state is not S.UNKNOWN
-    )
+    remaining = tuple((n.name, n.state.value) for n in chosen if not _back(n))
     hold = frozenset(n.name for n in nodes if n.state is S.UPGRADE_REQUIRED and not marked(n))
     mode = request.mode.value
     wait = (
@@ -113,25 +117,16 @@ def rollback_plan(
         if request.mode is RollbackMode.FAILED
         else f"held by the rollback ({mode}) until its driver DaemonSet is pinned back"
     )
-    images = sorted({n.annotations.get(LAST_GOOD_IMAGE, "") for n in chosen} - {""})
     return RollbackPlan(
         request,
         mark=mark,
-        stamp=request.to_stamp,
+        bind=request.to_bind and not mark,
         hold=hold,
         wait=wait,
         remaining=remaining,
-        images=tuple(images),
-        done=tuple(sorted(n.name for n in chosen if _back(n, started))),
+        images=tuple(sorted(images)) if request.active else (),
+        done=tuple(sorted(n.name for n in chosen if _back(n))),
     )
-
-
-def _back(node: NodeView, started: float | None) -> bool:
-    """Back on its last good driver: done, and done since the rollback began."""
-    if node.state is not S.UPGRADE_DONE or started is None:
-        return False
-    since = node.since
-    return since is not None and since >= started
 
 
 def rolling_back_message(plan: RollbackPlan, version: str) -> tuple[bool, str, str]:

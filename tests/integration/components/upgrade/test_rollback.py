@@ -5,10 +5,10 @@ steps and limits, and the rollout stays halted until the spec changes. An operat
 mid-rollback carries on from what the cluster holds.
 
 No renderer runs here: `_pin_back` stands in for it and for the DaemonSet controller. It
-waits for the operator to bind the request, then pins the DaemonSet to the image the
-operator's own rule picks from what the operator recorded on the nodes
-(`components.api.rollback_images`, `pinned_image`), and makes that template's revision the
-newest again.
+waits for the operator to bind the request (in the policy's status), then pins the
+DaemonSet to the image the operator's own rule picks from what the operator recorded on
+the nodes (`components.api.rollback_images`, `pinned_image`), and makes that template's
+revision the newest again.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 from components.api import (
     LAST_GOOD_IMAGE,
     ROLLBACK_ANNOTATION,
-    ROLLBACK_GENERATION,
     ROLLBACK_NODE,
     pinned_image,
     rollback_images,
+    rollback_request,
 )
 from reconciler import Object, annotations_of, labels_of, name_of
 
@@ -77,7 +77,7 @@ async def _request(kit: Kit, name: str, mode: str) -> None:
 async def _bound(kit: Kit, name: str) -> Object:
     async def bound() -> Object | None:
         cp = await kit.client.get_live(CLUSTER_POLICY, name)
-        return cp if ROLLBACK_GENERATION in annotations_of(cp) else None
+        return cp if rollback_request(cp).active else None
 
     return await eventually(bound, "the operator to bind the rollback to the spec")
 
@@ -152,14 +152,18 @@ async def test_the_failed_nodes_go_back_and_the_healthy_walked_nodes_stay(kit: K
     reasons = [ev["reason"] for ev in await kit.events(name)]
     assert "RollingBack" in reasons and "RolledBack" in reasons, reasons
 
-    # The spec changes (GitOps): the rollback ends; the request and the marks go.
+    # The spec changes (GitOps): the rollback ends, its marks go, the request is spent.
     await kit.client.patch(CLUSTER_POLICY, name, {"spec": {"driver": {"version": "3"}}})
 
     async def ended() -> bool:
         cp = await kit.client.get_live(CLUSTER_POLICY, name)
         marked = [n for n in await _nodes(kit) if ROLLBACK_NODE in annotations_of(n)]
-        ours = {ROLLBACK_ANNOTATION, ROLLBACK_GENERATION} & set(annotations_of(cp))
-        return not ours and not marked and not _condition(cp, "RollingBack")
+        said = _condition(cp, "RollingBack")
+        return (
+            not marked
+            and said.get("reason") == "RollbackEnded"
+            and not rollback_images(cp, await _nodes(kit))
+        )
 
     await eventually(ended, "the rollback to end once the spec changed")
 

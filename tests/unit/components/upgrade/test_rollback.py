@@ -12,9 +12,7 @@ import pytest
 from components.api import (
     LAST_GOOD_IMAGE,
     ROLLBACK_ANNOTATION,
-    ROLLBACK_GENERATION,
     ROLLBACK_NODE,
-    ROLLBACK_SINCE,
     RollbackMode,
     UpgradeState,
     pinned_image,
@@ -31,9 +29,21 @@ S = UpgradeState
 GOOD, BAD = "driver:580-ubuntu22.04", "driver:590-ubuntu22.04"
 
 
-def cp(generation: int = 3, **annotations: str) -> dict[str, Any]:
+def cp(generation: int = 3, *, bound: int | None = None, reason: str = "RollingBack",
+       **annotations: str) -> dict[str, Any]:  # fmt: skip
+    """A policy with these annotations, its rollback bound to generation `bound` (a
+    `RollingBack` condition with that observedGeneration) where given."""
     meta = {"name": "cluster-policy", "generation": generation, "annotations": annotations}
-    return {"metadata": meta}
+    if bound is None:
+        return {"metadata": meta}
+    condition = {
+        "type": "RollingBack",
+        "status": "True",
+        "reason": reason,
+        "observedGeneration": bound,
+        "lastTransitionTime": "2026-12-01T00:00:00Z",
+    }
+    return {"metadata": meta, "status": {"upgrade": {"conditions": [condition]}}}
 
 
 def test_the_request_is_read_and_a_bad_value_is_refused_by_name() -> None:
@@ -47,24 +57,23 @@ def test_the_request_is_read_and_a_bad_value_is_refused_by_name() -> None:
 
 def test_a_request_holds_for_the_spec_it_was_bound_to_and_ends_when_it_changes() -> None:
     new = rollback_request(cp(**{ROLLBACK_ANNOTATION: "failed"}))
-    assert new.to_stamp and not new.active and not new.ended
-    bound = rollback_request(cp(3, **{ROLLBACK_ANNOTATION: "failed", ROLLBACK_GENERATION: "3"}))
-    assert bound.active and not bound.to_stamp
-    changed = rollback_request(cp(4, **{ROLLBACK_ANNOTATION: "failed", ROLLBACK_GENERATION: "3"}))
+    assert new.to_bind and not new.active and not new.ended
+    bound = rollback_request(cp(3, bound=3, **{ROLLBACK_ANNOTATION: "failed"}))
+    assert bound.active and not bound.to_bind
+    changed = rollback_request(cp(4, bound=3, **{ROLLBACK_ANNOTATION: "failed"}))
     assert changed.ended and not changed.active
-    withdrawn = rollback_request(cp(3, **{ROLLBACK_GENERATION: "3"}))
-    assert withdrawn.ended
+    assert rollback_request(cp(3, bound=3)).ended  # withdrawn
+    # Once ended, the request is spent: it does not bind again to the new spec.
+    spent = rollback_request(cp(4, bound=3, reason="RollbackEnded", **{ROLLBACK_ANNOTATION: "all"}))
+    assert spent.spent and not spent.to_bind and not spent.active and not spent.ended
 
 
 def test_the_renderer_sees_last_good_images_only_while_the_rollback_holds() -> None:
     nodes = [{"metadata": {"name": "a", "annotations": {LAST_GOOD_IMAGE: GOOD}}}]
     assert rollback_images(cp(**{ROLLBACK_ANNOTATION: "failed"}), nodes) == {}
-    held = cp(3, **{ROLLBACK_ANNOTATION: "failed", ROLLBACK_GENERATION: "3"})
+    held = cp(3, bound=3, **{ROLLBACK_ANNOTATION: "failed"})
     assert rollback_images(held, nodes) == {"a": GOOD}
-    assert (
-        rollback_images(cp(4, **{ROLLBACK_ANNOTATION: "all", ROLLBACK_GENERATION: "3"}), nodes)
-        == {}
-    )
+    assert rollback_images(cp(4, bound=3, **{ROLLBACK_ANNOTATION: "all"}), nodes) == {}
 
 
 def test_a_daemonset_is_pinned_to_the_last_good_image_most_of_its_nodes_had() -> None:
@@ -86,47 +95,49 @@ def pool() -> list[Any]:
     ]
 
 
-def request(mode: str, *, bound: bool = False, since: str = "") -> Any:
-    extra = {ROLLBACK_GENERATION: "3", ROLLBACK_SINCE: since} if bound else {}
-    return rollback_request(cp(3, **{ROLLBACK_ANNOTATION: mode, **extra}))
+def request(mode: str, *, bound: bool = False) -> Any:
+    return rollback_request(cp(3, bound=3 if bound else None, **{ROLLBACK_ANNOTATION: mode}))
 
 
 def test_failed_marks_the_failing_nodes_before_binding_and_holds_every_unmarked_waiting_node() -> (
     None
 ):
-    plan = rollback_plan(request("failed"), pool(), ["b"], new_images=frozenset({BAD}))
-    assert plan.mark == ("b",) and plan.stamp
+    plan = rollback_plan(request("failed"), pool(), ["b"], images=frozenset({BAD}))
+    assert plan.mark == ("b",) and not plan.bind  # bound once the cache shows the mark
     assert plan.hold == {"d"}
-    assert plan.images == (GOOD,)
+    marked = [replace(n, annotations={**n.annotations, ROLLBACK_NODE: "true"}) if n.name == "b"
+              else n for n in pool()]  # fmt: skip
+    assert rollback_plan(request("failed"), marked, ["b"], images=frozenset({BAD})).bind
 
 
 def test_all_marks_every_node_the_rollout_walked_or_is_walking() -> None:
-    plan = rollback_plan(request("all"), pool(), ["b"], new_images=frozenset({BAD}))
+    plan = rollback_plan(request("all"), pool(), ["b"], images=frozenset({BAD}))
     assert plan.mark == ("a", "b", "c")  # d never left the good image
     assert plan.hold == {"d"}  # until the pin makes it in sync again
 
 
-def test_once_bound_a_node_that_fails_is_marked_and_a_marked_node_done_since_is_back() -> None:
+def test_once_bound_a_node_that_fails_is_marked_and_a_node_validated_again_is_back() -> None:
     nodes = [
-        node("a", S.UPGRADE_DONE, since=NOW - 100, **{ROLLBACK_NODE: "true"}),
-        node("b", S.UPGRADE_DONE, since=NOW, **{ROLLBACK_NODE: "true", LAST_GOOD_IMAGE: GOOD}),
+        node("a", S.UPGRADE_DONE, **{ROLLBACK_NODE: "true"}),
+        node("b", S.UPGRADE_DONE, **{ROLLBACK_NODE: "back"}),
         node("c", S.UPGRADE_FAILED, unschedulable=True),
     ]
-    since = "2026-01-01T00:00:00Z"
-    plan = rollback_plan(request("all", bound=True, since=since), nodes, ["c"], started=NOW - 10)
-    assert plan.mark == ("c",) and not plan.stamp
+    plan = rollback_plan(request("all", bound=True), nodes, ["c"], images=frozenset({GOOD}))
+    assert plan.mark == ("c",) and not plan.bind
     assert plan.remaining == (("a", "upgrade-done"), ("c", "upgrade-failed"))
     assert plan.done == ("b",)
     rolling, reason, message = rolling_back_message(plan, "590")
     assert rolling and reason == "RollingBack"
-    assert message.startswith("rollback (all) of driver 590: 2 nodes going back")
-    done = rollback_plan(request("all", bound=True), nodes[1:2], [], started=NOW - 10)
+    assert message.startswith(
+        f"rollback (all) of driver 590: 2 nodes going back to their last good driver ({GOOD})"
+    )
+    done = rollback_plan(request("all", bound=True), nodes[1:2], [])
     assert rolling_back_message(done, "590")[:2] == (False, "RolledBack")
 
 
 def test_an_ended_rollback_clears_every_mark() -> None:
     nodes = [node("a", S.UPGRADE_DONE, **{ROLLBACK_NODE: "true"}), node("b", S.UPGRADE_DONE)]
-    ended = rollback_request(cp(4, **{ROLLBACK_ANNOTATION: "failed", ROLLBACK_GENERATION: "3"}))
+    ended = rollback_request(cp(4, bound=3, **{ROLLBACK_ANNOTATION: "failed"}))
     plan = rollback_plan(ended, nodes, [])
     assert plan.clear == ("a",) and not plan.hold and not plan.mark
 
