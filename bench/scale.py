@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -72,6 +73,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from _common import RESULTS, finish
+from _dra_floor import dra_floor
 from _watchers import SYNCED
 from components.api import DRIVER_DEPLOY_LABEL, GPU_PRESENT_LABEL, ClusterPolicy
 from components.controllers import LabelPolicy, node_label_patch
@@ -1250,6 +1252,12 @@ def main() -> None:
         help="also run NVIDIA's GPU Operator (hack/build-reference.sh); needs one --os",
     )
     parser.add_argument(
+        "--dra-floor",
+        action="store_true",
+        help="only the DRA floor: NVIDIA's DRA stack created directly, timed until every "
+        "GPU node publishes its ResourceSlice (printed, no results file)",
+    )
+    parser.add_argument(
         "--pods",
         action="store_true",
         help="also time each operand pod (created, bound, Ready) and print them per DaemonSet",
@@ -1261,6 +1269,9 @@ def main() -> None:
             "renders one driver DaemonSet, for the OS of the first GPU node it lists "
             "(pass --os ubuntu22.04)"
         )
+    if args.dra_floor:
+        _measure_dra_floors(args, [int(n) for n in args.nodes.split(",")])
+        return
     POLICY.update(yaml.safe_load(args.policy.read_text()))
     APISERVER_PROFILE_SECONDS[0] = args.apiserver_profile
     args.reference_folder = build_reference() if args.reference else None
@@ -1302,6 +1313,25 @@ def main() -> None:
                     flush=True,
                 )
     finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", figures)
+
+
+def _measure_dra_floors(args: argparse.Namespace, sizes: list[int]) -> None:
+    """The DRA floor (`_dra_floor`) of each size, `--repeats` times; printed, not kept."""
+    runs = []
+    for nodes in sizes:
+        for _ in range(args.repeats):
+            config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list(args.os))
+            with SimulatedCluster(config, startup_timeout=900) as sim:
+                tally = CpuTally({**sim.pids(), "bench": os.getpid()})
+                run = asyncio.run(dra_floor(sim, args.deadline_seconds, tally))
+            run["nodes"] = nodes
+            print(
+                f"[{nodes}] DRA floor: {run['published']}/{run['gpu_nodes']} GPU nodes "
+                f"published their ResourceSlice in {run['seconds']}s",
+                flush=True,
+            )
+            runs.append(run)
+    print(json.dumps({"benchmark": "scale-dra-floor", "runs": runs}), flush=True)
 
 
 def _measure_all(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, Any]]:

@@ -24,6 +24,15 @@ the new driver pod, kwok making it ready) is the cluster's share.
     .venv/bin/python bench/upgrade.py [--nodes 100] [--parallel 1,10] [--floor-parallel 10]
 
 Prints figures as it goes; the last line is one JSON object (also bench/results/upgrade.json).
+
+`--bad-version` runs another scenario instead: a driver version every node fails to
+validate (the simulator's `failing-driver-versions` marker: the driver pod turns Ready, the
+validator never does), walked with `--bad-parallel` (10) nodes at a time, no unavailability
+limit and `failureBudget` `--budget` (2), the operator's validation timeout cut to
+`--validation-timeout` seconds. It counts the nodes that ever left service (admitted to the
+walk, cordoned, or failed; the target is at most budget + maxParallelUpgrades) and times,
+from the first node seen `upgrade-failed`, until the policy says `UpgradeHalted`, and until
+no node is left in the walk (bench/results/upgrade-bad-version.json).
 """
 
 from __future__ import annotations
@@ -336,17 +345,17 @@ async def _floor(
     return time.monotonic() - began
 
 
-async def _set_policy(c: Client, version: str, parallel: int) -> None:
-    spec = {
-        "driver": {
-            "version": version,
-            "upgradePolicy": {
-                "autoUpgrade": True,
-                "maxParallelUpgrades": parallel,
-                "maxUnavailable": "100%",
-            },
-        }
+async def _set_policy(
+    c: Client, version: str, parallel: int, *, failure_budget: int | None = None
+) -> None:
+    upgrade: dict[str, Any] = {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": parallel,
+        "maxUnavailable": "100%",
     }
+    if failure_budget is not None:
+        upgrade["failureBudget"] = failure_budget
+    spec = {"driver": {"version": version, "upgradePolicy": upgrade}}
     try:
         await c.get_live(CLUSTER_POLICY, POLICY)
     except NotFound:
@@ -596,6 +605,136 @@ async def bench(
     }
 
 
+BAD_VERSION = "600.10.01"
+
+
+@dataclass
+class LeftService:
+    """Which nodes ever left service, and when the first failed, from every node event."""
+
+    began: float = 0.0
+    nodes: set[str] = field(default_factory=set)
+    first_failure: float | None = None
+    in_walk: set[str] = field(default_factory=set)
+
+    def on_add(self, obj: Object) -> None:
+        self.on_update(obj, obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if not self.began or not labels_of(new).get(GPU_LABEL):
+            return
+        name, state = name_of(new), labels_of(new).get(STATE_LABEL, "")
+        if state in IN_PROGRESS_VALUES and state != "upgrade-failed":
+            self.in_walk.add(name)
+        else:
+            self.in_walk.discard(name)
+        if state in IN_PROGRESS_VALUES or state == "upgrade-failed":
+            self.nodes.add(name)
+        if (new.get("spec") or {}).get("unschedulable"):
+            self.nodes.add(name)
+        if state == "upgrade-failed" and self.first_failure is None:
+            self.first_failure = time.monotonic()
+
+    def on_delete(self, obj: Object) -> None:
+        pass
+
+
+def _halted(cache: Cache) -> dict[str, Any] | None:
+    policy = cache.get(CLUSTER_POLICY, POLICY) or {}
+    for c in ((policy.get("status") or {}).get("upgrade") or {}).get("conditions") or []:
+        if c.get("type") == "UpgradeHalted" and c.get("status") == "True":
+            return dict(c)
+    return None
+
+
+async def bad_version(
+    nodes: int, parallel: int, budget: int, validation_timeout: float, limit: float
+) -> dict[str, Any]:
+    """A version that fails validation on every node, against the failure budget."""
+    from components.run import VALIDATION_TIMEOUT_ENV
+
+    config = ClusterConfig(
+        gpu_nodes=nodes, cpu_nodes=0, gpus_per_node=1, os=parse_os_list("ubuntu22.04")
+    )
+    began = time.monotonic()
+    with SimulatedCluster(config, startup_timeout=600) as sim:
+        print(f"simulated cluster: {nodes} GPU nodes in {time.monotonic() - began:.1f}s")
+        log = (sim.workdir / "logs" / "gpu-operator.log").open("ab")
+        os.environ[VALIDATION_TIMEOUT_ENV] = str(validation_timeout)
+        operator = _start_operator(sim, log, upgrade_only=False)
+        try:
+            async with sim.api_client() as api:
+                transport = Transport(api)
+                mapper = RESTMapper(transport)
+                cache = Cache(transport, mapper)
+                c = Client(transport, mapper, cache, field_manager="bench")
+                await apply_crds(api, load_documents(sorted((REPO / "config/crd").glob("*.yaml"))))
+                with contextlib.suppress(Exception):
+                    await c.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+                    )
+                seen = LeftService()
+                cache.informer(DAEMONSET, namespace=NAMESPACE)
+                cache.informer(POD)
+                cache.informer(CLUSTER_POLICY)
+                cache.informer(NODE).add_handler(seen)
+                await cache.start()
+                await cache.wait_for_sync(120)
+                gpu = {name_of(n) for n in cache.list(NODE) if labels_of(n).get(GPU_LABEL)}
+                await _set_policy(c, "595.91.07", parallel)
+                t0 = time.monotonic()
+                await _wait(
+                    lambda: (
+                        _driver_ready_everywhere(cache, "595.91.07", gpu)
+                        and _all_done(cache, gpu)
+                        and _rolled_out(cache)
+                    ),
+                    "the first rollout",
+                    limit,
+                )
+                print(f"first rollout (operands and drivers): {time.monotonic() - t0:.1f}s")
+
+                await sim.set_failing_driver_versions([BAD_VERSION])
+                seen.began = time.monotonic()
+                await _set_policy(c, BAD_VERSION, parallel, failure_budget=budget)
+                await _wait(lambda: _halted(cache) is not None, "UpgradeHalted", limit)
+                halted_at = time.monotonic()
+                await _wait(lambda: not seen.in_walk, "no node left in the walk", limit)
+                settled_at = time.monotonic()
+                await asyncio.sleep(10)  # a halt that leaked would admit more nodes now
+                condition = _halted(cache) or {}
+                failed = sorted(
+                    name_of(n)
+                    for n in cache.list(NODE)
+                    if labels_of(n).get(STATE_LABEL) == "upgrade-failed"
+                )
+                await cache.stop()
+        finally:
+            _stop(operator)
+            log.close()
+    first = seen.first_failure or halted_at
+    figures = {
+        "nodes": nodes,
+        "max_parallel_upgrades": parallel,
+        "failure_budget": budget,
+        "validation_timeout_seconds": validation_timeout,
+        "left_service": len(seen.nodes),
+        "target_left_service_at_most": budget + parallel,
+        "failed": len(failed),
+        "seconds_first_failure_to_halted": round(halted_at - first, 2),
+        "seconds_first_failure_to_walk_empty": round(settled_at - first, 2),
+        "halted_message": str(condition.get("message", ""))[:300],
+    }
+    print(
+        f"bad version on {nodes} nodes, {parallel} at a time, budget {budget}: "
+        f"{len(seen.nodes)} nodes ever left service (target <= {budget + parallel}), "
+        f"{len(failed)} failed; first failure to UpgradeHalted "
+        f"{figures['seconds_first_failure_to_halted']} s, to no node in the walk "
+        f"{figures['seconds_first_failure_to_walk_empty']} s"
+    )
+    return figures
+
+
 def _write_timeline(path: Path, parallel: int, recorder: Recorder, start: float) -> None:
     """Every node's events of one run, in seconds since the run began (`--timeline`): where
     a node's walk spends its time."""
@@ -651,10 +790,31 @@ def main() -> None:
         help="whole runs (fresh cluster each) and the median of their ratios: one run's "
         "floor alone varies by a quarter",
     )
+    parser.add_argument(
+        "--bad-version",
+        action="store_true",
+        help="the bad-version scenario instead: every node fails the new driver's validation",
+    )
+    parser.add_argument("--bad-parallel", type=int, default=10, help="with --bad-version")
+    parser.add_argument("--budget", type=int, default=2, help="failureBudget (--bad-version)")
+    parser.add_argument(
+        "--validation-timeout",
+        type=float,
+        default=10.0,
+        help="the operator's validation timeout, seconds (--bad-version)",
+    )
     parser.add_argument("--serve-upgrade-only", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upgrade_only:
         asyncio.run(_serve_upgrade_only(args.serve_upgrade_only))
+        return
+    if args.bad_version:
+        found = asyncio.run(
+            bad_version(
+                args.nodes, args.bad_parallel, args.budget, args.validation_timeout, args.timeout
+            )
+        )
+        finish("upgrade-bad-version", found)
         return
     parallels = [int(p) for p in args.parallel.split(",")]
     repeats = [

@@ -44,6 +44,10 @@ log = logging.getLogger("components.run")
 UNREADY_AFTER_OUTAGE_ENV = "GPU_OPERATOR_UNREADY_AFTER_OUTAGE"
 """Seconds without the API server before /readyz says not ready (default 10): a test knob,
 so outage tests need not keep the API server away for ten seconds each time."""
+VALIDATION_TIMEOUT_ENV = "GPU_OPERATOR_UPGRADE_VALIDATION_TIMEOUT"
+"""Seconds a node may spend in `validation-required` before it is `upgrade-failed` (default
+600, the reference's constant): a test knob, so a driver that fails validation fails its
+node in seconds on a simulated cluster."""
 
 
 def operator_registry() -> CollectorRegistry:
@@ -134,6 +138,8 @@ async def run(args: argparse.Namespace) -> None:
         )
         if unready_after := os.environ.get(UNREADY_AFTER_OUTAGE_ENV):
             operator.manager.unready_after_outage = float(unready_after)
+        if (timeout := os.environ.get(VALIDATION_TIMEOUT_ENV)) and operator.upgrade is not None:
+            operator.upgrade.nodes.validation_timeout = float(timeout)
         log.info(
             "gpu-operator starting in namespace %s (leader election %s)",
             args.namespace,

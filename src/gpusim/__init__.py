@@ -20,7 +20,23 @@ from gpusim._binaries import KWOK_VERSION, REGISTRY_VERSION, SimBinaries
 from gpusim._cluster import SimulatedCluster
 from gpusim._components import KCM_CONTROLLERS
 from gpusim._crds import apply_crds, load_documents
+from gpusim._dra_stack import DEPLOY_LABEL as DRA_DEPLOY_LABEL
+from gpusim._dra_stack import DRIVER as DRA_DRIVER
+from gpusim._dra_stack import NAMESPACE as DRA_NAMESPACE
+from gpusim._dra_stack import NODE_LABELS as DRA_NODE_LABELS
+from gpusim._dra_stack import OTHER_NODE_REFUSED as DRA_OTHER_NODE_REFUSED
+from gpusim._dra_stack import PLUGIN_ACCOUNT as DRA_PLUGIN_ACCOUNT
+from gpusim._dra_stack import PLUGIN_APP as DRA_PLUGIN_APP
+from gpusim._dra_stack import POLICY as DRA_POLICY
+from gpusim._dra_stack import VALIDATOR_APP as DRA_VALIDATOR_APP
+from gpusim._dra_stack import collection_path as dra_collection_path
+from gpusim._dra_stack import dra_stack
 from gpusim._errors import SimAlreadyRunningError, SimError
+from gpusim._failing_drivers import (
+    ANNOTATION_FAILING_DRIVERS,
+    failing_versions,
+    mark_failing_drivers,
+)
 from gpusim._hardware import (
     DEFAULT_PRODUCT,
     MIG_BALANCED,
@@ -32,6 +48,7 @@ from gpusim._hardware import (
     mig_layout,
     product,
 )
+from gpusim._node_software import ANNOTATION_MIG_APPLIED
 from gpusim._nodes import (
     ANNOTATION_GPUS,
     ANNOTATION_HOST_DRIVER,
@@ -85,13 +102,24 @@ from gpusim._state import state_dir
 
 __all__ = [
     "ANNOTATION_ECC",
+    "ANNOTATION_FAILING_DRIVERS",
     "ANNOTATION_GPUS",
     "ANNOTATION_HOST_DRIVER",
+    "ANNOTATION_MIG_APPLIED",
     "ANNOTATION_MIG_CAPABLE",
     "ANNOTATION_PRODUCT",
     "ANNOTATION_RESET_FAILS",
     "DEFAULT_CONTAINER_RUNTIME",
     "DEFAULT_PRODUCT",
+    "DRA_DEPLOY_LABEL",
+    "DRA_DRIVER",
+    "DRA_NAMESPACE",
+    "DRA_NODE_LABELS",
+    "DRA_OTHER_NODE_REFUSED",
+    "DRA_PLUGIN_ACCOUNT",
+    "DRA_PLUGIN_APP",
+    "DRA_POLICY",
+    "DRA_VALIDATOR_APP",
     "IMAGE_ENVS",
     "KCM_CONTROLLERS",
     "KWOK_ANNOTATION",
@@ -122,11 +150,15 @@ __all__ = [
     "apply_crds",
     "build_reference",
     "cpu_node",
+    "dra_collection_path",
+    "dra_stack",
     "error_patch",
+    "failing_versions",
     "gpu_node",
     "inject_gpu_error",
     "kernel_labels",
     "load_documents",
+    "mark_failing_drivers",
     "mig_layout",
     "node_labels",
     "node_manifest",

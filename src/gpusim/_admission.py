@@ -49,15 +49,21 @@ DEVICE_PREFIX = "nvidia.com/"
 GPUs bound to vfio-pci): the ones admission is about."""
 REASON = "UnexpectedAdmissionError"
 
+VALIDATOR_APP = "nvidia-operator-validator"
+"""The validator pods (`app` label) wait for the gate too: the GPU node behaviour lets them
+start unless their node's driver is a failing one (`gpusim._failing_drivers`)."""
+
 STAGE_GATE = (
-    "if ([(.spec.containers // [])[], (.spec.initContainers // [])[]"
+    f'if (.metadata.labels.app // "") == "{VALIDATOR_APP}"'
+    f' then (.metadata.annotations["{ANNOTATION_ADMITTED}"] // "")'
+    " elif ([(.spec.containers // [])[], (.spec.initContainers // [])[]"
     " | (.resources.limits // {}), (.resources.requests // {}) | keys[]"
     f' | select(startswith("{DEVICE_PREFIX}"))] | length) == 0'
     f' then "none" else (.metadata.annotations["{ANNOTATION_ADMITTED}"] // "") end'
 )
 """A kwok selector key (a jq expression over the pod): `none` for a pod that asks for no
-device resource, else the value of its admission annotation. `requests_devices` is the
-same test in Python."""
+device resource and is no validator, else the value of its admission annotation.
+`requests_devices` is the same test in Python."""
 STAGE_GATE_VALUES = ("none", "true")
 _READY_STAGE = "pod-ready"
 

@@ -1,5 +1,5 @@
-"""`gpu-operator sim up|down|status|gpu-error`: a simulated GPU cluster that keeps running in the
-background until `sim down`.
+"""`gpu-operator sim up|down|status|gpu-error|failing-driver`: a simulated GPU cluster that
+keeps running in the background until `sim down`.
 
 Progress goes to stderr; the only line on stdout, and the last one printed, is the
 kubeconfig path, so `export KUBECONFIG=$(gpu-operator sim up)` works.
@@ -15,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from components.errors import CommandError
 from gpusim._cluster import SimulatedCluster
@@ -191,4 +192,42 @@ def run_gpu_error(args: argparse.Namespace) -> int:
     if args.reset_fails is not None:
         what.append("its resets fail" if args.reset_fails else "its resets work")
     _say(f"node {args.node}, GPU {args.gpu}: {', '.join(what)}")
+    return 0
+
+
+def run_failing_driver(args: argparse.Namespace) -> int:
+    """Make driver versions fail validation on nodes of the running simulated cluster
+    (`_failing_drivers`): the way to try a rollout of a bad driver."""
+    import asyncio
+
+    from components.run import api_client, plain_client
+    from gpusim._failing_drivers import mark_failing_drivers
+    from gpusim._nodes import ANNOTATION_GPUS
+    from reconciler import annotations_of, name_of
+
+    state = read_state(state_dir())
+    if state is None or not state.running():
+        raise CommandError("no simulated cluster is running: start one with `gpu-operator sim up`")
+    versions = [v.strip() for v in (args.versions or "").split(",") if v.strip()]
+
+    async def mark() -> list[str]:
+        async with await api_client(state.kubeconfig) as api:
+            client = plain_client(api, "gpu-operator-sim")
+            nodes = list(args.node or [])
+            if not nodes:
+                listed: Any = await client.request("GET", "/api/v1/nodes")
+                nodes = [
+                    name_of(n)
+                    for n in listed.get("items") or []
+                    if annotations_of(n).get(ANNOTATION_GPUS)
+                ]
+            for node in nodes:
+                await mark_failing_drivers(client, node, versions)
+            return nodes
+
+    marked = asyncio.run(mark())
+    what = (
+        f"driver {', '.join(versions)} fails validation" if versions else "every driver validates"
+    )
+    _say(f"{what} on {len(marked)} node(s): {', '.join(marked) or '-'}")
     return 0

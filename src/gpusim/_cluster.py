@@ -25,6 +25,7 @@ from gpusim._admission import gate_pod_ready
 from gpusim._binaries import SimBinaries
 from gpusim._components import Components
 from gpusim._errors import SimError
+from gpusim._failing_drivers import marker_patch
 from gpusim._nodes import (
     ANNOTATION_INDEX,
     ClusterConfig,
@@ -373,6 +374,15 @@ class SimulatedCluster:
         self.nodes = [
             _with_kernel(spec, kernel) if spec.name == name else spec for spec in self.nodes
         ]
+
+    async def set_failing_driver_versions(
+        self, versions: Iterable[str], nodes: Iterable[str] | None = None
+    ) -> None:
+        """Driver `versions` install but fail validation on `nodes` (default: every GPU
+        node) from now on; none: every version validates again (`_failing_drivers`)."""
+        body = marker_patch(versions)
+        for name in self.gpu_nodes if nodes is None else list(nodes):
+            await self._patch_node(name, body)
 
     async def _patch_node(self, name: str, body: dict[str, Any], *, status: bool = False) -> None:
         async with self.api_client() as api:

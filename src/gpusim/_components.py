@@ -41,6 +41,7 @@ KCM_CONTROLLERS = (
     "serviceaccount-controller",
     "clusterrole-aggregation-controller",
     "node-lifecycle-controller",
+    "resourceclaim-controller",
     "taint-eviction-controller",
     "pod-garbage-collector-controller",
     "disruption-controller",

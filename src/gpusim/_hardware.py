@@ -59,6 +59,11 @@ class GpuProduct:
     def supports_mig(self) -> bool:
         return self.mig_family is not None
 
+    @property
+    def nvml_name(self) -> str:
+        """The name NVML reports (GFD's label is it with spaces turned into dashes)."""
+        return _NVML_NAMES.get(self.name, self.name.replace("-", " "))
+
 
 PRODUCTS: Mapping[str, GpuProduct] = MappingProxyType(
     {
@@ -76,6 +81,10 @@ PRODUCTS: Mapping[str, GpuProduct] = MappingProxyType(
     }
 )
 DEFAULT_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+_NVML_NAMES = {
+    "NVIDIA-A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB",
+    "NVIDIA-A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
+}
 
 
 def product(name: str) -> GpuProduct:

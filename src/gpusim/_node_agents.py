@@ -33,6 +33,7 @@ from components.nodeagent import (
     SimulatedGpu,
     SimulatedNvml,
 )
+from gpusim._failing_drivers import failing_message
 from gpusim._hardware import mig_profile
 from gpusim._node_model import applied_layout, cuda_version
 from gpusim._node_software import ANNOTATION_MIG_APPLIED, GpuWorkload, Hardware, NodeInfo
@@ -107,7 +108,7 @@ def simulated_gpus(node: str, facts: NodeFacts) -> list[SimulatedGpu]:
         gpus.append(
             SimulatedGpu(
                 uuid="GPU-" + _uuid(node, "gpu", index),
-                name=hw.product.name.replace("-", " "),
+                name=hw.product.nvml_name,
                 memory_mib=hw.product.memory_mib,
                 mig_capable=hw.gpu.supports_mig,
                 mig_enabled=layout is not None,
@@ -137,6 +138,7 @@ class SimulatedNodeAgents:
         self._agents: dict[str, NodeAgent] = {}
         self._nvml: dict[str, SimulatedNvml] = {}
         self._delivered: dict[str, set[tuple[int, int]]] = {}
+        self._failing: dict[str, str] = {}
 
     def _host_root(self, node: str) -> Path:
         if self._root is None:
@@ -148,18 +150,26 @@ class SimulatedNodeAgents:
         self._agents.pop(node, None)
         self._nvml.pop(node, None)
         self._delivered.pop(node, None)
+        self._failing.pop(node, None)
 
     def close(self) -> None:
         if self._owned_root and self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
 
-    async def step(self, node: str, facts: NodeFacts) -> None:
+    async def step(self, node: str, facts: NodeFacts, *, failing: str | None = None) -> None:
+        """`failing`: the loaded driver's version fails on this node
+        (`gpusim._failing_drivers`): it is loaded, but NVML does not initialise."""
         root = self._host_root(node)
         self._write_host(root, facts)
         gpus = simulated_gpus(node, facts)
         nvml = self._nvml.get(node)
-        if facts.driver is None:
+        if failing is not None:
+            self._failing[node] = failing_message(failing)
+        else:
+            self._failing.pop(node, None)
+        if facts.driver is None or failing is not None:
             self._nvml.pop(node, None)
+            nvml = None
         elif nvml is None or nvml.driver_version() != facts.driver:
             nvml = SimulatedNvml(gpus, driver=facts.driver, cuda=cuda_version(facts.driver))
             self._nvml[node] = nvml
@@ -197,7 +207,9 @@ class SimulatedNodeAgents:
     def _open(self, node: str) -> SimulatedNvml:
         nvml = self._nvml.get(node)
         if nvml is None:
-            raise NvmlUnavailable("NVML did not initialise: Driver Not Loaded")
+            raise NvmlUnavailable(
+                self._failing.get(node, "NVML did not initialise: Driver Not Loaded")
+            )
         return nvml
 
     @staticmethod

@@ -42,6 +42,8 @@ class NodeSoftware(enum.Enum):
     SANDBOX_DEVICE_PLUGIN = "sandbox-device-plugin"
     CONTAINER_TOOLKIT = "container-toolkit"
     NODE_AGENT = "node-agent"
+    DRA_KUBELET_PLUGIN = "dra-kubelet-plugin"
+    VALIDATOR = "validator"
 
 
 # Pod labels that identify each operand, as the reference operator sets them; a value
@@ -62,6 +64,8 @@ SOFTWARE_POD_LABELS: Mapping[NodeSoftware, tuple[tuple[str, str], ...]] = {
     NodeSoftware.SANDBOX_DEVICE_PLUGIN: (("app", "nvidia-sandbox-device-plugin-daemonset"),),
     NodeSoftware.CONTAINER_TOOLKIT: (("app", "nvidia-container-toolkit-daemonset"),),
     NodeSoftware.NODE_AGENT: (("app", "gpu-operator-node-agent"),),
+    NodeSoftware.DRA_KUBELET_PLUGIN: (("app", "nvidia-dra-driver-kubelet-plugin"),),
+    NodeSoftware.VALIDATOR: (("app", "nvidia-operator-validator"),),
 }
 
 # GPU clients the MIG manager stops (through their deploy label) while it reconfigures.
@@ -424,7 +428,7 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
             "status": {"phase": status.get("phase")},
         }
     kept["labels"] = dict(labels)
-    if device_pod(pod) is not None:
+    if device_pod(pod) is not None or software_of(labels) is NodeSoftware.VALIDATOR:
         _keep_admission(meta, kept)
     containers = []
     for container in spec.get("containers") or []:

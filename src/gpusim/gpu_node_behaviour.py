@@ -30,10 +30,19 @@ node the way the real node software would:
   layout is applied after `mig_reconfigure_seconds`, then `success` (or `failed` for a
   config the GPU cannot apply) and the paused labels go back to `true`.
 
+* **a failing driver version** (the node annotation
+  `sim.gpu-operator.io/failing-driver-versions`): the driver pod turns Ready, but the
+  validator pods never start (kwok's gate waits for this controller to let them) and the
+  node agent's NVML does not initialise (`gpusim._failing_drivers`).
 * **node agent** pod Running and Ready -> the product's node agent looks at the node
   through a simulated NVML built from its hardware (`gpusim._node_agents`) and publishes
   its conditions and GPU processes, as the real pod would (the annotation
   `sim.gpu-operator.io/xids` makes a GPU raise an XID).
+* **DRA kubelet plugin** pod (`app: nvidia-dra-driver-kubelet-plugin`) Running and Ready,
+  with a driver loaded -> the node's GPUs (or MIG instances) are published as a
+  `gpu.nvidia.com` ResourceSlice, written as the pod's own ServiceAccount with a token bound
+  to the pod; plugin gone -> slice gone (`gpusim._dra`). kube-scheduler allocates claims
+  against them.
 * **the kubelet's device admission**: a pod bound to the node that asks for `nvidia.com/`
   resources starts only if the node's plugins offer enough of them now, less what the
   pods admitted before hold; otherwise it is failed (`UnexpectedAdmissionError`) as a
@@ -72,6 +81,8 @@ from pathlib import Path
 from typing import Any
 
 from gpusim._admission import ANNOTATION_ADMITTED, admit, device_pod, offered_counts
+from gpusim._dra import ApiEndpoint, DraKubeletPlugins
+from gpusim._failing_drivers import driver_fails, is_validator, validator_writes
 from gpusim._node_agents import SimulatedNodeAgents, node_facts
 from gpusim._node_model import MigProgress, driver_version, plan_node
 from gpusim._node_software import (
@@ -178,6 +189,7 @@ class GpuNodeBehaviour:
         mig_reconfigure_seconds: float = 1.0,
         workers: int = 8,
         agent_seconds: float = AGENT_SECONDS,
+        dra_endpoint: ApiEndpoint | None = None,
     ) -> None:
         self._client = manager.client
         self.agents = SimulatedNodeAgents(manager.client)
@@ -202,6 +214,12 @@ class GpuNodeBehaviour:
         controller.watch(nodes, enqueue_object, Funcs(update=_node_facts_changed))
         controller.watch(pods, enqueue_mapped(_node_of_pod), Funcs(update=_pod_facts_changed))
         controller.watch(config_maps, enqueue_mapped(self._nodes_mounting))
+        # NVIDIA's DRA kubelet plugin, where one runs (`gpusim._dra`).
+        self.dra = (
+            DraKubeletPlugins(manager, dra_endpoint, workers=workers)
+            if dra_endpoint is not None
+            else None
+        )
 
     async def reconcile(self, request: Request) -> Result | None:
         name = request.name
@@ -244,6 +262,8 @@ class GpuNodeBehaviour:
             self._mig[name] = plan.mig
         # After the resources: a pod is admitted against what the node offers from now on.
         await self._admit(name, on_node, plan.offered)
+        failing = driver_fails(node_info(node).annotations, pods)
+        await self._validators(name, failing, on_node)
         again = plan.recheck_after
         if await self._agent(node, pods, on_node):
             again = min(again if again is not None else self._agent_seconds, self._agent_seconds)
@@ -276,8 +296,18 @@ class GpuNodeBehaviour:
                 w for w in map(gpu_workload, filter(gpu_workload_node, on_node)) if w is not None
             ],
         )
-        await self.agents.step(info.name, facts)
+        failing = driver_fails(info.annotations, [driver_pod] if driver_pod else [])
+        await self.agents.step(info.name, facts, failing=failing)
         return True
+
+    async def _validators(self, name: str, failing: str | None, on_node: Sequence[Object]) -> None:
+        """Let the node's validator pods start, or keep them from being Ready under a
+        failing driver version."""
+        validators = [p for p in on_node if is_validator(p)]
+        for write in validator_writes(name, failing, validators):
+            sub = "status" if write.status else None
+            if await self._patch_pod(write.key, write.body, subresource=sub) and failing:
+                log.info("%s: validator %s not Ready: %s", name, write.key, write.why)
 
     async def _admit(
         self, name: str, on_node: Sequence[Object], offered: Mapping[str, str]
@@ -377,7 +407,10 @@ async def _serve(args: argparse.Namespace) -> None:
     async with client.ApiClient(configuration) as api:
         manager = Manager(api, field_manager=FIELD_MANAGER, bind_address=None, handle_signals=True)
         behaviour = GpuNodeBehaviour(
-            manager, mig_reconfigure_seconds=args.mig_reconfigure_seconds, workers=args.workers
+            manager,
+            mig_reconfigure_seconds=args.mig_reconfigure_seconds,
+            workers=args.workers,
+            dra_endpoint=ApiEndpoint(str(configuration.host), configuration.ssl_ca_cert),
         )
         running = asyncio.create_task(manager.run())
         leading = asyncio.create_task(manager.wait_leading())
@@ -391,6 +424,8 @@ async def _serve(args: argparse.Namespace) -> None:
             await running
         finally:
             behaviour.agents.close()
+            if behaviour.dra is not None:
+                await behaviour.dra.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -187,14 +187,19 @@ from components.api._unsupported import (
     unsupported_message,
 )
 from components.api._upgrade import (
+    WEEKDAYS,
     CanarySpec,
     DrainSpec,
     DriverUpgradePolicySpec,
+    MaintenanceWindowSpec,
     NVIDIADriverUpgradePolicySpec,
     PodDeletionSpec,
     PreflightMode,
     PreflightSpec,
+    RetryBackoffSpec,
+    Weekday,
     scaled_value,
+    time_zone_problem,
 )
 from components.api._yaml import LongInteger, YAMLProblem, load_documents
 
@@ -238,6 +243,7 @@ __all__ = [
     "RESET_RESULT_ANNOTATION",
     "UNSUPPORTED_CONDITION",
     "UNSUPPORTED_REASON",
+    "WEEKDAYS",
     "CanarySpec",
     "ClusterPolicy",
     "ClusterPolicySpec",
@@ -266,6 +272,7 @@ __all__ = [
     "LongInteger",
     "MIGPodDeletionSpec",
     "MIGStrategy",
+    "MaintenanceWindowSpec",
     "NVIDIADriver",
     "NVIDIADriverSpec",
     "NVIDIADriverStatus",
@@ -282,9 +289,11 @@ __all__ = [
     "RemediationNodeStatus",
     "RemediationSpec",
     "ResourceRequirements",
+    "RetryBackoffSpec",
     "ServiceMonitorConfig",
     "UpgradeState",
     "UpgradeStatus",
+    "Weekday",
     "YAMLProblem",
     "driver_image",
     "driver_manager_image",
@@ -297,6 +306,7 @@ __all__ = [
     "os_tag",
     "resolve_image",
     "scaled_value",
+    "time_zone_problem",
     "unsupported_fields",
     "unsupported_message",
 ]

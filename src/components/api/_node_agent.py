@@ -24,7 +24,9 @@ HOST_DRIVER_REASON: Final = "HostDriver"
 GPU_PROCESSES_ANNOTATION: Final = "nvidia.com/gpu-operator.compute-processes"
 """On a Node: a JSON list, one entry per GPU compute process, ordered by GPU index and PID:
 `{"gpu": UUID, "index": N, "pid": host PID, "mig": MIG UUID or null, "podUID": UID or "",
-"pod": "namespace/name" or ""}`. Absent when no process uses a GPU (or no agent runs)."""
+"pod": "namespace/name" or ""}`, and `"unrequested": true` on the process of a pod that
+requests no GPU resource (it sees the GPUs through its environment). Absent when no
+process uses a GPU (or no agent runs)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class GpuProcessEntry:
     pod_uid: str
     pod: str
     """`namespace/name`, "" for a process outside any pod the agent could name."""
+    unrequested: bool = False
+    """Its pod requests no GPU resource, yet holds one."""
 
     @property
     def pod_key(self) -> tuple[str, str] | None:
@@ -66,6 +70,7 @@ def gpu_processes(annotations: Mapping[str, str]) -> list[GpuProcessEntry]:
                     mig=str(item["mig"]) if item.get("mig") else None,
                     pod_uid=str(item.get("podUID", "")),
                     pod=str(item.get("pod", "")),
+                    unrequested=item.get("unrequested") is True,
                 )
             )
         except (TypeError, ValueError):

@@ -164,7 +164,9 @@ class UpgradeStatus(ApiModel):
         default_factory=list,
         description=(
             "Ours: UpgradeHalted (with upgradePolicy.failureBudget): True while more nodes "
-            "have failed than the budget allows, naming the version and each failing node."
+            "have failed than the budget allows, naming the version and each failing node. "
+            "UpgradeWaitingForWindow (with upgradePolicy.maintenanceWindows): True while "
+            "nodes wait outside every window, saying when the next one opens."
         ),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from typing import Annotated, Any, ClassVar, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field
 
@@ -164,6 +165,120 @@ class CanarySpec(ApiModel):
     )
 
 
+def _cap_not_below_start(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return True
+    start, cap = value.get("initialSeconds", 60), value.get("maxSeconds", 3600)
+    return not (_is_int(start) and _is_int(cap) and cap < start)
+
+
+class RetryBackoffSpec(ApiModel):
+    """Ours (the reference has no such field, and never retries a failed node by itself):
+    how long an `upgrade-failed` node waits before the walk tries its failed step again,
+    doubling with each retry up to a bound."""
+
+    cel_rules: ClassVar[tuple[Cel, ...]] = (
+        Cel(
+            rule=(
+                "!has(self.maxSeconds) || "
+                "self.maxSeconds >= (has(self.initialSeconds) ? self.initialSeconds : 60)"
+            ),
+            message="maxSeconds must not be less than initialSeconds",
+            check=_cap_not_below_start,
+            field_path=".maxSeconds",
+            reason="FieldValueInvalid",
+        ),
+    )
+
+    initial_seconds: int = Field(
+        default=60,
+        ge=0,
+        description="Seconds before the first retry; 0: retry only when what blocked is gone.",
+    )
+    max_seconds: int = Field(
+        default=3600, ge=1, description="The longest wait between two retries, in seconds."
+    )
+
+
+Weekday = Literal["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+WEEKDAYS: tuple[Weekday, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+_CLOCK_OR_MIDNIGHT = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+_ZONE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
+
+
+class MaintenanceWindowSpec(ApiModel):
+    """Ours (the reference has no such field): a time, on some days of the week, when nodes
+    may be admitted to a driver walk. Wall-clock times in `timeZone`: a window keeps its
+    local hours across daylight saving changes (on the change day it is an hour shorter or
+    longer when it spans the change)."""
+
+    cel_rules: ClassVar[tuple[Cel, ...]] = (
+        Cel(
+            rule="self.start != self.end",
+            message=(
+                "start and end are the same time: a window needs a length (for a whole "
+                'day write start: "00:00", end: "24:00")'
+            ),
+            check=lambda v: isinstance(v, dict) and v.get("start") != v.get("end"),
+            field_path=".end",
+            reason="FieldValueInvalid",
+        ),
+    )
+
+    days: list[Weekday] = Field(
+        default_factory=list,
+        max_length=7,
+        description=(
+            "Days the window opens on (Mon, Tue, Wed, Thu, Fri, Sat, Sun), in timeZone; "
+            "empty: every day. A window that ends past midnight belongs to the day it opens."
+        ),
+    )
+    start: Annotated[
+        str,
+        Cel(
+            rule=f"self.matches('{_CLOCK}')",
+            message='must be a 24-hour time "HH:MM", like "02:00"',
+            check=lambda v: isinstance(v, str) and bool(re.match(_CLOCK, v)),
+        ),
+    ] = Field(max_length=5, description='When the window opens, 24-hour "HH:MM" in timeZone.')
+    end: Annotated[
+        str,
+        Cel(
+            rule=f"self.matches('{_CLOCK_OR_MIDNIGHT}')",
+            message='must be a 24-hour time "HH:MM", like "06:00" (or "24:00" for midnight)',
+            check=lambda v: isinstance(v, str) and bool(re.match(_CLOCK_OR_MIDNIGHT, v)),
+        ),
+    ] = Field(
+        max_length=5,
+        description=(
+            'When the window closes, "HH:MM" (or "24:00"); earlier than start: the next day.'
+        ),
+    )
+    time_zone: Annotated[
+        str,
+        Cel(
+            rule=f"self.matches('{_ZONE}')",
+            message="must be an IANA time zone name, like Europe/Berlin or UTC",
+            check=lambda v: isinstance(v, str) and bool(re.match(_ZONE, v)),
+        ),
+    ] = Field(
+        default="UTC",
+        max_length=64,
+        description="IANA time zone of start, end and days (Europe/Berlin); default UTC.",
+    )
+
+
+def time_zone_problem(name: str) -> str:
+    """Why `name` is not a time zone this machine knows ("" when it is one). The CRD can
+    only check its shape; `validate` and the walk ask zoneinfo."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"{name!r} is not a known time zone: use an IANA name, like Europe/Berlin or UTC"
+    return ""
+
+
 class DriverUpgradePolicySpec(ApiModel):
     """How driver upgrades roll through the nodes."""
 
@@ -197,6 +312,21 @@ class DriverUpgradePolicySpec(ApiModel):
     canary: CanarySpec | None = Field(
         default=None,
         description="Ours: nodes walked first and soaked before the rest of the pool.",
+    )
+    retry_backoff: RetryBackoffSpec | None = Field(
+        default=None,
+        description=(
+            "Ours: the wait before a failed node is retried, doubling each time up to "
+            "maxSeconds; unset: 60s doubling up to an hour."
+        ),
+    )
+    maintenance_windows: list[MaintenanceWindowSpec] | None = Field(
+        default=None,
+        max_length=16,
+        description=(
+            "Ours: times when nodes may be admitted to a driver walk; outside every window "
+            "none is (a node already in the walk finishes). Unset or empty: any time."
+        ),
     )
 
 

@@ -14,6 +14,7 @@ run_up = deferred("gpusim._cli", "run_up")
 run_down = deferred("gpusim._cli", "run_down")
 run_status = deferred("gpusim._cli", "run_status")
 run_gpu_error = deferred("gpusim._cli", "run_gpu_error")
+run_failing_driver = deferred("gpusim._cli", "run_failing_driver")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,3 +94,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--reset-works", dest="reset_fails", action="store_false", help="resets work again"
     )
     error.set_defaults(handler=run_gpu_error)
+
+    failing = actions.add_parser(
+        "failing-driver",
+        help="make driver versions install but fail validation on simulated nodes",
+        description="On the nodes (default: every GPU node) a driver pod of these versions "
+        "turns Ready, but the validator pods never do and the node agent's GPUValidated "
+        "stays False: a bad driver for trying a rollout's canary and failure budget. "
+        "An empty list makes every version validate again.",
+    )
+    failing.add_argument(
+        "versions", help="comma-separated driver versions (e.g. 600.10.01), or '' for none"
+    )
+    failing.add_argument(
+        "--node", action="append", help="a node's name (repeatable; default every GPU node)"
+    )
+    failing.set_defaults(handler=run_failing_driver)

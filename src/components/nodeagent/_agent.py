@@ -155,9 +155,12 @@ class GpuProcess:
     pod_uid: str
     pod: str
     """`namespace/name`, or "" when no pod on the node has that UID."""
+    unrequested: bool = False
+    """The pod requests no GPU resource (it sees the GPUs through its environment): the
+    scheduler and every clearing by resources miss it, yet it holds the driver open."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "gpu": self.gpu_uuid,
             "index": self.gpu_index,
             "pid": self.pid,
@@ -165,6 +168,9 @@ class GpuProcess:
             "podUID": self.pod_uid,
             "pod": self.pod,
         }
+        if self.unrequested:
+            out["unrequested"] = True  # only when so: the list stays as short as before
+        return out
 
 
 def process_list(processes: Sequence[GpuProcess]) -> str | None:
@@ -173,6 +179,18 @@ def process_list(processes: Sequence[GpuProcess]) -> str | None:
         return None
     ordered = sorted(processes, key=lambda p: (p.gpu_index, p.pid))
     return json.dumps([p.to_dict() for p in ordered], separators=(",", ":"))
+
+
+def _requests_gpu(pod: Object) -> bool:
+    """Whether any container of `pod` asks for a GPU resource (limits or requests)."""
+    spec = pod.get("spec") or {}
+    return any(
+        str(name).startswith(GPU_RESOURCE_PREFIXES)
+        for key in ("containers", "initContainers")
+        for c in spec.get(key) or []
+        for part in ("limits", "requests")
+        for name in (c.get("resources") or {}).get(part) or {}
+    )
 
 
 def advertised_resources(node: Object) -> int:
@@ -251,7 +269,8 @@ class NodeAgent:
         self.api = api
         self.metrics = metrics
         self.xids: dict[str, list[int]] = {}
-        self._pods: dict[str, str] = {}
+        self._pods: dict[str, tuple[str, bool]] = {}
+        """Pod UID -> (`namespace/name`, whether it requests a GPU resource)."""
         self.last: Observation | None = None
 
     @property
@@ -333,8 +352,10 @@ class NodeAgent:
                     c["message"],
                 )
         annotations = annotations_of(node)
-        processes = process_list(await self._owners(obs.gpus))
-        if annotations.get(PROCESSES_ANNOTATION) != processes:
+        # NVML let go for a driver restart sees no process: the list last published stays,
+        # for the walk to name what holds the GPU while it clears the node.
+        processes = None if obs.released else process_list(await self._owners(obs.gpus))
+        if not obs.released and annotations.get(PROCESSES_ANNOTATION) != processes:
             await self.api.patch_metadata(
                 {"metadata": {"annotations": {PROCESSES_ANNOTATION: processes}}}
             )
@@ -394,7 +415,8 @@ class NodeAgent:
         uids = {uid for _, _, uid in found if uid}
         if uids - set(self._pods):
             self._pods = {
-                uid_of(p): f"{namespace_of(p)}/{name_of(p)}" for p in await self.api.pods_on_node()
+                uid_of(p): (f"{namespace_of(p)}/{name_of(p)}", _requests_gpu(p))
+                for p in await self.api.pods_on_node()
             }
         return [
             GpuProcess(
@@ -403,7 +425,8 @@ class NodeAgent:
                 pid=process.pid,
                 mig_uuid=process.mig_uuid,
                 pod_uid=uid,
-                pod=self._pods.get(uid, ""),
+                pod=self._pods.get(uid, ("", True))[0],
+                unrequested=not self._pods.get(uid, ("", True))[1],
             )
             for gpu, process, uid in found
         ]

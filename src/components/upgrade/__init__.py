@@ -60,6 +60,7 @@ from components.upgrade._names import (
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
     RESTART_ONLY,
+    RETRIES,
     SKIP_LABEL,
     STATE_LABEL,
     STATE_SINCE,
@@ -73,6 +74,7 @@ from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, po
 from components.upgrade._preflight import driver_image_of
 from components.upgrade._reader import POD_NODE_INDEX, pod_node
 from components.upgrade._restart import restart_only
+from components.upgrade._retry import Backoff, retries, retry_due
 from components.upgrade._selectors import SelectorError, label_selector_matches, parse_selector
 from components.upgrade._status import status_body, upgrade_status
 from components.upgrade._step import NodeContext, Step, Transition
@@ -93,12 +95,14 @@ __all__ = [
     "MESSAGE",
     "POD_NODE_INDEX",
     "RESTART_ONLY",
+    "RETRIES",
     "SKIP_LABEL",
     "STATE_LABEL",
     "STATE_SINCE",
     "UPGRADE_REQUESTED",
     "VALIDATOR_DEPLOY_LABEL",
     "AgentVerdict",
+    "Backoff",
     "Blocker",
     "CanaryGate",
     "ClearPlan",
@@ -146,6 +150,8 @@ __all__ = [
     "pod_node",
     "pod_view",
     "restart_only",
+    "retries",
+    "retry_due",
     "spec_digest",
     "status_body",
     "template_digest",

@@ -4,7 +4,8 @@
 A pure function of one pool's nodes and its policy. A node counts as failing while it is
 `upgrade-failed` (its validation did not pass in time, its driver pod was not ready in
 time: a crash loop, its pods could not be cleared) or while it is NotReady after its
-driver restarted (validating or about to be uncordoned). Nothing is remembered: a failing
+driver restarted (validating or about to be uncordoned), or while it retries a failed step
+(`_retry`) until it is done. Nothing is remembered: a failing
 node that recovers stops counting, and the walk goes on once the count is back within the
 budget. Nodes already walked and healthy are never touched by a halt; nodes in the walk
 finish their step.
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 
 from components.api import DriverUpgradePolicySpec, UpgradeState, scaled_value
 from components.upgrade._model import NodeView
+from components.upgrade._names import IN_PROGRESS
+from components.upgrade._retry import retries
 
 S = UpgradeState
 
@@ -53,6 +56,10 @@ def failing(nodes: Sequence[NodeView]) -> list[tuple[str, str]]:
             out.append((node.name, node.message or "upgrade failed"))
         elif node.state in AFTER_RESTART and not node.ready:
             out.append((node.name, "NotReady after its driver restarted"))
+        elif (n := retries(node)) and node.state in IN_PROGRESS:
+            # A retry (`_retry`) takes the node out of upgrade-failed for a while: it has
+            # not recovered, so the halt must not lift and admit more nodes meanwhile.
+            out.append((node.name, f"retrying the upgrade after {n} failures"))
     return sorted(out)
 
 

@@ -29,6 +29,7 @@ from components.upgrade._node import NodeReconciler
 from components.upgrade._pool import PoolReconciler, StatusSink
 from components.upgrade._preflight import AdmissionPreflight, ConditionSink
 from components.upgrade._reader import ClusterReader
+from components.upgrade._retry import DEFAULT_BACKOFF, Backoff
 from components.upgrade._status import Waits
 from components.upgrade._step import DEFAULT_VALIDATION_TIMEOUT
 from components.upgrade._tracker import WriteTracker
@@ -69,6 +70,7 @@ class UpgradeController:
         operator_pod: tuple[str, str] | None = None,
         auto_upgrade_gauge: Any = None,
         validation_timeout: float = DEFAULT_VALIDATION_TIMEOUT,
+        retry_backoff: Backoff = DEFAULT_BACKOFF,
         expectation_timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
         event_component: str = "gpu-operator",
@@ -76,7 +78,8 @@ class UpgradeController:
         condition_sink: ConditionSink | None = None,
     ) -> None:
         """`status_sink`: who writes a policy's `status.upgrade` (`PoolReconciler`);
-        `condition_sink`: who writes pre-flight's condition (`AdmissionPreflight`)."""
+        `condition_sink`: who writes pre-flight's condition (`AdmissionPreflight`);
+        `retry_backoff`: how long a failed node waits before each retry (`_retry`)."""
         self.namespace = namespace
         self.metrics: UpgradeMetrics = upgrade_metrics_for(
             manager.registry, auto_upgrade_enabled=auto_upgrade_gauge
@@ -100,6 +103,7 @@ class UpgradeController:
             validation_timeout=validation_timeout,
             expectation_timeout=expectation_timeout,
             clock=clock,
+            backoff=retry_backoff,
         )
         self.preflight = AdmissionPreflight(
             self.reader, manager.client, self.writer.recorder, condition_sink=condition_sink

@@ -16,6 +16,7 @@ from components.api import (
     DRIVER_CONFIG_DIGEST_ENV,
     DRIVER_KERNEL_PIN_LABEL,
     DRIVER_TAKEOVER_LABEL,
+    GPU_PROCESSES_ANNOTATION,
     GPU_VALIDATED,
     KERNEL_LABEL,
     LAST_GOOD_IMAGE,
@@ -121,6 +122,9 @@ class NodeView:
     """When the Ready condition last changed (0: unknown): a canary's soak counts from it."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """All the node's labels (a canary selector matches them)."""
+    processes: str = ""
+    """The node agent's list of GPU compute processes as it is (`GPU_PROCESSES_ANNOTATION`;
+    read only where a wait names what holds the GPU: `_holders`)."""
 
     @property
     def initially_unschedulable(self) -> bool:
@@ -217,6 +221,7 @@ def node_view(obj: Object) -> NodeView:
         validated=agent_verdict(obj.get("status") or {}),
         ready_since=_ready_since(obj.get("status") or {}),
         labels=labels,
+        processes=all_annotations.get(GPU_PROCESSES_ANNOTATION, ""),
     )
 
 

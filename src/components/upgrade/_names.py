@@ -67,6 +67,11 @@ template changed, not what the driver is installed with, so the node goes from
 `upgrade-required` to `pod-restart-required` with no cordon, no clearing and no pause of
 the driver's clients, and from validation straight to `upgrade-done`."""
 
+RETRIES: Final = "nvidia.com/gpu-driver-upgrade.retries"
+"""Ours: how many times the walk has retried this node after `upgrade-failed` (a count).
+The wait before the next retry doubles with each (`_retry`); kept on the node, so a
+restarted operator keeps the backoff, and cleared when the node is done."""
+
 WAIT_FOR_JOBS_START: Final = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
 VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
 """The reference's start-time annotations (Unix seconds). We time from `STATE_SINCE` and
@@ -78,6 +83,7 @@ WALK_ANNOTATIONS: Final = (
     CORDONED_AT,
     FAILED_STATE,
     MESSAGE,
+    RETRIES,
     WAIT_FOR_JOBS_START,
     VALIDATION_START,
 )

@@ -48,13 +48,24 @@ from components.upgrade._planner import cleanup, in_place, plan_node
 from components.upgrade._pods import PodView, is_driver_pod, pick_driver_pod, pod_view
 from components.upgrade._reader import POD_NODE_INDEX, ClusterReader, Pool
 from components.upgrade._restart import RESTART_ONLY_REASON, restart_only
+from components.upgrade._retry import DEFAULT_BACKOFF, Backoff
 from components.upgrade._status import Waits
 from components.upgrade._step import NodeContext, Step, Transition
 from components.upgrade._takeover import takeover_release
 from components.upgrade._tracker import DeleteTracker, WriteTracker
 from components.upgrade._volumes import ConfigDigests, PodVolumes
 from components.upgrade._writer import NodeWriter
-from reconciler import WARNING, Client, Eviction, Object, Request, Result, labels_of, name_of
+from reconciler import (
+    NORMAL,
+    WARNING,
+    Client,
+    Eviction,
+    Object,
+    Request,
+    Result,
+    labels_of,
+    name_of,
+)
 from reconciler.errors import Conflict as ApiConflict
 from reconciler.errors import NotFound
 
@@ -103,6 +114,7 @@ class NodeReconciler:
         validation_timeout: float,
         expectation_timeout: float,
         clock: Callable[[], float],
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> None:
         self.client = client
         self.cache = reader.cache
@@ -113,6 +125,9 @@ class NodeReconciler:
         self.kernels = kernels
         self.operator_pod = operator_pod
         self.validation_timeout = validation_timeout
+        self.backoff = backoff
+        self.explained: dict[str, str] = {}
+        """Node -> the wait its last Event told (`_explain`)."""
         self.clock = clock
         self.pod_writes = WriteTracker(timeout=expectation_timeout)
         """Driver pod annotations: written again only once the cache shows the last one."""
@@ -127,6 +142,7 @@ class NodeReconciler:
         if obj is None:
             self.waits.forget(name)
             self.writer.blocked.pop(name, None)
+            self.explained.pop(name, None)
             return None
         if self.writer.tracker.behind(name, obj):
             return None  # our last write is on its way; its event brings us back
@@ -288,7 +304,13 @@ class NodeReconciler:
         return lambda view: self._plan(replace(ctx, node=view), pool)
 
     def _plan(self, ctx: NodeContext, pool: Pool) -> Step:
-        return plan_node(ctx, pool.policy, self.clock(), validation_timeout=self.validation_timeout)
+        return plan_node(
+            ctx,
+            pool.policy,
+            self.clock(),
+            validation_timeout=self.validation_timeout,
+            backoff=self.backoff,
+        )
 
     async def _run(self, obj: Object, ctx: NodeContext, pool: Pool) -> Result | None:
         step = self._plan(ctx, pool)
@@ -331,11 +353,30 @@ class NodeReconciler:
             # Pods went in the same step as a transition (a driver restart served a
             # request) and the transition was refused: read the node again.
             return Result(requeue_after=REREAD_AFTER)
-        self.waits.set(ctx.node.name, self.writer.blocked.get(ctx.node.name) or step.wait)
+        # A wait that names what holds the node (the budget behind a refused eviction, say)
+        # says more than the API's refusal, which has its own event.
+        blocked = self.writer.blocked.get(ctx.node.name)
+        wait = step.wait if step.explains or not blocked else blocked
+        self.waits.set(ctx.node.name, wait)
+        self._explain(ctx.node, step, pool)
         if step.requeue_after is not None:
             # A timeout that fires unless an event moves the node first.
             return Result(requeue_after=step.requeue_after + 0.1)
         return None
+
+    def _explain(self, node: NodeView, step: Step, pool: Pool) -> None:
+        """An Event (on the node and its policy) when what holds the node changes: once
+        per reason, never once per reconcile."""
+        name = node.name
+        if not step.explains or not step.wait:
+            self.explained.pop(name, None)
+            return
+        if self.explained.get(name) == step.wait:
+            return
+        self.explained[name] = step.wait
+        message = f"{node.state.value}: {step.wait}"
+        self.writer.event_node(node, NORMAL, message)
+        self.writer.event(pool.obj, NORMAL, f"node {name}: {message}")
 
     async def _gpu_pod_arrived(self, ctx: NodeContext, step: Step) -> bool:
         """Right before the driver restarts, whether the server shows a GPU pod on the node

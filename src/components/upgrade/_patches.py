@@ -22,6 +22,7 @@ from components.upgrade._names import (
     INITIALLY_UNSCHEDULABLE,
     MESSAGE,
     RESTART_ONLY,
+    RETRIES,
     STATE_LABEL,
     STATE_SINCE,
     VALIDATION_START,
@@ -64,6 +65,7 @@ def annotation_changes(node: NodeView, t: Transition, now: float) -> dict[str, s
             changes.setdefault(CORDONED_AT, None)
         if t.to in (UpgradeState.UPGRADE_DONE, UpgradeState.UPGRADE_REQUIRED):
             changes.setdefault(RESTART_ONLY, None)
+            changes.setdefault(RETRIES, None)
         changes.setdefault(WAIT_FOR_JOBS_START, None)
         changes.setdefault(VALIDATION_START, None)
     have = node.annotations

@@ -24,6 +24,7 @@ pool against the limits (`_limits.admit`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from components.api import LAST_GOOD_IMAGE, ROLLBACK_NODE, DriverUpgradePolicySpec, UpgradeState
@@ -35,7 +36,8 @@ from components.upgrade._clearing import (
     gpu_pods,
     jobs_running,
 )
-from components.upgrade._model import NodeView
+from components.upgrade._holders import holders_note, with_holders
+from components.upgrade._model import NodeView, PdbView
 from components.upgrade._names import (
     CORDONED_BY_US,
     DEVICE_PLUGIN_PAUSE_STATES,
@@ -45,6 +47,7 @@ from components.upgrade._names import (
 from components.upgrade._patches import client_changes, name_clients
 from components.upgrade._pods import PodView
 from components.upgrade._restart import RESTART_ONLY_REASON, pod_restart, restart_only
+from components.upgrade._retry import DEFAULT_BACKOFF, Backoff, retries, retry_due, retry_target
 from components.upgrade._selectors import SelectorError
 from components.upgrade._step import (
     DEFAULT_VALIDATION_TIMEOUT,
@@ -55,7 +58,7 @@ from components.upgrade._step import (
     move_to,
     timed_out,
 )
-from components.upgrade._times import format_time_ms
+from components.upgrade._times import format_time, format_time_ms
 from components.upgrade._validation import Validation, validate
 
 S = UpgradeState
@@ -87,21 +90,20 @@ def plan_node(
     now: float,
     *,
     validation_timeout: float = DEFAULT_VALIDATION_TIMEOUT,
+    backoff: Backoff = DEFAULT_BACKOFF,
 ) -> Step:
-    """The next step for `ctx.node` under `policy` (auto upgrade is on)."""
-    step = _resuming(ctx.node, _plan(ctx, policy, now, validation_timeout))
+    """The next step for `ctx.node` under `policy` (auto upgrade is on). `backoff`: how
+    long a failed node waits before each retry, where the policy's `retryBackoff` does not
+    say."""
+    ctx = with_holders(ctx)
+    if (retry := policy.retry_backoff) is not None:
+        backoff = Backoff(initial=retry.initial_seconds, cap=retry.max_seconds)
+    step = _resuming(ctx.node, _plan(ctx, policy, now, validation_timeout, backoff))
     d = ctx.driver
     if d is not None and d.kernel_learnt and d.kernel:
         # The node's kernel changed under the pod (`_kernels`): the kernel it was loaded for
         # goes on it with the step the mismatch starts, so a restart of ours resumes from it.
-        return Step(
-            transition=step.transition,
-            delete=step.delete,
-            evict=step.evict,
-            record_kernel=d.kernel,
-            wait=step.wait,
-            requeue_after=step.requeue_after,
-        )
+        return replace(step, record_kernel=d.kernel)
     return step
 
 
@@ -127,7 +129,11 @@ def _with(reason: str, more: str) -> str:
 
 
 def _plan(
-    ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float, validation_timeout: float
+    ctx: NodeContext,
+    policy: DriverUpgradePolicySpec,
+    now: float,
+    validation_timeout: float,
+    backoff: Backoff,
 ) -> Step:
     node = ctx.node
     state = node.state
@@ -159,12 +165,12 @@ def _plan(
     if state is S.DRAIN_REQUIRED:
         return _drain(ctx, policy, now)
     if state is S.POD_RESTART_REQUIRED:
-        return pod_restart(ctx, now)
+        return pod_restart(ctx, now, validation_timeout)
     if state is S.VALIDATION_REQUIRED:
         return _validation(ctx, now, validation_timeout)
     if state is S.UNCORDON_REQUIRED:
         return move_to(S.UPGRADE_DONE, "uncordoned the node", unschedulable=False, initially=None)
-    return _failed(ctx, policy)
+    return _failed(ctx, policy, now, backoff)
 
 
 def in_place(reason: str = RESTART_ONLY_REASON) -> Step:
@@ -216,7 +222,11 @@ def _wait_for_jobs(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float
             S.POD_DELETION_REQUIRED,
             f"stopped waiting for {describe(running)} after {spec.timeout_seconds}s",
         )
-    return Step(wait=f"waiting for {describe(running)} to complete", requeue_after=left)
+    return Step(
+        wait=f"waiting for {describe(running)} to complete" + _until(ctx.node, left, now),
+        requeue_after=left,
+        explains=True,
+    )
 
 
 def _pod_deletion(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
@@ -225,6 +235,7 @@ def _pod_deletion(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float)
     drain = policy.drain.enable
     if plan.blocked:
         reason = "cannot delete " + "; ".join(str(b) for b in plan.blocked[:3])
+        reason += holders_note(ctx, [b.pod for b in plan.blocked])
         if drain:
             return move_to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
         return fail_in(S.POD_DELETION_REQUIRED, reason)
@@ -234,14 +245,18 @@ def _pod_deletion(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float)
     if expired:
         reason = (
             f"GPU pods {describe(plan.remaining)} still on the node after {spec.timeout_seconds}s"
+            + holders_note(ctx, plan.remaining)
         )
         if drain:
             return move_to(S.DRAIN_REQUIRED, f"{reason}: draining the node instead")
         return fail_in(S.POD_DELETION_REQUIRED, reason)
     return Step(
         delete=plan.act,
-        wait=f"waiting for GPU pods {describe(plan.remaining)} to be deleted",
+        wait=f"waiting for GPU pods {describe(plan.remaining)} to be deleted"
+        + holders_note(ctx, plan.remaining)
+        + _until(ctx.node, left, now),
         requeue_after=left,
+        explains=True,
     )
 
 
@@ -262,21 +277,17 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
     if not plan.clear:
         expired, left = timed_out(ctx.node, spec.timeout_seconds, now)
         if expired:
-            blockers = [
-                f"{p.key} (PodDisruptionBudget {b.namespace}/{b.name})"
-                if (b := disruption_blocker(p, ctx.pdbs)) is not None
-                else p.key
-                for p in plan.remaining[:3]
-            ]
             return fail_in(
                 S.DRAIN_REQUIRED,
                 f"drain timed out after {spec.timeout_seconds}s; still on the node: "
-                + ", ".join(blockers),
+                + _held(plan.remaining, ctx.pdbs),
             )
         return Step(
             evict=plan.act,
-            wait=f"waiting for {describe(plan.remaining)} to be evicted",
+            wait=f"waiting for {_held(plan.remaining, ctx.pdbs)} to be evicted"
+            + _until(ctx.node, left, now),
             requeue_after=left,
+            explains=True,
         )
     if gpu:
         return fail_in(
@@ -285,6 +296,27 @@ def _drain(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Ste
             "running on the old driver",
         )
     return move_to(S.POD_RESTART_REQUIRED, "drained the node")
+
+
+def _held(pods: tuple[PodView, ...], pdbs: Sequence[PdbView], limit: int = 3) -> str:
+    """`work/db (PodDisruptionBudget work/db-pdb allows no disruption), work/x and 2 more`:
+    the pods still to go, each naming the budget that refuses its eviction now."""
+    named = [
+        f"{p.key} (PodDisruptionBudget {b.namespace}/{b.name} allows no disruption)"
+        if (b := disruption_blocker(p, pdbs)) is not None
+        else p.key
+        for p in pods[:limit]
+    ]
+    more = f" and {len(pods) - limit} more" if len(pods) > limit else ""
+    return ", ".join(named) + more
+
+
+def _until(node: NodeView, left: float | None, now: float) -> str:
+    """`; gives up at 2026-12-07T18:30:00Z`: when the wait times out (a moment, not a
+    count-down, so the status does not change while nothing else does)."""
+    if left is None or node.since is None:
+        return ""
+    return f"; gives up at {format_time(now + left)}"
 
 
 def _validation(ctx: NodeContext, now: float, timeout: float) -> Step:
@@ -328,41 +360,79 @@ def _validate(ctx: NodeContext, driver: PodView) -> Validation:
     )
 
 
-def _failed(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> Step:
+def _current(ctx: NodeContext) -> bool:
+    """The driver pod is really the one the policy wants now: live, ready, its revision the
+    DaemonSet's newest as known (not merely "no newer one is known": with the revisions not
+    cached yet, `outdated` has nothing to compare with), and no restart asked of it left."""
+    d = ctx.driver
+    return (
+        d is not None
+        and not d.terminating
+        and d.ready
+        and ctx.target_revision is not None
+        and ctx.outdated() is None
+    )
+
+
+def _failed(
+    ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float, backoff: Backoff
+) -> Step:
+    """A failed node recovers when its driver is current and validated; otherwise the
+    failed step is tried again, at once when what blocked it is gone, else after the
+    backoff (`_retry`)."""
     node = ctx.node
     d = ctx.driver
     outdated = ctx.outdated(requested=False) if d is not None and not d.terminating else None
     if node.annotations.get(ROLLBACK_NODE) == "true" and outdated is not None:
         # A rollback pinned the driver back (`components.api.pinned_image`): the node walks
-        # back through the same steps, keeping the slot its failure holds.
+        # back through the same steps at once, keeping the slot its failure holds.
         return move_to(S.WAIT_FOR_JOBS_REQUIRED, f"rolling back: {outdated}")
-    if d is not None and ctx.driver_ready:
+    stale: tuple[PodView, ...] = ()
+    target = retry_target(node.failed_state)
+    if d is not None and _current(ctx):
         result = _validate(ctx, d)
         if result.passed:
-            return _finish(ctx, "recovered: the driver is in sync, ready and validated")
-        return Step(delete=result.stale, wait=f"upgrade failed; waiting for {result.waiting_for}")
-    failed = node.failed_state
-    retry: str | None = None
+            return _finish(ctx, "recovered: the driver is current, ready and validated")
+        stale = result.stale
+        target = S.VALIDATION_REQUIRED  # the new driver runs: only validation is left
+    due = retry_due(node, backoff, now)
+    attempt = retries(node) + 1
+    retry = _blocker_gone(ctx, policy) if target is node.failed_state else None
+    if retry is None and due is not None and due.due:
+        retry = f"{backoff.delay(attempt - 1):.0f}s after the failure"
+    if retry is not None:
+        return move_to(target, f"retrying (retry {attempt}): {retry}", retries=str(attempt))
+    why = f"upgrade failed: {node.message or 'see the node events'}"
+    if due is None:
+        return Step(delete=stale, wait=why, explains=True)
+    return Step(
+        delete=stale,
+        wait=f"{why}; retry {attempt} at {format_time(now + due.left)}",
+        requeue_after=due.left,
+        explains=True,
+    )
+
+
+def _blocker_gone(ctx: NodeContext, policy: DriverUpgradePolicySpec) -> str | None:
+    """Why clearing the node, which failed, can be tried again now (None: it cannot)."""
+    failed = ctx.node.failed_state
     if failed is S.POD_DELETION_REQUIRED:
         plan = deletion_plan(ctx.pods, policy.pod_deletion)
         if not plan.blocked and not plan.waiting:
-            retry = "nothing blocks deleting the GPU pods any more"
+            return "nothing blocks deleting the GPU pods any more"
     elif failed is S.DRAIN_REQUIRED and policy.drain.enable:
         try:
-            plan = drain_plan(ctx.pods, policy.drain, operator_pod=ctx.operator_pod)
+            drain = drain_plan(ctx.pods, policy.drain, operator_pod=ctx.operator_pod)
         except SelectorError:
-            plan = None
+            return None
         if (
-            plan is not None
-            and not plan.blocked
-            and not plan.waiting
-            and all(disruption_blocker(p, ctx.pdbs) is None for p in plan.act)
-            and all(p in plan.act for p in gpu_pods(ctx.pods))
+            not drain.blocked
+            and not drain.waiting
+            and all(disruption_blocker(p, ctx.pdbs) is None for p in drain.act)
+            and all(p in drain.act for p in gpu_pods(ctx.pods))
         ):
-            retry = "nothing blocks the drain any more"
-    if retry is not None:
-        return move_to(failed, f"retrying: {retry}")
-    return Step(wait=f"upgrade failed: {node.message or 'see the node events'}")
+            return "nothing blocks the drain any more"
+    return None
 
 
 def cleanup(node: NodeView) -> Step:

@@ -81,6 +81,9 @@ class PodView:
     pinned: bool = False
     """A precompiled driver pod: its DaemonSet selects on the node's kernel pin, so only
     moving the pin (not deleting the pod) gets the node another kernel's driver."""
+    holds_unrequested: bool = False
+    """Requests no GPU, yet the node agent lists a GPU process of it (`_holders`): `gpu`
+    is set for it, so clearing takes it like a GPU pod."""
     config_digest: str | None = None
     """The `DRIVER_CONFIG_DIGEST` a driver pod was installed with (from its annotation
     twin; None when it has none: a pod of an older operator or of the reference's)."""

@@ -30,6 +30,7 @@ from components.upgrade._rollbacks import Rollbacks
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._times import format_time
+from components.upgrade._window_gate import WindowGate
 from components.upgrade._writer import NodeWriter
 from reconciler import Object, Request, Result, label_index_name, paced_interval
 from reconciler.errors import Conflict as ApiConflict
@@ -85,6 +86,9 @@ class PoolReconciler:
         self._events: set[asyncio.Task[None]] = set()
         """Per pool with a failure budget: halted or not, and since when (RFC 3339)."""
         self._canary_waits: dict[PoolKey, str] = {}
+        self.windows = WindowGate(writer.recorder, clock)
+        """Maintenance windows: outside them no waiting node is admitted."""
+        self._window_due: float | None = None
         """Per pool, why its other nodes wait for the canaries (logged once per change)."""
         """When the counts may be taken again while no node waits for a slot."""
 
@@ -107,7 +111,7 @@ class PoolReconciler:
         totals = {"in_progress": 0, "done": 0, "failed": 0, "available": 0, "pending": 0}
         writes: list[Any] = []
         halted = 0
-        self._canary_due = None
+        self._canary_due = self._window_due = None
         for key, pool in pools.items():
             views = sorted(members.get(key, {}).values(), key=lambda n: n.name)
             c = counts(views, pool.policy)
@@ -118,15 +122,28 @@ class PoolReconciler:
                 halted += 1
                 waiting = frozenset(v.name for v in views if v.state is S.UPGRADE_REQUIRED)
                 gate = CanaryGate(hold=waiting, wait=f"upgrade halted: {stop.message()}")
+            window = self.windows.decide(pool, views)
+            if stop is None and window.gate is not None:
+                gate = window.gate  # every waiting node: the canaries' hold is within it
+            if window.requeue_after is not None:
+                self._window_due = min(
+                    self._window_due or window.requeue_after, window.requeue_after
+                )
             rollback = self.rollbacks.plan(pool, views) if pool.enabled else None
             if rollback is not None and self.rollbacks.holds(rollback):
-                # The rollback decides who walks; the rollout stays halted meanwhile.
+                # The rollback decides who walks (a maintenance window still closes the
+                # door); the rollout stays halted meanwhile.
                 halted += stop is None
                 self._halted.pop(pool.key, None)
-                gate = CanaryGate(hold=rollback.hold, wait=rollback.wait)
+                gate = CanaryGate(
+                    hold=rollback.hold
+                    | (window.gate.hold if window.gate is not None else frozenset()),
+                    wait=rollback.wait,
+                )
                 conditions = self.rollbacks.conditions(pool, rollback, _version(pool))
+                conditions += window.conditions
             else:
-                conditions = self._halt_conditions(pool, stop)
+                conditions = self._halt_conditions(pool, stop) + window.conditions
                 if rollback is not None:
                     conditions += self.rollbacks.conditions(pool, rollback, _version(pool))
             writes.extend(self.rollbacks.writes(pool, rollback))
@@ -146,8 +163,9 @@ class PoolReconciler:
         self.metrics.halted.set(halted)
         self.metrics.rolling_back.set(self.rollbacks.rolling_back())
         due = self.preflight.requeue_after() if self.preflight is not None else None
-        if self._canary_due is not None:
-            due = self._canary_due if due is None else min(due, self._canary_due)
+        for later in (self._canary_due, self._window_due):
+            if later is not None:
+                due = later if due is None else min(due, later)
         # A held node or a reported image is looked at again when its verdict is due.
         return Result(requeue_after=due + 0.05) if due is not None else None
 

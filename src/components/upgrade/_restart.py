@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from components.api import UpgradeState
 from components.upgrade._clearing import describe, gpu_pods
+from components.upgrade._holders import holders_note
 from components.upgrade._model import NodeView
 from components.upgrade._names import (
     CORDON_SETTLE_SECONDS,
@@ -21,7 +22,15 @@ from components.upgrade._names import (
 )
 from components.upgrade._patches import client_changes, name_clients
 from components.upgrade._pods import PodView
-from components.upgrade._step import NodeContext, Step, Transition, fail_in, move_to, timed_out
+from components.upgrade._step import (
+    DEFAULT_VALIDATION_TIMEOUT,
+    NodeContext,
+    Step,
+    Transition,
+    fail_in,
+    move_to,
+    timed_out,
+)
 
 S = UpgradeState
 
@@ -109,16 +118,43 @@ RESTART_ONLY_REASON = (
 )
 
 
-def _restart_in_place(ctx: NodeContext) -> Step:
+def _coming_up(ctx: NodeContext, d: PodView, now: float, timeout: float) -> Step:
+    """The new driver pod is not ready yet: it fails the node when it keeps crashing or
+    is not ready in `timeout` (from entering pod-restart-required: an image that cannot
+    be pulled never crashes), naming what holds the GPU the old module cannot let go."""
+    held = holders_note(ctx, ())
+    if d.failing:
+        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing{held}")
+    expired, left = timed_out(ctx.node, timeout, now)
+    if expired:
+        reason = f"driver pod {d.key} was not ready within {timeout:.0f}s{held}"
+        return fail_in(S.POD_RESTART_REQUIRED, reason)
+    return Step(
+        wait=f"waiting for driver pod {d.key} to be ready{held}",
+        requeue_after=left,
+        explains=bool(held),
+    )
+
+
+def _timed(ctx: NodeContext, now: float, timeout: float, what: str) -> Step:
+    """A wait on the driver's DaemonSet (a pod that does not go, or does not come: a node
+    its template no longer selects, a finalizer) that fails the node after `timeout`."""
+    expired, left = timed_out(ctx.node, timeout, now)
+    if expired:
+        return fail_in(S.POD_RESTART_REQUIRED, f"waited {timeout:.0f}s for {what}")
+    return Step(wait=f"waiting for {what}", requeue_after=left)
+
+
+def _restart_in_place(ctx: NodeContext, now: float, timeout: float) -> Step:
     """`pod-restart-required` on a restart-only node: delete the driver pod (its DaemonSet
     recreates it at the newest revision) and wait for the new one to be ready. No GPU pod
     is looked for: the driver stays loaded. If the template changed meanwhile in what the
     driver is installed with, the node takes the full walk from the cordon."""
     d = ctx.driver
     if d is None:
-        return Step(wait="waiting for the driver pod to be recreated")
+        return _timed(ctx, now, timeout, "the driver pod to be recreated")
     if d.terminating:
-        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+        return _timed(ctx, now, timeout, f"driver pod {d.key} to terminate")
     reason = ctx.outdated()
     if reason is not None:
         if not restart_only(ctx):
@@ -130,28 +166,29 @@ def _restart_in_place(ctx: NodeContext) -> Step:
         return Step(delete=(d,), wait=f"restarting the driver in place: {reason}")
     if d.ready:
         return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready (restarted in place)")
-    if d.failing:
-        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
-    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+    return _coming_up(ctx, d, now, timeout)
 
 
-def pod_restart(ctx: NodeContext, now: float) -> Step:
+def pod_restart(ctx: NodeContext, now: float, timeout: float = DEFAULT_VALIDATION_TIMEOUT) -> Step:
     """`pod-restart-required`: the node is cleared; pause the device plugin, let the cordon
     settle, then restart the driver (delete its pod, move the pin, or hand the node over
     from the reference operator), and wait for the new one to be ready."""
     if ctx.node.restart_only:
-        return _restart_in_place(ctx)
+        return _restart_in_place(ctx, now, timeout)
     gpu = gpu_pods(ctx.pods)
     live = [p for p in gpu if not p.terminating]
     if live:
         return move_to(S.POD_DELETION_REQUIRED, f"GPU pods {describe(live)} appeared on the node")
     if gpu:
-        return Step(wait=f"waiting for GPU pods {describe(gpu)} to terminate")
+        return Step(
+            wait=f"waiting for GPU pods {describe(gpu)} to terminate" + holders_note(ctx, gpu),
+            explains=True,
+        )
     d = ctx.driver
     if d is None:
-        return Step(wait="waiting for the driver pod to be recreated")
+        return _timed(ctx, now, timeout, "the driver pod to be recreated")
     if d.terminating:
-        return Step(wait=f"waiting for driver pod {d.key} to terminate")
+        return _timed(ctx, now, timeout, f"driver pod {d.key} to terminate")
     pin = _wanted_pin(ctx)
     restart = ctx.replacing or pin != ctx.node.pinned_kernel or ctx.outdated() is not None
     if restart and (pausing := _pausing(ctx.node, now)) is not None:
@@ -191,9 +228,7 @@ def pod_restart(ctx: NodeContext, now: float) -> Step:
         return Step(delete=(d,), wait=wait)
     if d.ready:
         return move_to(S.VALIDATION_REQUIRED, f"driver pod {d.key} is ready")
-    if d.failing:
-        return fail_in(S.POD_RESTART_REQUIRED, f"driver pod {d.key} keeps failing")
-    return Step(wait=f"waiting for driver pod {d.key} to be ready")
+    return _coming_up(ctx, d, now, timeout)
 
 
 def _hand_over(ctx: NodeContext, d: PodView, now: float) -> Step:

@@ -17,6 +17,7 @@ from components.upgrade._names import (
     FAILED_STATE,
     INITIALLY_UNSCHEDULABLE,
     RESTART_ONLY,
+    RETRIES,
     UPGRADE_REQUESTED,
 )
 from components.upgrade._pods import PodView
@@ -61,6 +62,9 @@ class Step:
     """Why nothing more happens now (shown in status)."""
     requeue_after: float | None = None
     """A timeout that will fire if no event comes first."""
+    explains: bool = False
+    """`wait` names what holds the node (pods, a PodDisruptionBudget, a process on the
+    GPU, a failure and its retry): told in an Event each time it changes."""
 
     @property
     def empty(self) -> bool:
@@ -133,7 +137,7 @@ def move_to(
     **annotations: str | None,
 ) -> Step:
     """A step that is only a transition; annotations by short name (`initially`,
-    `cordoned`, `requested`, `failed_state`, `restart_only`)."""
+    `cordoned`, `requested`, `failed_state`, `restart_only`, `retries`)."""
     return Step(
         transition=Transition(
             state,
@@ -151,6 +155,7 @@ _ANNOTATION_ARGS = {
     "requested": UPGRADE_REQUESTED,
     "failed_state": FAILED_STATE,
     "restart_only": RESTART_ONLY,
+    "retries": RETRIES,
 }
 
 

@@ -193,3 +193,71 @@ async def test_a_driver_upgrade_is_validated_by_the_agent(
     assert "580.95.05" in conditions["GPUDriverReady"].message
     # The host-driver node took no part: still no driver pod there.
     assert await _driver_pods_on(kube, HOST_NODE) == []
+
+
+SEES_GPUS = "smi-watch"
+
+
+async def test_a_pod_using_a_gpu_without_requesting_one_is_named_by_the_upgrade_walk(
+    operator: OperatorProcess, operator_cluster: SimulatedCluster, kube: Any
+) -> None:
+    """The agent's list marks a pod that sees the GPUs through its environment; the walk
+    cannot restart the driver under it, and says so by name until it is gone."""
+    core = client.CoreV1Api(kube)
+    node = operator_cluster.gpu_nodes[0]
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    await core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": SEES_GPUS},
+            "spec": {
+                "nodeName": node,
+                "restartPolicy": "Never",
+                "containers": [{"name": "smi", "image": "nvcr.io/nvidia/cuda:12.9.0", "env": env}],
+            },
+        },
+    )
+
+    async def listed() -> GpuProcessEntry | None:
+        n = await core.read_node(node)
+        found = [
+            p
+            for p in gpu_processes(n.metadata.annotations or {})
+            if p.pod_key == ("default", SEES_GPUS)
+        ]
+        return found[0] if found else None
+
+    entry = await eventually(listed, "the env-only pod's process on its node", seconds=60)
+    assert entry.unrequested
+
+    await patch_policy(kube, {"driver": {"version": "580.105.08"}})
+
+    async def failed() -> str | None:
+        n = await core.read_node(node)
+        labels, annotations = n.metadata.labels or {}, n.metadata.annotations or {}
+        if labels.get("nvidia.com/gpu-driver-upgrade-state") != "upgrade-failed":
+            return None
+        return str(annotations.get("nvidia.com/gpu-driver-upgrade-message") or "")
+
+    message = await eventually(failed, f"{node} failing on {SEES_GPUS}", seconds=120)
+    assert f"default/{SEES_GPUS} uses GPU" in message and "without requesting one" in message
+
+    async def in_status() -> bool:
+        status = (await _policy(kube)).get("status") or {}
+        entries = (status.get("upgrade") or {}).get("nodes") or []
+        return any(SEES_GPUS in str(e.get("message")) for e in entries if e.get("name") == node)
+
+    await eventually(in_status, f"the policy's status naming {SEES_GPUS}", seconds=60)
+
+    (before,) = await _driver_pods_on(kube, node)
+    await core.delete_namespaced_pod(SEES_GPUS, "default", grace_period_seconds=0)
+
+    async def done() -> bool:
+        n = await core.read_node(node)
+        state = (n.metadata.labels or {}).get("nvidia.com/gpu-driver-upgrade-state")
+        pods = await _driver_pods_on(kube, node)
+        return state == "upgrade-done" and any(p.metadata.uid != before.metadata.uid for p in pods)
+
+    await eventually(done, f"{node} upgraded once {SEES_GPUS} is gone", seconds=240)

@@ -350,3 +350,16 @@ def test_value_checks_are_current() -> None:
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_upgrade_retry_backoff_reaches_the_policy() -> None:
+    # Ours (issue 52): how long a failed node waits before the walk retries it.
+    default = one(render(), "ClusterPolicy")["spec"]["driver"]["upgradePolicy"]["retryBackoff"]
+    assert default == {"initialSeconds": 60, "maxSeconds": 3600}
+    policy = one(
+        render("--set", "driver.upgradePolicy.retryBackoff.maxSeconds=600"), "ClusterPolicy"
+    )
+    assert policy["spec"]["driver"]["upgradePolicy"]["retryBackoff"]["maxSeconds"] == 600
+    assert validate_document(policy) == []
+    message = refused("--set", "driver.upgradePolicy.retryBackoff.maxSecond=600")
+    assert "retryBackoff" in message and "maxSecond" in message

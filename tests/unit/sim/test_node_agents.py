@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from components.api import GPU_PROCESSES_ANNOTATION, gpu_processes
 from components.nodeagent import HostRoot, NodeAgent, SimulatedNvml, verdicts
 from gpusim._hardware import PRODUCTS
 from gpusim._node_agents import (
@@ -123,3 +124,73 @@ def test_the_agent_tells_a_host_driver_from_ours(
     assert found["GPUValidated"].status == "True"
     pids = [p.pid for g in nvml.gpus for p in g.processes]
     assert {HostRoot(tmp_path).pod_uid_of(pid) for pid in pids} == {TRAIN.uid}
+
+
+SMI_UID = "5f0c2a8e-1d2b-4c3d-8e9f-0a1b2c3d4e5f"
+
+
+class _PodsApi:
+    """The agent's API on one node: the node, its pods, and what it writes."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.annotations: dict[str, str] = {}
+        self.labels: dict[str, str] = {}
+
+    async def read_node(self) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": "n1",
+                "annotations": dict(self.annotations),
+                "labels": dict(self.labels),
+            },
+            "status": {"allocatable": {"nvidia.com/gpu": "2"}},
+        }
+
+    async def pods_on_node(self) -> list[dict[str, Any]]:
+        return self.pods
+
+    async def patch_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def patch_metadata(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.annotations.update(body["metadata"]["annotations"])
+        return {}
+
+
+async def test_the_agents_list_names_a_pod_using_a_gpu_without_requesting_one(
+    tmp_path: Path,
+) -> None:
+    # The upgrade walk cites such a pod while the driver waits for the GPU to be let go.
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    smi = {
+        "metadata": {"name": "smi", "namespace": "ml", "uid": SMI_UID},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "env": env}]},
+        "status": {"phase": "Running"},
+    }
+    train = {
+        "metadata": {"name": "train", "namespace": "ml", "uid": TRAIN.uid},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "3"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    sneaky = gpu_workload(smi)
+    assert sneaky is not None
+    f = facts(workloads=(TRAIN, sneaky))
+    SimulatedNodeAgents._write_host(tmp_path, f)
+    nvml = SimulatedNvml(simulated_gpus("n1", f), driver="595.91.07")
+    api = _PodsApi([smi, train])
+    agent = NodeAgent("n1", nvml_opener=lambda: nvml, host=HostRoot(tmp_path), api=api)
+    await agent.step()
+    entries = gpu_processes(api.annotations)
+    assert {(e.pod, e.unrequested) for e in entries} == {("ml/smi", True), ("ml/train", False)}
+    assert '"unrequested":true' in api.annotations[GPU_PROCESSES_ANNOTATION]
+
+    # While the walk clears the node the agent lets NVML go and sees no process: the list
+    # it published stays, so the walk can still name what holds the GPU.
+    listed = api.annotations[GPU_PROCESSES_ANNOTATION]
+    api.labels["nvidia.com/gpu-driver-upgrade-state"] = "pod-deletion-required"
+    await agent.step()
+    assert api.annotations[GPU_PROCESSES_ANNOTATION] == listed

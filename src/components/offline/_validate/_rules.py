@@ -28,6 +28,7 @@ from components.offline._validate._cel import holds
 from components.offline._validate._encoded import encoded_problems
 from components.offline._validate._problems import Problem, pydantic_problems, show, type_name
 from components.offline._validate._walk import SchemaChecker
+from components.offline._validate._windows import window_problems
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MODELS: dict[str, type[ApiModel]] = {
@@ -136,6 +137,8 @@ def validate_document(document: Any) -> list[Problem]:
         problems = [*encoded, *(p for p in problems if p.path not in reported)]
     if not problems:
         problems.extend(pydantic_problems(_MODELS[kind.kind], document))
+    if not problems:
+        problems.extend(window_problems(document))
     return problems
 
 
