@@ -9,6 +9,8 @@ from reconciler import GVK
 
 CLUSTER_POLICY: Final = GVK("nvidia.com", "v1", "ClusterPolicy")
 NVIDIA_DRIVER: Final = GVK("nvidia.com", "v1alpha1", "NVIDIADriver")
+GPU_CLUSTER: Final = GVK("nvidia.com", "v1alpha1", "GPUCluster")
+RESOURCE_CLAIM: Final = GVK("resource.k8s.io", "v1", "ResourceClaim")
 
 SCHEDULED_PODS: Final = "spec.nodeName!="
 """The field selector of the operator's pod informer: pods bound to a node. Every reader of

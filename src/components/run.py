@@ -26,6 +26,7 @@ from components import reachability
 from components.commands.run import DISABLED
 from components.controllers import LEASE_NAME, build_operator
 from components.errors import CommandError
+from components.kinds import GPU_CLUSTER, RESOURCE_CLAIM
 from reconciler import (
     Cache,
     Client,
@@ -36,7 +37,13 @@ from reconciler import (
     connect,
     tune_collector,
 )
-from reconciler.errors import ApiError, ApiUnreachable, CacheSyncTimeout, LeaderElectionLost
+from reconciler.errors import (
+    ApiError,
+    ApiUnreachable,
+    CacheSyncTimeout,
+    LeaderElectionLost,
+    UnknownKind,
+)
 from reconciler.lowlevel import RequestObserver, RESTMapper, Transport
 
 log = logging.getLogger("components.run")
@@ -77,6 +84,26 @@ def plain_client(api: Any, field_manager: str, observe: RequestObserver | None =
     transport = Transport(api, observe=observe)
     mapper = RESTMapper(transport)
     return Client(transport, mapper, Cache(transport, mapper), field_manager=field_manager)
+
+
+async def gpu_cluster_served(api: Any, *, retry_seconds: float = 2.0) -> bool:
+    """Whether the operator can serve GPUClusters: their CRD is installed and the API
+    server serves ResourceClaims (`resource.k8s.io/v1`, Kubernetes 1.34 and later).
+    Asked once at start (discovery, which needs no RBAC), until the API server answers
+    (`reachability` says meanwhile why it does not); without either kind the operator runs
+    the ClusterPolicy and NVIDIADriver controllers alone."""
+    mapper = RESTMapper(Transport(api))
+    for gvk in (GPU_CLUSTER, RESOURCE_CLAIM):
+        while True:
+            try:
+                await mapper.resource_for(gvk)
+                break
+            except UnknownKind:
+                log.info("not serving GPUCluster: the API server does not serve %s", gvk)
+                return False
+            except (ApiUnreachable, ApiError):
+                await asyncio.sleep(retry_seconds)
+    return True
 
 
 def metrics_serving(args: argparse.Namespace) -> MetricsServing | None:
@@ -126,27 +153,29 @@ async def run(args: argparse.Namespace) -> None:
     async with api:
         election = leader_election(args)
         probes = args.health_probe_bind_address
-        operator = build_operator(
-            api,
-            namespace=args.namespace,
-            bind_address=None if probes == DISABLED else probes,
-            leader_election=election,
-            registry=operator_registry(),
-            handle_signals=True,
-            metrics_serving=serving,
-            freeze_heap_after_sync=True,
-        )
-        if unready_after := os.environ.get(UNREADY_AFTER_OUTAGE_ENV):
-            operator.manager.unready_after_outage = float(unready_after)
-        if (timeout := os.environ.get(VALIDATION_TIMEOUT_ENV)) and operator.upgrade is not None:
-            operator.upgrade.nodes.validation_timeout = float(timeout)
-        log.info(
-            "gpu-operator starting in namespace %s (leader election %s)",
-            args.namespace,
-            "on" if election else "off",
-        )
         probe = asyncio.create_task(reachability.watch(api), name="api-reachability")
         try:
+            operator = build_operator(
+                api,
+                namespace=args.namespace,
+                bind_address=None if probes == DISABLED else probes,
+                leader_election=election,
+                registry=operator_registry(),
+                handle_signals=True,
+                metrics_serving=serving,
+                freeze_heap_after_sync=True,
+                gpu_cluster=await gpu_cluster_served(api),
+            )
+            if unready_after := os.environ.get(UNREADY_AFTER_OUTAGE_ENV):
+                operator.manager.unready_after_outage = float(unready_after)
+            timeout = os.environ.get(VALIDATION_TIMEOUT_ENV)
+            if timeout and operator.upgrade is not None:
+                operator.upgrade.nodes.validation_timeout = float(timeout)
+            log.info(
+                "gpu-operator starting in namespace %s (leader election %s)",
+                args.namespace,
+                "on" if election else "off",
+            )
             await operator.manager.run()
         finally:
             probe.cancel()

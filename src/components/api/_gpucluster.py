@@ -6,8 +6,10 @@ manifest written for the reference reads here unchanged. What differs from a Clu
 no driver, toolkit or device plugin sections (the driver comes from the host or an
 NVIDIADriver), and a `draDriver` section for NVIDIA's DRA driver instead.
 
-The operator serves the kind (CRD, `validate`, the chart's `gpuCluster.deployCR`) but does
-not reconcile it yet; see the README.
+The GPUCluster controller (`components.controllers.gpucluster`) renders its stack from
+`dra_stack`: a ClusterPolicy whose spec also carries the `draDriver` section, so that the
+DCGM and DCGM exporter operands render from it as they do from a ClusterPolicy, and the DRA
+operands find their own section.
 """
 
 from __future__ import annotations
@@ -18,19 +20,30 @@ from pydantic import Field
 
 from components.api._base import ApiModel, Cel, crd_default
 from components.api._clusterpolicy import (
+    ClusterPolicy,
+    ClusterPolicySpec,
     DaemonsetsSpec,
     DCGMExporterSpec,
     DCGMSpec,
+    DevicePluginSpec,
+    GPUFeatureDiscoverySpec,
     HostPathsSpec,
+    ToolkitSpec,
 )
 from components.api._common import EnvVar, Int32, ObjectMeta, ResourceRequirements
-from components.api._status import _Status
+from components.api._driver import DriverSpec
+from components.api._status import _StatusCore
 from reconciler import name_of
 
 GPU_CLUSTER_API_VERSION = "nvidia.com/v1alpha1"
 #: The one name a GPUCluster may have: there is at most one per cluster.
 GPU_CLUSTER_NAME = "gpu-cluster"
 GPUClusterState = Literal["ready", "notReady", "disabled"]
+#: The finalizer a GPUCluster carries while it may still have to wait for the claims on its
+#: devices (the reference's name).
+GPU_CLUSTER_FINALIZER = "gpucluster.nvidia.com/dra-resourceclaim"
+#: The DRA driver name under which NVIDIA's GPUs are published and allocated.
+GPU_DRA_DRIVER = "gpu.nvidia.com"
 #: The DRA driver's image name: name characters only, no registry or tag.
 _DRA_IMAGE_PATTERN = r"^[a-zA-Z0-9\-]+$"
 
@@ -122,8 +135,11 @@ class GPUClusterSpec(ApiModel):
     host_paths: HostPathsSpec = Field(default_factory=HostPathsSpec)
 
 
-class GPUClusterStatus(_Status):
-    """Observed state of the GPUCluster (written by the controller once there is one)."""
+class GPUClusterStatus(_StatusCore):
+    """Observed state of the GPUCluster: the reference's fields (state, namespace,
+    conditions) and the generation they speak of. No per-operand list and no driver
+    upgrade: the Ready condition names what is not ready, and the driver's upgrade is its
+    NVIDIADriver's."""
 
     state: GPUClusterState = Field(description="ready, notReady, or disabled.")
 
@@ -140,18 +156,55 @@ class GPUCluster(ApiModel):
     status: GPUClusterStatus | None = None
 
 
+class DRAStackSpec(ClusterPolicySpec):
+    """A ClusterPolicy's spec with the GPUCluster's `draDriver` section (`dra_stack`)."""
+
+    dra_driver: DRADriverSpec = Field(default_factory=DRADriverSpec)
+
+
+class DRAStack(ClusterPolicy):
+    """What the GPUCluster's operands render from (`dra_stack`)."""
+
+    spec: DRAStackSpec = Field(default_factory=DRAStackSpec)
+
+
+def dra_stack(cluster: GPUCluster) -> DRAStack:
+    """The GPUCluster as a policy its operands render from: its own sections (the DRA
+    driver, DCGM, the exporter, host paths, what every DaemonSet shares) and nothing of
+    the device-plugin stack (no driver, toolkit, device plugin or GFD of the policy's: the
+    driver is an NVIDIADriver's or the host's)."""
+    spec = cluster.spec
+    stack = DRAStackSpec(
+        dra_driver=spec.dra_driver,
+        daemonsets=spec.daemonsets,
+        dcgm=spec.dcgm,
+        dcgm_exporter=spec.dcgm_exporter,
+        host_paths=spec.host_paths,
+        driver=DriverSpec(enabled=False),
+        toolkit=ToolkitSpec(enabled=False),
+        device_plugin=DevicePluginSpec(enabled=False),
+        gfd=GPUFeatureDiscoverySpec(enabled=False),
+    )
+    return DRAStack(metadata=cluster.metadata, spec=stack)
+
+
 __all__ = [
     "GPU_CLUSTER_API_VERSION",
+    "GPU_CLUSTER_FINALIZER",
     "GPU_CLUSTER_NAME",
     "GPU_CLUSTER_SINGLETON",
+    "GPU_DRA_DRIVER",
     "DRAComputeDomainsSpec",
     "DRAControllerSpec",
     "DRADriverSpec",
     "DRAGPUsSpec",
     "DRAHealthcheckSpec",
     "DRAKubeletPluginSpec",
+    "DRAStack",
+    "DRAStackSpec",
     "GPUCluster",
     "GPUClusterSpec",
     "GPUClusterState",
     "GPUClusterStatus",
+    "dra_stack",
 ]

@@ -241,18 +241,14 @@ class RemediationNodeStatus(ApiModel):
     since: str = Field(default="", description="When the step began (RFC 3339).")
 
 
-class _Status(ApiModel):
-    """What both kinds' status share: namespace, conditions, components, upgrade."""
+class _StatusCore(ApiModel):
+    """What every kind's status shares: namespace, the generation it speaks of, conditions."""
 
     namespace: str = Field(default="", description="Namespace the operator runs in.")
     observed_generation: int | None = Field(
         default=None, ge=0, description="The metadata.generation this status is about."
     )
     conditions: Annotated[list[Condition], ListMap("type")] = Field(default_factory=list)
-    components: Annotated[list[ComponentStatus], ListMap("name")] = Field(
-        default_factory=list, description="Each operand's state and the nodes it is not ready on."
-    )
-    upgrade: UpgradeStatus | None = Field(default=None, description="The driver upgrade.")
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, if any."""
@@ -315,6 +311,16 @@ class _Status(ApiModel):
         that the user must fix (the controllers' status for a problem found)."""
         self.set_condition(ConditionType.READY, False, reason, message, now=now)
         self.set_condition(ConditionType.ERROR, True, reason, message, now=now)
+
+
+class _Status(_StatusCore):
+    """What the policies' status adds (ClusterPolicy, NVIDIADriver): each operand and the
+    driver upgrade."""
+
+    components: Annotated[list[ComponentStatus], ListMap("name")] = Field(
+        default_factory=list, description="Each operand's state and the nodes it is not ready on."
+    )
+    upgrade: UpgradeStatus | None = Field(default=None, description="The driver upgrade.")
 
 
 class ClusterPolicyStatus(_Status):

@@ -9,7 +9,9 @@ from typing import Final
 
 from components.kinds import CACHED_PODS as CACHED_PODS
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
+from components.kinds import GPU_CLUSTER as GPU_CLUSTER
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
+from components.kinds import RESOURCE_CLAIM as RESOURCE_CLAIM
 from components.kinds import SCHEDULED_PODS as SCHEDULED_PODS
 from reconciler.kinds import CONTROLLER_REVISION as CONTROLLER_REVISION
 from reconciler.kinds import CRD as CRD

@@ -48,10 +48,12 @@ from components.controllers._constants import (
     CONTROLLER_REVISION,
     CRD,
     DAEMONSET,
+    GPU_CLUSTER,
     NODE,
     NVIDIA_DRIVER,
     PDB,
     POD,
+    RESOURCE_CLAIM,
     SCHEDULED_PODS,
     SERVICE_MONITOR_CRD,
 )
@@ -91,6 +93,17 @@ def cluster_policies(manager: Manager) -> Informer:
 
 def nvidia_drivers(manager: Manager) -> Informer:
     return manager.informer(NVIDIA_DRIVER)
+
+
+def gpu_clusters(manager: Manager) -> Informer:
+    """GPUClusters: only where their CRD is installed (`setup_operator(gpu_cluster=...)`)."""
+    return manager.informer(GPU_CLUSTER)
+
+
+def resource_claims(manager: Manager) -> Informer:
+    """ResourceClaims in every namespace: a GPUCluster's deletion waits for the ones
+    allocated on its GPUs."""
+    return manager.informer(RESOURCE_CLAIM)
 
 
 GPU_NODE_INDEX = "gpu-node"
@@ -201,6 +214,20 @@ def register_all(manager: Manager, namespace: str) -> list[Informer]:
         service_monitor_crd(manager),
     )
     return [*base, *owned_informers(manager, namespace)]
+
+
+def register_gpu_cluster(
+    manager: Manager, namespace: str, kinds: Iterable[tuple[GVK, bool]]
+) -> list[Informer]:
+    """What the GPUCluster controller adds: its kind, ResourceClaims, and the kinds its
+    operands render that no ClusterPolicy operand does (`kinds`: each with whether it is
+    namespaced, i.e. lives in `namespace`)."""
+    known = set(NAMESPACED_OWNED) | set(CLUSTER_OWNED)
+    out = [gpu_clusters(manager), resource_claims(manager)]
+    for gvk, namespaced in kinds:
+        if gvk not in known:
+            out.append(owned(manager, gvk, namespace if namespaced else None))
+    return out
 
 
 def daemonset_pods(manager: Manager, namespace: str) -> DaemonSetPodTally:

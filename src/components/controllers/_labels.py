@@ -17,6 +17,10 @@ keep working:
   known to support MIG; never on a vGPU host.
 * A label that is already there keeps its value (e.g. the MIG manager's
   `paused-for-mig-change`): only missing labels are added.
+* While a GPUCluster is the cluster's stack (`LabelPolicy.dra`), every GPU node gets the
+  DRA stack's deploy labels instead, as the reference's GPUCluster labels them: `driver`
+  (an NVIDIADriver's DaemonSets select it), `dra-driver`, `dra-validator`, `dcgm-dra`
+  and `dcgm-exporter-dra`; the device-plugin stack's go, and the other way round.
 * `nvidia.com/gpu.deploy.operands=false` opts a node out: every deploy label above goes.
 * Deploy labels outside these sets are left alone, except on a node with no GPU any more.
 * A node whose node agent reports a driver installed on the host (`GPUDriverReady`, reason
@@ -63,7 +67,12 @@ from components.api import (
     mig_capable,
     opted_out,
 )
-from components.operands import CONTAINER, VM_PASSTHROUGH, deploy_labels_by_workload
+from components.operands import (
+    CONTAINER,
+    VM_PASSTHROUGH,
+    deploy_labels_by_workload,
+    dra_deploy_labels,
+)
 
 LabelPatch = dict[str, str | None]
 
@@ -79,11 +88,15 @@ WORKLOAD_LABELS: Final[Mapping[str, frozenset[str]]] = {
     for workload, labels in deploy_labels_by_workload().items()
 }
 
+#: The deploy labels of a GPU node while a GPUCluster is the stack.
+DRA_LABELS: Final = dra_deploy_labels()
+
 #: Every deploy label these rules write (and so may take away).
-STATE_LABELS: Final = frozenset().union(*WORKLOAD_LABELS.values()) | {
-    _KATA_DEVICE_PLUGIN,
-    MIG_MANAGER_DEPLOY_LABEL,
-}
+STATE_LABELS: Final = (
+    frozenset().union(*WORKLOAD_LABELS.values())
+    | {_KATA_DEVICE_PLUGIN, MIG_MANAGER_DEPLOY_LABEL}
+    | DRA_LABELS
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,8 @@ class LabelPolicy:
     """Whether a node new to the driver starts at `upgrade-done`: the ClusterPolicy's own
     driver upgrades automatically (NVIDIADriver pools have upgrade policies of their own,
     so then the walk writes the first state itself)."""
+    dra: bool = False
+    """A GPUCluster is the cluster's stack: the DRA stack's deploy labels (`DRA_LABELS`)."""
 
     @classmethod
     def of(cls, policy: ClusterPolicy) -> LabelPolicy:
@@ -175,8 +190,9 @@ def node_label_patch(
         patch.update({key: None for key in sorted(STATE_LABELS) if key in labels})
         return patch
     config = workload(labels, policy)
-    wanted = set(workload_labels(config, policy.sandbox_mode))
-    if config == CONTAINER and mig_capable(labels):
+    stack = DRA_LABELS if policy.dra else workload_labels(config, policy.sandbox_mode)
+    wanted = set(stack)
+    if config == CONTAINER and mig_capable(labels) and not policy.dra:
         wanted.add(MIG_MANAGER_DEPLOY_LABEL)
     for key in sorted(STATE_LABELS):
         if key in wanted and key not in labels:
@@ -184,7 +200,7 @@ def node_label_patch(
         elif key not in wanted and key in labels:
             # A container node that stopped looking MIG-capable keeps the label: only a
             # move to a VM workload (or an opt-out) takes it away, as in the reference.
-            if key == MIG_MANAGER_DEPLOY_LABEL and config == CONTAINER:
+            if key == MIG_MANAGER_DEPLOY_LABEL and config == CONTAINER and not policy.dra:
                 continue
             patch[key] = None
     if (

@@ -2,9 +2,10 @@
 the annotation `nvidia.com/gpu-driver-upgrade-enabled`.
 
 One request per node. The labels a node should carry are a pure function of its own
-labels and the active ClusterPolicy (`_labels.node_label_patch`); when they already are
+labels and the active ClusterPolicy, or the GPUCluster where it is the stack
+(`_labels.node_label_patch`); when they already are
 right nothing is written, otherwise one strategic merge patch of just what changes.
-A ClusterPolicy change re-checks every GPU node (and every node that still carries our
+A ClusterPolicy or GPUCluster change re-checks every GPU node (and every node that still carries our
 labels); a node is re-checked when its labels change.
 """
 
@@ -25,7 +26,7 @@ from components.controllers._labels import (
     host_driver,
     node_label_patch,
 )
-from components.controllers._policies import ActivePolicy
+from components.controllers._policies import STACK_CHANGED, ActivePolicy, Stacks
 from reconciler import (
     Controller,
     Funcs,
@@ -66,10 +67,11 @@ def _host_driver_changed(old: Object, new: Object) -> bool:
 
 
 class NodeLabelController:
-    def __init__(self, manager: Manager) -> None:
+    def __init__(self, manager: Manager, stacks: Stacks | None = None) -> None:
         self.manager = manager
         self.client = manager.client
         self._active = ActivePolicy(lambda: self.client.list(CLUSTER_POLICY))
+        self.stacks = stacks
 
     def setup(self) -> Controller:
         m = self.manager
@@ -83,6 +85,9 @@ class NodeLabelController:
             map_old=False,
         )
         c.watch(_informers.cluster_policies(m), self._every_node, GenerationChanged())
+        if self.stacks is not None and self.stacks.served:
+            # Created, deleted, or its refusal settled (its status): which stack is on.
+            c.watch(_informers.gpu_clusters(m), self._every_node, STACK_CHANGED, map_old=False)
         return c
 
     def _every_node(self, _: Object) -> list[Request]:
@@ -91,6 +96,8 @@ class NodeLabelController:
     def _policy(self) -> LabelPolicy | None:
         """What the active policy says of labels, parsed once per resourceVersion (one
         parse for 5,000 nodes)."""
+        if self.stacks is not None and self.stacks.active_gpu_cluster() is not None:
+            return LabelPolicy(dra=True)
         policy = self._active.parsed()
         return LabelPolicy.of(policy) if policy is not None else None
 

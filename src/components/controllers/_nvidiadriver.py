@@ -1,8 +1,10 @@
 """The NVIDIADriver controller: driver DaemonSets per node pool.
 
-Active only while the active ClusterPolicy says `driver.useNvidiaDriverCRD: true` (and the
-driver is enabled); otherwise every NVIDIADriver is `ignored` and its DaemonSets go (the
-ClusterPolicy's own driver DaemonSets take over, and are kept until they do).
+Active while the active ClusterPolicy says `driver.useNvidiaDriverCRD: true` (and the
+driver is enabled), or while a GPUCluster is the cluster's stack: a GPUCluster has no
+driver section, and its driver is an NVIDIADriver's (or the host's), as in the reference.
+Otherwise every NVIDIADriver is `ignored` and its DaemonSets go (the ClusterPolicy's own
+driver DaemonSets take over, and are kept until they do).
 
 Each NVIDIADriver renders the driver renderer's DaemonSets for its pool's nodes (one per
 OS, or per kernel when precompiled), named as the reference names them
@@ -25,9 +27,12 @@ import pydantic
 from components.api import (
     DRIVER_DEPLOY_LABEL,
     ClusterPolicy,
+    DriverSpec,
+    GPUCluster,
     NVIDIADriver,
     NVIDIADriverStatus,
     by_age,
+    dra_stack,
     rollback_images,
 )
 from components.controllers import _informers
@@ -59,7 +64,7 @@ from components.controllers._driver_crd import (
 )
 from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._filters import NODE_CHANGED, POLICY_CHANGED
-from components.controllers._policies import ActivePolicy
+from components.controllers._policies import STACK_CHANGED, ActivePolicy, Stacks, spec_key
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
 from components.controllers._readiness import operand_readiness
 from components.controllers._selection import nodes_only_served_by
@@ -90,7 +95,8 @@ log = logging.getLogger("components.controllers.nvidiadriver")
 NAME = "nvidia-driver-controller"
 NOT_IN_USE = (
     "the active ClusterPolicy does not set driver.useNvidiaDriverCRD: true (or has the "
-    "driver disabled), so NVIDIADriver resources are not used"
+    "driver disabled) and no GPUCluster is the cluster's stack, so NVIDIADriver resources "
+    "are not used"
 )
 
 
@@ -103,8 +109,11 @@ class NVIDIADriverController:
         namespace: str,
         operands: Sequence[Operand] | None = None,
         recorder: EventRecorder | None = None,
+        stacks: Stacks | None = None,
     ) -> None:
         self.manager = manager
+        self.stacks = stacks
+        self._cluster: tuple[tuple[str, str, str], ClusterPolicy | None] | None = None
         self.client = manager.client
         self._active = ActivePolicy(lambda: self.client.list(CLUSTER_POLICY))
         self.applier = applier
@@ -127,6 +136,8 @@ class NVIDIADriverController:
         c.watch(
             _informers.cluster_policies(m), self._every_driver, GenerationChanged(), map_old=False
         )
+        if self.stacks is not None and self.stacks.served:
+            c.watch(_informers.gpu_clusters(m), self._every_driver, STACK_CHANGED, map_old=False)
         c.watch(_informers.nodes(m), self._every_driver, NODE_CHANGED, map_old=False)
         c.watch(_informers.owned(m, DAEMONSET, self.namespace), self._daemonset_event)
         return c
@@ -191,7 +202,30 @@ class NVIDIADriverController:
         return None
 
     def _active_policy(self) -> ClusterPolicy | None:
+        cluster = self.stacks.active_gpu_cluster() if self.stacks is not None else None
+        if cluster is not None:
+            return self._cluster_policy(cluster)
         return self._active.parsed()
+
+    def _cluster_policy(self, obj: Object) -> ClusterPolicy | None:
+        """The GPUCluster as the policy its NVIDIADrivers' DaemonSets render from: its
+        stack (`dra_stack`: daemonsets, host paths) with the driver on NVIDIADrivers.
+        Parsed once per spec; one that cannot be read is None (its controller says so)."""
+        key = spec_key(obj)
+        if key is not None and self._cluster is not None and self._cluster[0] == key:
+            return self._cluster[1]
+        try:
+            cluster = GPUCluster.from_dict({k: v for k, v in obj.items() if k != "status"})
+        except pydantic.ValidationError:
+            policy = None
+        else:
+            stack = dra_stack(cluster)
+            driver = DriverSpec.from_dict({"enabled": True, "useNvidiaDriverCRD": True})
+            policy = stack.model_copy(
+                update={"spec": stack.spec.model_copy(update={"driver": driver})}
+            )
+        self._cluster = (key, policy) if key is not None else None
+        return policy
 
     def _render(
         self,

@@ -26,9 +26,11 @@ from components.controllers._constants import (
 from components.controllers._mig_clearing import MigClearingController
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
+from components.controllers._policies import Stacks
 from components.controllers.clusterpolicy._controller import ClusterPolicyController
+from components.controllers.gpucluster import GPUClusterController, rendered_kinds
 from components.metrics import OperatorMetrics
-from components.operands import Operand
+from components.operands import DRA_OPERANDS, Operand
 from components.remediation import RemediationController
 from components.upgrade import UpgradeController
 from reconciler import Controller, LeaderElectionConfig, Manager, MetricsServing, Object, name_of
@@ -47,6 +49,7 @@ class Operator:
     upgrade: UpgradeController | None
     mig_clearing: MigClearingController
     remediation: RemediationController | None = None
+    gpu_cluster: GPUClusterController | None = None
 
     @property
     def controllers(self) -> list[Controller]:
@@ -60,15 +63,19 @@ def setup_operator(
     operands: Sequence[Operand] | None = None,
     upgrade: bool = True,
     metrics_serving: MetricsServing | None = None,
+    gpu_cluster: bool = True,
 ) -> Operator:
     """Register the informers and every controller on `manager`: node labels,
-    ClusterPolicy, NVIDIADriver, MIG-change clearing, and (unless `upgrade=False`) the
-    driver upgrade."""
+    ClusterPolicy, NVIDIADriver, MIG-change clearing, GPUCluster (with `gpu_cluster`:
+    its CRD is installed) and (unless `upgrade=False`) the driver upgrade."""
     _informers.register_all(manager, namespace)
+    if gpu_cluster:
+        _informers.register_gpu_cluster(manager, namespace, rendered_kinds(DRA_OPERANDS))
     applier = Applier(manager, namespace)
     metrics = OperatorMetrics(manager.registry)
     recorder = manager.event_recorder(FIELD_MANAGER)
-    labels = NodeLabelController(manager)
+    stacks = Stacks(manager.client, served=gpu_cluster)
+    labels = NodeLabelController(manager, stacks)
     mig_clearing = MigClearingController(
         manager, recorder=recorder, on_blocked_change=lambda: policy.requeue_active()
     )
@@ -82,13 +89,23 @@ def setup_operator(
         set_auto_upgrade=not upgrade,
         mig_blocked=mig_clearing.blocked_nodes,
         settling=lambda: upgrades is not None and upgrades.busy(),
+        stacks=stacks,
     )
     driver = NVIDIADriverController(
-        manager, applier, namespace=namespace, operands=operands, recorder=recorder
+        manager, applier, namespace=namespace, operands=operands, recorder=recorder, stacks=stacks
+    )
+    cluster = (
+        GPUClusterController(
+            manager, applier, metrics, stacks, namespace=namespace, recorder=recorder
+        )
+        if gpu_cluster
+        else None
     )
     labels.setup()
     policy.setup()
     driver.setup()
+    if cluster is not None:
+        cluster.setup()
     mig_clearing.setup()
     # One writer per status: the pools' `status.upgrade` and pre-flight's condition go
     # through the writer of the policy's own status.
@@ -116,7 +133,16 @@ def setup_operator(
     )
     remediation.setup()
     return Operator(
-        manager, namespace, metrics, labels, policy, driver, upgrades, mig_clearing, remediation
+        manager,
+        namespace,
+        metrics,
+        labels,
+        policy,
+        driver,
+        upgrades,
+        mig_clearing,
+        remediation,
+        cluster,
     )
 
 
@@ -132,6 +158,7 @@ def build_operator(
     upgrade: bool = True,
     metrics_serving: MetricsServing | None = None,
     freeze_heap_after_sync: bool = False,
+    gpu_cluster: bool = True,
 ) -> Operator:
     """A Manager (field manager `gpu-operator`, the hash annotation on) with every
     controller, for a kubernetes_asyncio `ApiClient`; run it with `operator.manager.run()`."""
@@ -146,4 +173,6 @@ def build_operator(
         metrics=metrics_serving,
         freeze_heap_after_sync=freeze_heap_after_sync,
     )
-    return setup_operator(manager, namespace=namespace, operands=operands, upgrade=upgrade)
+    return setup_operator(
+        manager, namespace=namespace, operands=operands, upgrade=upgrade, gpu_cluster=gpu_cluster
+    )

@@ -33,6 +33,7 @@ from components.api import (
     ComponentState,
     ComponentStatus,
     ConditionType,
+    GPUClusterStatus,
     NodeAgentStatus,
     NodeConditionSummary,
     NVIDIADriverStatus,
@@ -368,7 +369,7 @@ def merge_conditions(
 
 def status_patch(
     previous: Mapping[str, Any] | None,
-    status: ClusterPolicyStatus | NVIDIADriverStatus,
+    status: ClusterPolicyStatus | NVIDIADriverStatus | GPUClusterStatus,
     *,
     held: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any] | None:

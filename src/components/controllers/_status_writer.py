@@ -20,7 +20,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from components.api import ClusterPolicyStatus, ConditionType, NVIDIADriverStatus
+from components.api import (
+    ClusterPolicyStatus,
+    ConditionType,
+    GPUClusterStatus,
+    NVIDIADriverStatus,
+)
 from components.controllers._status import merge_conditions, milestones, status_patch
 from reconciler import (
     GVK,
@@ -98,7 +103,7 @@ class StatusWriter:
     async def write(
         self,
         obj: Object,
-        status: ClusterPolicyStatus | NVIDIADriverStatus,
+        status: ClusterPolicyStatus | NVIDIADriverStatus | GPUClusterStatus,
         *,
         progress_every: float = 0.0,
     ) -> float | None:
@@ -111,7 +116,7 @@ class StatusWriter:
     async def _write(
         self,
         obj: Object,
-        status: ClusterPolicyStatus | NVIDIADriverStatus,
+        status: ClusterPolicyStatus | NVIDIADriverStatus | GPUClusterStatus,
         progress_every: float,
     ) -> float | None:
         obj = self.latest(obj)

@@ -72,7 +72,7 @@ def _unsupported(report: Report) -> Iterator[str]:
     for label, document in report.resources:
         kind = document.get("kind")
         if kind not in (CLUSTER_POLICY.kind, NVIDIA_DRIVER.kind):
-            continue  # a GPUCluster: not reconciled at all yet, as its report's warning says
+            continue  # a GPUCluster: every field of it is acted on
         model = ClusterPolicy if kind == CLUSTER_POLICY.kind else NVIDIADriver
         spec = model.from_dict(document).spec  # it passed validation (status left out)
         for field in unsupported_fields(spec):

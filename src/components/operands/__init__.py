@@ -32,6 +32,7 @@ operator (see `gfd`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 
 from components.operands._contract import (
@@ -44,12 +45,15 @@ from components.operands._contract import (
     Operand,
     Rendered,
 )
-from components.operands._names import safe_name
+from components.operands._declared import DeclaredOperand
+from components.operands._names import deploy_label, safe_name
 from components.operands._user_config import MAX_CONFIG_BYTES, read_config
 from components.operands.cc_manager import CCManager
 from components.operands.dcgm import DCGM
 from components.operands.dcgm_exporter import DCGMExporter
 from components.operands.device_plugin import DevicePlugin
+from components.operands.dra_driver import DRADriver
+from components.operands.dra_validation import DRAValidation
 from components.operands.driver import Driver
 from components.operands.gfd import GPUFeatureDiscovery
 from components.operands.kata_manager import KataManager
@@ -96,6 +100,34 @@ OPERANDS: Sequence[Operand] = (
 )
 
 
+def _on_dra_nodes(operand: DeclaredOperand, key: str) -> DeclaredOperand:
+    """The operand as the GPUCluster deploys it: on nodes labelled with a deploy label of
+    the DRA stack's own, so the two stacks never select each other's nodes."""
+    dra = copy.copy(operand)
+    dra.deploy_label = deploy_label(key)
+    dra.workloads = frozenset()
+    return dra
+
+
+#: The GPUCluster's operands, in the reference's order: the DRA driver, DCGM and its
+#: exporter (the ClusterPolicy's, under deploy labels of their own), the DRA validator.
+#: They render from `components.api.dra_stack`; the DRA ones never for a ClusterPolicy.
+DRA_OPERANDS: Sequence[Operand] = (
+    DRADriver(),
+    _on_dra_nodes(DCGM(), "dcgm-dra"),
+    _on_dra_nodes(DCGMExporter(), "dcgm-exporter-dra"),
+    DRAValidation(),
+)
+
+
+def dra_deploy_labels(operands: Sequence[Operand] = DRA_OPERANDS) -> frozenset[str]:
+    """The deploy labels the node labeller gives a GPU node while a GPUCluster is the
+    cluster's stack: its operands', and the driver's (an NVIDIADriver's DaemonSets select
+    it, as under a ClusterPolicy)."""
+    labels = {op.deploy_label for op in operands if op.deploy_label}
+    return frozenset(labels | {deploy_label("driver")})
+
+
 def deploy_labels_by_workload(
     operands: Sequence[Operand] = OPERANDS,
 ) -> Mapping[str, frozenset[str]]:
@@ -113,6 +145,7 @@ def deploy_labels_by_workload(
 __all__ = [
     "CONTAINER",
     "DCGM",
+    "DRA_OPERANDS",
     "MAX_CONFIG_BYTES",
     "OPERANDS",
     "VM_PASSTHROUGH",
@@ -121,6 +154,8 @@ __all__ = [
     "ClusterView",
     "ConfigDocument",
     "DCGMExporter",
+    "DRADriver",
+    "DRAValidation",
     "DevicePlugin",
     "Driver",
     "GPUFeatureDiscovery",
@@ -143,6 +178,7 @@ __all__ = [
     "Validator",
     "daemonset_ready",
     "deploy_labels_by_workload",
+    "dra_deploy_labels",
     "read_config",
     "safe_name",
 ]

@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 from tests.tools import REPO
-from tests.unit.components.operands.test_operand_rbac import every_operand_rbac
+from tests.unit.components.operands.test_operand_rbac import (
+    every_dra_operand_rbac,
+    every_operand_rbac,
+)
 from tests.unit.deploy.test_chart import render
 
 pytestmark = pytest.mark.unit
@@ -55,7 +58,7 @@ def shipped() -> tuple[set[Grant], set[str]]:
         if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpu-operator-hooks"
     ]
     out |= grants("gpu-operator-hooks", CLUSTER, hooks["rules"])
-    objects = every_operand_rbac()
+    objects = [*every_operand_rbac(), *every_dra_operand_rbac()]
     roles = {(o["kind"], o["metadata"]["name"]): o for o in objects}
     for binding in (o for o in objects if o["kind"].endswith("Binding")):
         ref = binding["roleRef"]

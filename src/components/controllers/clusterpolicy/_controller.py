@@ -1,8 +1,10 @@
 """The ClusterPolicy controller's reconcile, top to bottom, all from the cache:
 
 1. parse: the oldest ClusterPolicy is active; any other gets state `ignored` and a condition
-   naming the active one, and nothing else is done for it; a spec that cannot be read gets
-   an `InvalidSpec` condition;
+   naming the active one, and nothing else is done for it; one that came after a GPUCluster
+   is refused (`notReady`, a condition naming the GPUCluster: `controllers._policies`), and
+   nothing of either is touched; a spec that cannot be read gets an `InvalidSpec`
+   condition;
 2. render: the ClusterView (GPU nodes, whether the ServiceMonitor CRD exists, the owner
    reference, the user's ConfigMaps an operand reads, read once per version:
    `ConfigDocuments`) is built and every enabled operand rendered, in the reference's order,
@@ -44,11 +46,12 @@ from components.controllers._apply import (
 from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
+    DAEMONSET,
     NODE,
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
-from components.controllers._policies import parse_spec, spec_key
+from components.controllers._policies import GPU_CLUSTER_EXISTS, Stacks, parse_spec, spec_key
 from components.controllers._status import (
     Findings,
     ignored_status,
@@ -138,6 +141,7 @@ class ClusterPolicyController:
         set_auto_upgrade: bool = True,
         mig_blocked: Callable[[], Mapping[str, str]] | None = None,
         settling: Callable[[], bool] | None = None,
+        stacks: Stacks | None = None,
     ) -> None:
         """`set_auto_upgrade=False` leaves `gpu_operator_driver_auto_upgrade_enabled` to
         the upgrade controller (which also knows the NVIDIADrivers' policies).
@@ -157,6 +161,7 @@ class ClusterPolicyController:
             namespace,
             _informers.daemonset_pods(manager, namespace),
         )
+        _informers.owned(manager, DAEMONSET, namespace).add_handler(self.operands.replaced)
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None
         self.set_auto_upgrade = set_auto_upgrade
@@ -171,6 +176,7 @@ class ClusterPolicyController:
         )
         self.ready_hold = ReadyHold(settling, lambda: self.requeue_active(unpaced=True))
         self.pod_security = NamespacePodSecurity(self.client, namespace)
+        self.stacks = stacks
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -186,6 +192,8 @@ class ClusterPolicyController:
             max_interval=PACE_MAX_SECONDS,
         )
         self.events.watch(c, m, self.applier)
+        if self.stacks is not None and self.stacks.served:
+            self.events.watch_gpu_clusters(c, m)
         self.controller = c
         return c
 
@@ -219,6 +227,10 @@ class ClusterPolicyController:
         assert active is not None
         if name_of(active) != name_of(obj):
             await self._ignore(obj, active)
+            return None
+        cluster = self.stacks.policy_refused_by(obj) if self.stacks is not None else None
+        if cluster is not None:
+            await self._refuse(obj, name_of(cluster))
             return None
         # The status (and `was_ready` below) as we last wrote it, should the cache lag.
         obj = self.status.latest(obj)
@@ -327,6 +339,20 @@ class ClusterPolicyController:
             active=name_of(active),
         )
         await self.status.write(obj, status)
+
+    async def _refuse(self, obj: Object, cluster: str) -> None:
+        """The GPUCluster `cluster` came first: say so, and touch nothing."""
+        message = (
+            f"GPUCluster {cluster} exists and came first: a ClusterPolicy and a GPUCluster "
+            "cannot both be acted on (the device-plugin stack or the DRA stack); delete one"
+        )
+        findings = Findings(
+            namespace=self.namespace,
+            generation=generation_of(obj),
+            problems=[(GPU_CLUSTER_EXISTS, message)],
+        )
+        previous = self.status.latest(obj).get("status")
+        await self.status.write(obj, policy_status(previous, findings))
 
     async def _invalid(self, obj: Object, exc: pydantic.ValidationError) -> None:
         errors = "; ".join(

@@ -27,6 +27,7 @@ from components.controllers._filters import (
     ROLLOUT_FINISHED,
     in_namespace,
 )
+from components.controllers._policies import STACK_CHANGED
 from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
     Client,
@@ -48,6 +49,16 @@ class PolicyEvents:
         self.client = client
         self.namespace = namespace
         self.label_wait = label_wait
+
+    def watch_gpu_clusters(self, c: Controller, manager: Manager) -> None:
+        """A GPUCluster coming, going or settled may refuse or free the policy."""
+        c.watch(
+            _informers.gpu_clusters(manager),
+            self.all_policies,
+            STACK_CHANGED,
+            unpaced=True,
+            map_old=False,
+        )
 
     def watch(self, c: Controller, manager: Manager, applier: Applier) -> None:
         """Wire every watch of `c`, the policy's controller; owned kinds that `applier`

@@ -31,7 +31,7 @@ from components.api.limits import (
     MAX_OBJECT_BYTES,
     MAX_VALUES,
 )
-from components.offline._crd import GPU_CLUSTER, KINDS
+from components.offline._crd import KINDS
 from components.offline._validate._files import (
     EXTENSIONS,
     Unreadable,
@@ -41,7 +41,7 @@ from components.offline._validate._files import (
 )
 from components.offline._validate._problems import Problem, Report
 from components.offline._validate._rules import is_ours, validate_document
-from components.offline._validate._stacks import NOT_RECONCILED, stack_problems
+from components.offline._validate._stacks import stack_problems
 
 _STATUS_IGNORED = Problem(
     "",
@@ -107,9 +107,6 @@ def validate_text(text: str, source: str = "<stdin>") -> Report:
     found.extend(across)
     refused = {label for label, _ in across}
     passed = [(label, d) for label, d in passed if label not in refused]
-    warnings.extend(
-        (label, NOT_RECONCILED) for label, d in passed if d.get("kind") == GPU_CLUSTER.kind
-    )
     return Report(source, found, warnings, passed)
 
 

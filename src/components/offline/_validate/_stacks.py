@@ -4,9 +4,8 @@ A GPUCluster (GPUs handed out through DRA ResourceClaims) and a ClusterPolicy (G
 out by the device plugin as `nvidia.com/gpu`) would both claim every GPU node: two owners
 for the same devices, and DCGM and its exporter twice on each node. The reference calls
 the pair an invalid configuration; a file that creates both is refused here before it
-reaches a cluster. On a cluster the controller is the place (see the README: the later of
-the two gets a condition naming the other, and neither is torn down); it does not exist
-yet, so this is the only check today.
+reaches a cluster. On a cluster the controllers refuse the later of the two with a
+condition naming the other, and neither is torn down (`components.controllers._policies`).
 """
 
 from __future__ import annotations
@@ -18,13 +17,6 @@ from components.offline._validate._problems import Problem
 from reconciler import name_of
 
 Located = tuple[str | None, dict[str, Any]]
-
-#: A GPUCluster that passed: the API server takes it, nothing acts on it yet.
-NOT_RECONCILED = Problem(
-    "",
-    "GPUCluster is accepted but not reconciled yet: this operator does not deploy the DRA "
-    "stack it describes (see the README)",
-)
 
 
 def _name(document: dict[str, Any]) -> str:

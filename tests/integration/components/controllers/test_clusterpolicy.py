@@ -30,6 +30,7 @@ pytestmark = pytest.mark.integration
 DEPLOY = "nvidia.com/gpu.deploy."
 UBUNTU_KERNELS = ("5.15.0-105-generic", "5.15.0-113-generic")
 RHEL_KERNEL = "5.14.0-427.13.1.el9_4.x86_64"
+POD = GVK("", "v1", "Pod")
 
 
 async def mixed_cluster(cluster: Cluster) -> dict[str, str]:
@@ -743,3 +744,37 @@ async def test_an_edit_and_a_deleted_daemonset_are_acted_on_at_once(
         return again is not None and again["metadata"]["uid"] != uid
 
     await eventually(recreated, f"{plugin} recreated", 30)
+
+
+async def test_pods_of_a_daemonset_replaced_under_its_name_are_deleted(cluster: Cluster) -> None:
+    """No garbage collector runs here: as kube-controller-manager's after an API server
+    restart that hid the DaemonSet's deletion from it (tests/e2e/outage), nothing else
+    collects the old DaemonSet's pods once the operator has recreated it. A device plugin
+    left so would keep its node offering GPUs through a driver upgrade's pause. The new
+    DaemonSet's own pods stay."""
+    nodes = await mixed_cluster(cluster)
+    policy = (await cluster.create_policy("policy"))["metadata"]["name"]
+    await ready(cluster, policy)
+    plugin = "nvidia-device-plugin-daemonset"
+    old = (await cluster.daemonsets())[plugin]
+    stale = await plugin_pod(cluster, old, nodes["u1"])
+    await cluster.client.delete(DAEMONSET, plugin, namespace=cluster.namespace)
+
+    async def recreated() -> Object | None:
+        again = (await cluster.daemonsets()).get(plugin)
+        return (
+            again
+            if again is not None and again["metadata"]["uid"] != old["metadata"]["uid"]
+            else None
+        )
+
+    new = await eventually(recreated, f"{plugin} recreated", 30)
+    kept = await plugin_pod(cluster, new, nodes["u2"])
+
+    async def deleting(name: str) -> bool:
+        pod = await cluster.get(POD, name, cluster.namespace)
+        return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+    await eventually(lambda: deleting(stale), "the replaced DaemonSet's pod deleted", 30)
+    await cluster.settle(delayed_counts=False)
+    assert not await deleting(kept), "the new DaemonSet's pod was deleted"

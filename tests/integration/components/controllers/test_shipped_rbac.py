@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from components.api import POD_SECURITY_LABELS
@@ -271,3 +272,76 @@ async def test_the_plan_needs_no_more_than_the_operators_rbac(shipped: Shipped) 
 
 async def daemonset_names(admin: Client, namespace: str) -> list[str]:
     return [d["metadata"]["name"] for d in await admin.list_live(DAEMONSET, namespace=namespace)]
+
+
+GPU_CLUSTER = GVK("nvidia.com", "v1alpha1", "GPUCluster")
+DEVICE_CLASS = GVK("resource.k8s.io", "v1", "DeviceClass")
+SLICE_POLICY = GVK("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy")
+SLICE_BINDING = GVK("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding")
+GPU_CLUSTER_SAMPLE = REPO / "tests" / "fixtures" / "compat" / "nvidia-gpucluster-sample.yaml"
+
+
+async def test_the_operator_runs_the_dra_stack_under_the_rbac_we_ship(
+    shipped: Shipped, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reference's GPUCluster sample as the operator's account: every object of the
+    DRA stack (its ClusterRoles, the compute-domain daemon's included, its DeviceClasses,
+    the ResourceSlice policy, the Deployment) applied, the finalizer set, the namespace
+    labelled for admin-access claims; and the finalizer let go on deletion."""
+    caplog.set_level(logging.WARNING)
+    admin, namespace, tag = shipped.admin, shipped.namespace, shipped.tag
+    await admin.create(node_manifest(f"{tag}-gpu"))
+    sample = yaml.safe_load(GPU_CLUSTER_SAMPLE.read_text())
+    await admin.create(sample)
+    try:
+        await shipped.start()
+        wanted = {
+            "nvidia-dra-driver-kubeletplugin",
+            "nvidia-dra-driver-controller",
+            "compute-domain-daemon",
+            "nvidia-dcgm-exporter-read-pods",
+        }
+
+        async def applied() -> bool:
+            names = {
+                d["metadata"]["name"] for d in await admin.list_live(DAEMONSET, namespace=namespace)
+            }
+            return (
+                wanted <= await cluster_roles(admin)
+                and {
+                    "nvidia-dra-driver-kubelet-plugin",
+                    "nvidia-dra-validator",
+                }
+                <= names
+            )
+
+        await eventually(applied, "the DRA stack's ClusterRoles and DaemonSets", 120)
+        classes = {d["metadata"]["name"] for d in await admin.list_live(DEVICE_CLASS)}
+        assert "gpu.nvidia.com" in classes
+        assert await admin.get_live(SLICE_POLICY, "resourceslices-policy-nvidia-dra-driver")
+        assert await admin.get_live(SLICE_BINDING, "resourceslices-policy-nvidia-dra-driver")
+        labels = (await admin.get_live(NAMESPACE, namespace))["metadata"].get("labels") or {}
+        assert labels.get("resource.kubernetes.io/admin-access") == "true"
+        obj = await admin.get_live(GPU_CLUSTER, "gpu-cluster")
+        assert "gpucluster.nvidia.com/dra-resourceclaim" in obj["metadata"]["finalizers"]
+        assert problems(obj.get("status") or {}) == []
+        await admin.delete(GPU_CLUSTER, "gpu-cluster")
+
+        async def released() -> bool:
+            return not await admin.list_live(GPU_CLUSTER)
+
+        await eventually(released, "the GPUCluster released", 60)
+        failed = [r.getMessage() for r in caplog.records if r.name == "reconciler.controller"]
+        assert failed == []
+    finally:
+        for gvk in (GPU_CLUSTER, DEVICE_CLASS, SLICE_POLICY, SLICE_BINDING):
+            for obj in await admin.list_live(gvk, label_selector=None):
+                if gvk == GPU_CLUSTER:
+                    await admin.patch(
+                        gvk, obj["metadata"]["name"], {"metadata": {"finalizers": None}}
+                    )
+                elif (obj["metadata"].get("labels") or {}).get(
+                    "app.kubernetes.io/managed-by"
+                ) != "gpu-operator":
+                    continue
+                await admin.delete(gvk, obj["metadata"]["name"], missing_ok=True)

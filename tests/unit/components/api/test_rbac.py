@@ -101,7 +101,8 @@ GRANTS: list[tuple[str, str, str, set[str]]] = [
     ("ClusterRole", "", "nodes/status", {"patch"}),
     # get only, to grant it to the driver manager (its drain reads a DaemonSet pod's DaemonSet)
     ("ClusterRole", "apps", "daemonsets", {"get"}),
-    ("ClusterRole", "", "pods", {"get", "list", "watch", "delete"}),
+    # patch: only to grant it to the GPUCluster's compute-domain daemon
+    ("ClusterRole", "", "pods", {"get", "list", "watch", "delete", "patch"}),
     ("ClusterRole", "", "pods/eviction", {"create"}),
     ("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}),
     ("ClusterRole", "", "events", {"create", "patch"}),
@@ -133,9 +134,78 @@ GRANTS: list[tuple[str, str, str, set[str]]] = [
     ("ClusterRole", "nvidia.com", "nvidiadrivers/status", {"patch"}),
     ("ClusterRole", "nvidia.com", "clusterpolicies/finalizers", {"update"}),
     ("ClusterRole", "nvidia.com", "nvidiadrivers/finalizers", {"update"}),
+    # patch: the GPUCluster's one finalizer
+    ("ClusterRole", "nvidia.com", "gpuclusters", {"get", "list", "watch", "patch"}),
+    ("ClusterRole", "nvidia.com", "gpuclusters/status", {"patch"}),
+    ("ClusterRole", "nvidia.com", "gpuclusters/finalizers", {"update"}),
+    ("ClusterRole", "resource.k8s.io", "resourceclaims", {"get", "list", "watch"}),
+    (
+        "ClusterRole",
+        "resource.k8s.io",
+        "deviceclasses",
+        {"get", "list", "watch", "create", "patch", "delete"},
+    ),
+    # only to grant it to the DRA kubelet plugin
+    (
+        "ClusterRole",
+        "resource.k8s.io",
+        "resourceslices",
+        {"get", "list", "watch", "create", "update", "delete"},
+    ),
+    (
+        "ClusterRole",
+        "resource.k8s.io",
+        "resourceclaimtemplates",
+        {"get", "list", "watch", "create", "update", "patch", "delete"},
+    ),
+    # get, patch and delete by name only (resourceslices-policy-nvidia-dra-driver)
+    (
+        "ClusterRole",
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        {"list", "watch", "create", "get", "patch", "delete"},
+    ),
+    (
+        "ClusterRole",
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        {"list", "watch", "create", "get", "patch", "delete"},
+    ),
+    # only to grant them to the DRA driver's compute-domain parts
+    (
+        "ClusterRole",
+        "resource.nvidia.com",
+        "computedomains",
+        {"get", "list", "watch", "create", "update", "patch"},
+    ),
+    (
+        "ClusterRole",
+        "resource.nvidia.com",
+        "computedomains/status",
+        {"get", "list", "watch", "create", "update", "patch"},
+    ),
+    (
+        "ClusterRole",
+        "resource.nvidia.com",
+        "computedomaincliques",
+        {"get", "list", "watch", "create", "update", "patch"},
+    ),
+    ("ClusterRole", "coordination.k8s.io", "leases", {"get", "create", "update"}),
     ("ClusterRole", "authentication.k8s.io", "tokenreviews", {"create"}),
     ("ClusterRole", "authorization.k8s.io", "subjectaccessreviews", {"create"}),
-    ("Role", "apps", "daemonsets", {"get", "list", "watch", "create", "patch", "delete"}),
+    # update: only to grant it to the compute-domain controller's Role
+    (
+        "Role",
+        "apps",
+        "daemonsets",
+        {"get", "list", "watch", "create", "patch", "delete", "update"},
+    ),
+    (
+        "Role",
+        "apps",
+        "deployments",
+        {"get", "list", "watch", "create", "update", "patch", "delete"},
+    ),
     ("Role", "apps", "controllerrevisions", {"get", "list", "watch"}),
     ("Role", "", "configmaps", {"get", "list", "watch", "create", "patch", "delete"}),
     ("Role", "", "secrets", {"get"}),

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.operands import OPERANDS
+from components.api import GPUCluster, dra_stack
+from components.operands import DRA_OPERANDS, OPERANDS
 from tests.unit.components.api.cases import REPO
 from tests.unit.components.operands.cases import CLUSTER, NAMESPACE, gpu_node, policy, view
 
@@ -82,6 +83,25 @@ def every_operand_rbac(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     ]
 
 
+def every_dra_operand_rbac(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """Every ServiceAccount, role and binding the GPUCluster's operands render, with the
+    reference's sample and every optional part on (compute domains, MPS, DCGM)."""
+    sample = yaml.safe_load(
+        (REPO / "tests/fixtures/compat/nvidia-gpucluster-sample.yaml").read_text()
+    )
+    sample["spec"]["draDriver"]["featureGates"] = {"MPSSupport": True}
+    sample["spec"]["dcgm"]["enabled"] = True
+    stack = dra_stack(GPUCluster.from_dict(sample))
+    cluster_view = replace(view(NODES), namespace=namespace)
+    return [
+        obj
+        for operand in DRA_OPERANDS
+        if operand.enabled(stack)
+        for obj in operand.render(stack, cluster_view).objects
+        if obj["kind"] in RBAC_KINDS
+    ]
+
+
 def every_operand_role(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """Every Role and ClusterRole the operands render with everything switched on."""
     return [o for o in every_operand_rbac(namespace) if o["kind"] in ("ClusterRole", "Role")]
@@ -97,6 +117,19 @@ def test_every_operand_role_is_within_what_the_operator_holds() -> None:
         if extra:
             missing[f"{obj['kind']} {obj['metadata']['name']}"] = extra
     assert len(roles) >= 15
+    assert missing == {}
+
+
+def test_every_dra_operand_role_is_within_what_the_operator_holds() -> None:
+    held = _operator_grants()
+    missing: dict[str, set[tuple[str, str, str]]] = {}
+    roles = [o for o in every_dra_operand_rbac() if o["kind"] in ("ClusterRole", "Role")]
+    for obj in roles:
+        may = held["ClusterRole"] | (held["Role"] if obj["kind"] == "Role" else set())
+        extra = _grants(obj["rules"]) - may
+        if extra:
+            missing[f"{obj['kind']} {obj['metadata']['name']}"] = extra
+    assert len(roles) >= 8
     assert missing == {}
 
 

@@ -21,6 +21,7 @@ from components.controllers._labels import STATE_LABELS, WORKLOAD_LABELS
 from components.kinds import PODS_CACHED_OF, PODS_NOT_CACHED_OF
 from components.operands import (
     CONTAINER,
+    DRA_OPERANDS,
     OPERANDS,
     VM_VGPU,
     Operand,
@@ -175,7 +176,8 @@ def test_the_independence_contract_lists_every_operand_module() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     contracts = config["tool"]["importlinter"]["contracts"]
     independent = next(c for c in contracts if c["type"] == "independence")
-    modules = {".".join(type(op).__module__.split(".")[:3]) for op in OPERANDS} | {
+    operands = [*OPERANDS, *DRA_OPERANDS]
+    modules = {".".join(type(op).__module__.split(".")[:3]) for op in operands} | {
         "components.operands.readiness"
     }
     assert set(independent["modules"]) == modules

@@ -1,0 +1,116 @@
+"""`state-dra-validation`: the GPUCluster's validator (the reference's
+`state-dra-validation` manifests, facts only).
+
+A DaemonSet `nvidia-dra-validator` on nodes labelled `nvidia.com/gpu.deploy.dra-validator`
+(and `nvidia.com/gpu.present=true`) whose pod claims one GPU through the
+ResourceClaimTemplate `nvidia-dra-validator-gpu` (class `gpu.nvidia.com`, exactly one
+device, admin access: it never takes a GPU from a workload). The claim is the check: the
+pod is scheduled only once the DRA driver publishes the node's GPUs, and its init container
+lists the GPU the driver injected (`nvidia-smi -L`). Its pods carry `app:
+nvidia-operator-validator`, the label the driver upgrade waits on after a restart, as the
+reference's do. Admin access needs the namespace label `resource.kubernetes.io/admin-access`,
+which the GPUCluster controller sets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.api import ClusterPolicy
+from components.operands._context import BaseOperand, Ctx
+from components.operands._contract import Rendered
+from components.operands._dra import (
+    RESOURCE_API,
+    account,
+    daemonset,
+    node_affinity,
+    on_dra_stack,
+    pod_basics,
+)
+from components.operands._names import deploy_label
+
+NAME = "nvidia-dra-validator"
+TEMPLATE = "nvidia-dra-validator-gpu"
+CLAIM = "validation-gpu"
+#: The pods' `app`: the validator's, which the upgrade's validation gate selects.
+POD_APP = "nvidia-operator-validator"
+GPU_CLASS = "gpu.nvidia.com"
+
+
+class DRAValidation(BaseOperand):
+    """The DRA validator: its account, its GPU claim's template and its DaemonSet."""
+
+    name = "state-dra-validation"
+    deploy_label = deploy_label("dra-validator")
+
+    def enabled(self, policy: ClusterPolicy) -> bool:
+        return on_dra_stack(policy)
+
+    def _render(self, ctx: Ctx) -> Rendered:
+        labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": NAME}
+        template = {
+            "apiVersion": RESOURCE_API,
+            "kind": "ResourceClaimTemplate",
+            "metadata": ctx.meta(TEMPLATE),
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": CLAIM,
+                                "exactly": {
+                                    "deviceClassName": GPU_CLASS,
+                                    "allocationMode": "ExactCount",
+                                    "count": 1,
+                                    "adminAccess": True,
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+        image = ctx.validator_image
+        pull = ctx.spec.validator.image_pull_policy
+        init: dict[str, Any] = {
+            "name": "gpu-validation",
+            "image": image,
+            # nvidia-smi comes with the claimed GPU (CDI), not with the image.
+            "command": ["sh", "-c", "nvidia-smi -L"],
+            "resources": {"claims": [{"name": CLAIM}]},
+        }
+        main: dict[str, Any] = {
+            "name": NAME,
+            "image": image,
+            "command": [
+                "sh",
+                "-c",
+                "echo all validations are successful; while true; do sleep 86400; done",
+            ],
+        }
+        if pull:
+            init["imagePullPolicy"] = pull
+            main["imagePullPolicy"] = pull
+        pod: dict[str, Any] = {
+            **pod_basics(ctx, account=NAME),
+            "priorityClassName": "system-node-critical",
+            "nodeSelector": {self.deploy_label: "true"},
+            # Compute GPUs only: a passthrough GPU is `vfio.gpu.nvidia.com`, never this class.
+            "affinity": node_affinity((("nvidia.com/gpu.present", "true"),)),
+            "resourceClaims": [{"name": CLAIM, "resourceClaimTemplateName": TEMPLATE}],
+            "initContainers": [init],
+            "containers": [main],
+        }
+        secrets = ctx.spec.validator.image_pull_secrets
+        if secrets:
+            pod["imagePullSecrets"] = [{"name": s} for s in secrets]
+        object_labels = {**labels, "app": NAME}
+        pod_labels = {**labels, "app": POD_APP}
+        daemonset_ = daemonset(
+            ctx,
+            labels=object_labels,
+            pod_labels=pod_labels,
+            selector={"app.kubernetes.io/name": NAME},
+            pod=pod,
+        )
+        return Rendered(objects=[account(ctx, NAME, labels), template, daemonset_])
