@@ -145,6 +145,19 @@ from components.api._remediation import (
     RESET_RESULT_ANNOTATION,
     RemediationSpec,
 )
+from components.api._rollback import (
+    LAST_GOOD_IMAGE,
+    ROLLBACK_ANNOTATION,
+    ROLLBACK_CONDITION,
+    ROLLBACK_ENDED,
+    ROLLBACK_NODE,
+    RollbackMode,
+    RollbackRequest,
+    pinned_image,
+    rollback_condition,
+    rollback_images,
+    rollback_request,
+)
 from components.api._sandbox import DriverSideSpec, KataRuntimeClassSpec
 from components.api._status import (
     MAX_LISTED_NODES,
@@ -362,4 +375,19 @@ __all__ += [
     "ListMap",
     "PreserveUnknown",
     "not_acted_on",
+]
+
+# -- a way back from a bad driver rollout (issue 52, item 3) ------------------------------
+__all__ += [
+    "LAST_GOOD_IMAGE",
+    "ROLLBACK_ANNOTATION",
+    "ROLLBACK_CONDITION",
+    "ROLLBACK_ENDED",
+    "ROLLBACK_NODE",
+    "RollbackMode",
+    "RollbackRequest",
+    "pinned_image",
+    "rollback_condition",
+    "rollback_images",
+    "rollback_request",
 ]

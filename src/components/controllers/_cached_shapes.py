@@ -161,6 +161,7 @@ class _ObjectMeta(TypedDict, total=False):
 class _PodContainer(TypedDict, total=False):
     name: Any
     resources: Any
+    image: Any  # a driver pod's (`components.upgrade.pod_as_read`): a rollback's last good
 
 
 class _PodSpec(TypedDict, total=False):

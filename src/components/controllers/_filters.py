@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.api import ROLLBACK_ANNOTATION, rollback_condition
 from components.controllers._status import agent_conditions
 from components.operands.readiness import pod_ready
 from reconciler import (
     Funcs,
+    GenerationChanged,
     LabelsChanged,
     Matching,
     Object,
     Or,
+    annotations_of,
     generation_of,
     is_deleting,
     labels_of,
@@ -92,3 +95,18 @@ def _agent_reported(old: Object, new: Object) -> bool:
 NODE_CHANGED = Or(LabelsChanged(), Funcs(update=_runtime_changed), Funcs(update=_agent_reported))
 """Node events that can change the desired state or the status: labels, the container
 runtime, what the node agent reports (not heartbeats or kubelet's conditions)."""
+
+
+def _rollback_changed(old: Object, new: Object) -> bool:
+    def said(policy: Object) -> tuple[object, ...]:
+        c = rollback_condition(policy) or {}
+        bound = (c.get("reason"), c.get("observedGeneration"))
+        return annotations_of(policy).get(ROLLBACK_ANNOTATION), *bound
+
+    return said(old) != said(new)
+
+
+POLICY_CHANGED = Or(GenerationChanged(), Funcs(update=_rollback_changed))
+"""Policy events that change what is rendered: the spec, or a driver rollback bound to it
+(its annotation and its status condition; `components.api.rollback_request`), which pins
+the driver images back."""

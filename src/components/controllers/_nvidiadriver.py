@@ -33,6 +33,7 @@ from components.api import (
     NVIDIADriverStatus,
     by_age,
     dra_stack,
+    rollback_images,
 )
 from components.controllers import _informers
 from components.controllers._apply import (
@@ -62,7 +63,7 @@ from components.controllers._driver_crd import (
     uses_driver_crd,
 )
 from components.controllers._driver_handover import HandOver, hand_over
-from components.controllers._filters import NODE_CHANGED
+from components.controllers._filters import NODE_CHANGED, POLICY_CHANGED
 from components.controllers._policies import STACK_CHANGED, ActivePolicy, Stacks, spec_key
 from components.controllers._pools import TOO_MANY_POOLS, Pool, assign, exclusion_terms
 from components.controllers._readiness import operand_readiness
@@ -131,9 +132,7 @@ class NVIDIADriverController:
         m = self.manager
         c = m.controller(NAME, self)
         # Any NVIDIADriver's selector or default flag changes the others' pools.
-        c.watch(
-            _informers.nvidia_drivers(m), self._every_driver, GenerationChanged(), map_old=False
-        )
+        c.watch(_informers.nvidia_drivers(m), self._every_driver, POLICY_CHANGED, map_old=False)
         c.watch(
             _informers.cluster_policies(m), self._every_driver, GenerationChanged(), map_old=False
         )
@@ -258,6 +257,7 @@ class NVIDIADriverController:
             ),
             owner=owner_reference(obj),
             config_map_keys=config_map_keys(self.client.list(CONFIG_MAP, namespace=self.namespace)),
+            last_good_images=rollback_images(obj, (n for n in gpu_nodes if name_of(n) in members)),
         )
         spec = nvidia_driver.spec
         rendered = self.driver.render(policy_with_driver(policy, driver_section(spec)), view)

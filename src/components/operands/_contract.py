@@ -86,6 +86,9 @@ class ClusterView:
     #: holds or why it cannot be read. Only those some operand reads
     #: (`Operand.config_maps_read`); the controller reads each once per version.
     config_documents: Mapping[str, Mapping[str, ConfigDocument]] = field(default_factory=dict)
+    #: While a driver rollback holds (`components.api.rollback_images`): each GPU node's
+    #: last good driver image, which the driver DaemonSets are pinned back to. Empty: none.
+    last_good_images: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

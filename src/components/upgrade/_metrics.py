@@ -41,6 +41,11 @@ class UpgradeMetrics:
             "driver_upgrade_halted",
             "Number of upgrade policies whose driver upgrade the failure budget has halted",
         )
+        self.rolling_back = gauge(
+            "driver_upgrade_rolling_back",
+            "Number of upgrade policies whose rollback is walking nodes back to their last "
+            "good driver",
+        )
         self.auto_upgrade_enabled = (
             auto_upgrade_enabled
             if auto_upgrade_enabled is not None

@@ -19,6 +19,7 @@ from components.api import (
     GPU_PROCESSES_ANNOTATION,
     GPU_VALIDATED,
     KERNEL_LABEL,
+    LAST_GOOD_IMAGE,
     UpgradeState,
 )
 from components.upgrade._names import (
@@ -52,6 +53,10 @@ from reconciler import (
 )
 
 # -- nodes -------------------------------------------------------------------------------
+
+VIEWED_ANNOTATIONS = (*NODE_ANNOTATIONS, LAST_GOOD_IMAGE)
+"""The node annotations a view keeps: the walk's, and its record of the last good driver
+(which outlives a walk: `components.api.LAST_GOOD_IMAGE`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +214,7 @@ def node_view(obj: Object) -> NodeView:
         device_plugin=labels.get(DEVICE_PLUGIN_DEPLOY_LABEL),
         validator=labels.get(VALIDATOR_DEPLOY_LABEL),
         gpus_advertised=gpus_advertised(obj),
-        annotations={k: all_annotations[k] for k in NODE_ANNOTATIONS if k in all_annotations},
+        annotations={k: all_annotations[k] for k in VIEWED_ANNOTATIONS if k in all_annotations},
         has_labels=bool(labels),
         has_annotations=bool(all_annotations),
         resource_version=resource_version_of(obj),
@@ -260,6 +265,21 @@ def template_digest(ds: Object | None) -> str | None:
     """The `DRIVER_CONFIG_DIGEST` env of a driver DaemonSet's template (None when it has
     none: a DaemonSet of an older operator, say)."""
     return spec_digest((((ds or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+
+
+DRIVER_CONTAINER = "nvidia-driver-ctr"
+
+
+def template_image(ds: Object | None) -> str | None:
+    """The driver image a driver DaemonSet's template runs (its driver container's, or its
+    first container's where none has that name): what a rollback's nodes were walked to."""
+    spec = (((ds or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = spec.get("containers") or []
+    chosen = next((c for c in containers if c.get("name") == DRIVER_CONTAINER), None)
+    if chosen is None and containers:
+        chosen = containers[0]
+    image = (chosen or {}).get("image")
+    return str(image) if image else None
 
 
 def spec_digest(spec: Mapping[str, Any]) -> str | None:

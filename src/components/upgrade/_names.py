@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from components.api import DEPLOY_LABEL_PREFIX, DRIVER_UPGRADE_STATE_LABEL, UpgradeState
+from components.api import (
+    DEPLOY_LABEL_PREFIX,
+    DRIVER_UPGRADE_STATE_LABEL,
+    ROLLBACK_NODE,
+    UpgradeState,
+)
 from components.kinds import CACHED_PODS as CACHED_PODS
 from components.kinds import CLUSTER_POLICY as CLUSTER_POLICY
 from components.kinds import NVIDIA_DRIVER as NVIDIA_DRIVER
@@ -84,7 +89,12 @@ WALK_ANNOTATIONS: Final = (
 )
 """Annotations that only mean something during a walk; cleared when it ends."""
 
-NODE_ANNOTATIONS: Final = (INITIALLY_UNSCHEDULABLE, UPGRADE_REQUESTED, *WALK_ANNOTATIONS)
+NODE_ANNOTATIONS: Final = (
+    INITIALLY_UNSCHEDULABLE,
+    UPGRADE_REQUESTED,
+    *WALK_ANNOTATIONS,
+    ROLLBACK_NODE,
+)
 """Every node annotation the upgrade reads or writes."""
 
 

@@ -28,7 +28,12 @@ from components.api import (
 from components.upgrade._clearing import gpu_pods
 from components.upgrade._fold import Fold, fold
 from components.upgrade._kernels import LoadedKernels
-from components.upgrade._model import NodeView, node_view, pdb_view, template_digest
+from components.upgrade._model import (
+    NodeView,
+    node_view,
+    pdb_view,
+    template_digest,
+)
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     IN_PROGRESS,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from components.api import DriverUpgradePolicySpec, UpgradeState
+from components.api import LAST_GOOD_IMAGE, ROLLBACK_NODE, DriverUpgradePolicySpec, UpgradeState
 from components.upgrade._clearing import (
     deletion_plan,
     describe,
@@ -66,13 +66,22 @@ S = UpgradeState
 
 def _finish(ctx: NodeContext, reason: str) -> Step:
     """Validated: uncordon, or stay cordoned when the node was cordoned before the upgrade.
-    A node restarted in place was never cordoned: it is done."""
+    A node restarted in place was never cordoned: it is done. The driver it validated is
+    its last good one from now on (`record_good`); a node a rollback marked is back."""
     if ctx.node.restart_only:
-        return move_to(S.UPGRADE_DONE, f"{reason}; restarted in place", initially=None)
-    if ctx.node.initially_unschedulable:
+        step = move_to(S.UPGRADE_DONE, f"{reason}; restarted in place", initially=None)
+    elif ctx.node.initially_unschedulable:
         reason = f"{reason}; the node stays cordoned as it was"
-        return move_to(S.UPGRADE_DONE, reason, initially=None)
-    return move_to(S.UNCORDON_REQUIRED, reason)
+        step = move_to(S.UPGRADE_DONE, reason, initially=None)
+    else:
+        step = move_to(S.UNCORDON_REQUIRED, reason)
+    step = record_good(ctx, step)
+    if ctx.node.annotations.get(ROLLBACK_NODE) == "true" and step.transition is not None:
+        # A node the rollback walks back is back (`components.upgrade._rollback`).
+        t = step.transition
+        back = replace(t, annotations={**t.annotations, ROLLBACK_NODE: "back"})
+        step = replace(step, transition=back)
+    return step
 
 
 def plan_node(
@@ -132,7 +141,8 @@ def _plan(
         return _detect(ctx)
     if state is S.UPGRADE_REQUIRED:
         if ctx.driver is not None and not ctx.driver.terminating and ctx.outdated() is None:
-            return move_to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
+            in_sync = move_to(S.UPGRADE_DONE, "the driver is in sync again", initially=None)
+            return record_good(ctx, in_sync)
         if node.skip:
             return Step(wait="the node is labelled to skip driver upgrades")
         return Step(wait="waiting for an upgrade slot")
@@ -176,10 +186,24 @@ def _detect(ctx: NodeContext) -> Step:
     if reason is not None:
         # A node cordoned before its upgrade stays cordoned after it.
         initially = "true" if ctx.node.unschedulable else None
-        return move_to(S.UPGRADE_REQUIRED, reason, initially=initially)
+        required = move_to(S.UPGRADE_REQUIRED, reason, initially=initially)
+        # The driver it ran done is its last good one, should this walk need undoing.
+        return record_good(ctx, required) if ctx.node.state is S.UPGRADE_DONE else required
     if ctx.node.state is S.UNKNOWN:
-        return move_to(S.UPGRADE_DONE, "the driver is in sync")
+        return record_good(ctx, move_to(S.UPGRADE_DONE, "the driver is in sync"))
     return Step()
+
+
+def record_good(ctx: NodeContext, step: Step) -> Step:
+    """`step`, recording the image of the driver the node runs (in sync and done, or just
+    validated) as its last good one (`components.api.LAST_GOOD_IMAGE`): what a rollback
+    brings it back to. Only ever with a transition the walk writes anyway."""
+    t = step.transition
+    image = ctx.driver.image if ctx.driver is not None else None
+    if t is None or not image:
+        return step
+    annotations = {**t.annotations, LAST_GOOD_IMAGE: image}
+    return replace(step, transition=replace(t, annotations=annotations))
 
 
 def _wait_for_jobs(ctx: NodeContext, policy: DriverUpgradePolicySpec, now: float) -> Step:
@@ -358,6 +382,11 @@ def _failed(
     backoff (`_retry`)."""
     node = ctx.node
     d = ctx.driver
+    outdated = ctx.outdated(requested=False) if d is not None and not d.terminating else None
+    if node.annotations.get(ROLLBACK_NODE) == "true" and outdated is not None:
+        # A rollback pinned the driver back (`components.api.pinned_image`): the node walks
+        # back through the same steps at once, keeping the slot its failure holds.
+        return move_to(S.WAIT_FOR_JOBS_REQUIRED, f"rolling back: {outdated}")
     stale: tuple[PodView, ...] = ()
     target = retry_target(node.failed_state)
     if d is not None and _current(ctx):

@@ -15,6 +15,7 @@ from components.api import (
     DRIVER_KERNEL_PIN_LABEL,
     KERNEL_LABEL,
 )
+from components.upgrade._model import DRIVER_CONTAINER
 from components.upgrade._names import (
     DRIVER_KERNEL_ANNOTATION,
     DRIVER_POD_LABELS,
@@ -86,6 +87,9 @@ class PodView:
     config_digest: str | None = None
     """The `DRIVER_CONFIG_DIGEST` a driver pod was installed with (from its annotation
     twin; None when it has none: a pod of an older operator or of the reference's)."""
+    image: str | None = None
+    """A driver pod's driver image (its `nvidia-driver-ctr` container's): what
+    the walk records as the node's last good driver (`components.api.LAST_GOOD_IMAGE`)."""
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid))
@@ -141,14 +145,18 @@ def pod_as_read(pod: Object) -> Object:
             status["conditions"] = [c for c in conditions if c.get("type") == "Ready"]
     spec = pod.get("spec")
     if isinstance(spec, dict):
+        # A driver pod keeps its driver container's image (a rollback needs the last good).
+        driver = is_driver_pod(labels_of(pod))
         for key in ("containers", "initContainers"):
             containers = spec.get(key)
             if containers is None:
                 continue
             gpu = [
                 {"name": c.get("name"), "resources": c.get("resources")}
-                for c in containers
                 if _requests_gpu(c)
+                else {"name": DRIVER_CONTAINER, "image": c.get("image")}
+                for c in containers
+                if _requests_gpu(c) or (driver and c.get("name") == DRIVER_CONTAINER)
             ]
             if gpu:
                 spec[key] = gpu
@@ -216,7 +224,15 @@ def pod_view(obj: Object) -> PodView:
         kernel_recorded=recorded,
         pinned=pin is not None,
         config_digest=annotations.get(DRIVER_CONFIG_DIGEST_ANNOTATION) or None,
+        image=_driver_image(spec) if is_driver_pod(labels) else None,
     )
+
+
+def _driver_image(spec: Mapping[str, Any]) -> str | None:
+    containers = spec.get("containers") or []
+    chosen = next((c for c in containers if c.get("name") == DRIVER_CONTAINER), None)
+    image = (chosen or {}).get("image")
+    return str(image) if image else None
 
 
 def is_driver_pod(labels: Mapping[str, str]) -> bool:

@@ -26,6 +26,7 @@ from components.upgrade._model import NodeView
 from components.upgrade._names import NODE, STATE_LABEL, STATUS_FIELD_MANAGER
 from components.upgrade._preflight import AdmissionPreflight
 from components.upgrade._reader import ClusterReader, Pool, PoolKey
+from components.upgrade._rollbacks import Rollbacks
 from components.upgrade._status import Entries, Waits, status_body, upgrade_status
 from components.upgrade._step import Transition
 from components.upgrade._times import format_time
@@ -79,6 +80,8 @@ class PoolReconciler:
         self._canary_due: float | None = None
         """When a canary's soak ends or its health is looked at again (None: no canary holds
         any node back)."""
+        self.rollbacks = Rollbacks(reader, client, writer.recorder, clock)
+        """Each pool's rollback request (`_rollback`): its marks, binding and conditions."""
         self._halted: dict[PoolKey, tuple[bool, str]] = {}
         self._events: set[asyncio.Task[None]] = set()
         """Per pool with a failure budget: halted or not, and since when (RFC 3339)."""
@@ -126,7 +129,24 @@ class PoolReconciler:
                 self._window_due = min(
                     self._window_due or window.requeue_after, window.requeue_after
                 )
-            conditions = self._halt_conditions(pool, stop) + window.conditions
+            rollback = self.rollbacks.plan(pool, views) if pool.enabled else None
+            if rollback is not None and self.rollbacks.holds(rollback):
+                # The rollback decides who walks (a maintenance window still closes the
+                # door); the rollout stays halted meanwhile.
+                halted += stop is None
+                self._halted.pop(pool.key, None)
+                gate = CanaryGate(
+                    hold=rollback.hold
+                    | (window.gate.hold if window.gate is not None else frozenset()),
+                    wait=rollback.wait,
+                )
+                conditions = self.rollbacks.conditions(pool, rollback, _version(pool))
+                conditions += window.conditions
+            else:
+                conditions = self._halt_conditions(pool, stop) + window.conditions
+                if rollback is not None:
+                    conditions += self.rollbacks.conditions(pool, rollback, _version(pool))
+            writes.extend(self.rollbacks.writes(pool, rollback))
             if pool.enabled:
                 for k in totals:
                     totals[k] += getattr(c, k)
@@ -141,6 +161,7 @@ class PoolReconciler:
         await asyncio.gather(*writes)
         self.metrics.set(enabled=any(p.enabled for p in pools.values()), **totals)
         self.metrics.halted.set(halted)
+        self.metrics.rolling_back.set(self.rollbacks.rolling_back())
         due = self.preflight.requeue_after() if self.preflight is not None else None
         for later in (self._canary_due, self._window_due):
             if later is not None:

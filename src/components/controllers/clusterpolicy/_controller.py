@@ -35,6 +35,7 @@ from components.api import (
     ClusterPolicy,
     RemediationNodeStatus,
     active_cluster_policy,
+    rollback_images,
     unsupported_fields,
 )
 from components.controllers import _informers
@@ -312,6 +313,7 @@ class ClusterPolicyController:
             owner=owner_reference(obj),
             config_map_keys=config_map_keys(config_maps),
             config_documents=await self.config_documents.documents(config_maps, read),
+            last_good_images=rollback_images(obj, with_gpu),
         )
 
     # -- status, events, metrics ---------------------------------------------------------

@@ -23,6 +23,7 @@ from components.controllers._filters import (
     NODE_CHANGED,
     NOT_DELETED,
     POD_CHANGED,
+    POLICY_CHANGED,
     ROLLOUT_FINISHED,
     in_namespace,
 )
@@ -31,7 +32,6 @@ from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
     Client,
     Controller,
-    GenerationChanged,
     Informer,
     Manager,
     Object,
@@ -67,7 +67,7 @@ class PolicyEvents:
         c.watch(
             _informers.cluster_policies(m),
             self.all_policies,
-            GenerationChanged(),
+            POLICY_CHANGED,
             unpaced=True,
             map_old=False,
         )

@@ -8,7 +8,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from components.api import ApiModel, ClusterPolicy, GPUCluster, NVIDIADriver
+from components.api import (
+    ROLLBACK_ANNOTATION,
+    ApiModel,
+    ClusterPolicy,
+    GPUCluster,
+    NVIDIADriver,
+    rollback_request,
+)
 from components.offline._crd import (
     CLUSTER_POLICY,
     GPU_CLUSTER,
@@ -76,6 +83,20 @@ def object_rule_problems(kind: Kind, document: dict[str, Any]) -> Iterator[Probl
             yield Problem("metadata.name", rule.message)
 
 
+def rollback_problems(kind: Kind, document: dict[str, Any]) -> Iterator[Problem]:
+    """A driver rollback request the operator would refuse (`ROLLBACK_ANNOTATION`): the API
+    server takes any annotation, the operator only `failed` or `all`."""
+    if kind.kind not in (CLUSTER_POLICY.kind, NVIDIA_DRIVER.kind):
+        return
+    metadata = document.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if not isinstance(annotations, dict) or ROLLBACK_ANNOTATION not in annotations:
+        return
+    problem = rollback_request({"metadata": {"annotations": annotations}}).problem
+    if problem:
+        yield Problem(f"metadata.annotations.{ROLLBACK_ANNOTATION}", problem)
+
+
 def validate_document(document: Any) -> list[Problem]:
     """Problems of one document (an already-parsed YAML/JSON object)."""
     if not isinstance(document, dict):
@@ -100,6 +121,7 @@ def validate_document(document: Any) -> list[Problem]:
     problems = list(metadata_problems(document.get("metadata")))
     if not problems:
         problems.extend(object_rule_problems(kind, document))
+        problems.extend(rollback_problems(kind, document))
     checker = SchemaChecker()
     schema = object_schema(kind)
     for key, value in document.items():

@@ -41,7 +41,7 @@ anti-affinity uses so two driver pods never run on one node. Update strategy is 
 
 from __future__ import annotations
 
-from components.api import ClusterPolicy, ImageError, driver_image
+from components.api import ClusterPolicy, ImageError, driver_image, pinned_image
 from components.operands._context import BaseOperand, Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._names import name_list
@@ -92,6 +92,8 @@ class Driver(BaseOperand):
                     )
                 )
                 continue
+            # A rollback (issue 52) pins the DaemonSet back to its nodes' last good image.
+            image = pinned_image(image, pool.nodes, view.last_good_images)
             rendered.objects.append(driver_daemonset(ctx, name, pool, image, rendered))
         # One condition per problem, however many DaemonSets ran into it.
         unique = list(dict.fromkeys(rendered.conditions))

@@ -141,6 +141,9 @@ class Kit:
         self.newest = ""
         self.recreate_drivers = True
         self.hold_driver_ready: set[str] = set()
+        self.failing_revisions: dict[str, set[str]] = {}
+        """Per node, the driver revisions that never validate there (a bad driver): while the
+        node's driver pod runs one, its validator pods never get ready."""
         self.hold_validator_ready: set[str] = set()
         self.restart_validators = True
         self._kubelet: asyncio.Task[None] | None = None
@@ -207,6 +210,25 @@ class Kit:
             }
         )
         self.newest = hash_
+        await self._template_image(hash_)
+
+    async def restore_revision(self, hash_: str) -> None:
+        """What the DaemonSet controller does when the template goes back to an earlier one:
+        that revision (the same hash) becomes the newest again."""
+        self.revision += 1
+        await self.client.patch(
+            REVISION, f"{DS_NAME}-{hash_}", {"revision": self.revision}, namespace=self.namespace
+        )
+        self.newest = hash_
+        await self._template_image(hash_)
+
+    async def _template_image(self, hash_: str) -> None:
+        """The template's image follows its revision (`driver:<hash>`)."""
+        container = {"name": "nvidia-driver-ctr", "image": f"driver:{hash_}"}
+        template = {"spec": {"containers": [container]}}
+        await self.client.patch(
+            DAEMONSET, DS_NAME, {"spec": {"template": template}}, namespace=self.namespace
+        )
 
     def _ds_ref(self) -> Object:
         return {
@@ -253,8 +275,10 @@ class Kit:
         ready: bool = True,
         annotations: dict[str, str] | None = None,
         volumes: list[Object] | None = None,
+        image: str = "x",
+        container_name: str = "c",
     ) -> Object:
-        container: Object = {"name": "c", "image": "x"}
+        container: Object = {"name": container_name, "image": image}
         if gpu:
             container["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
         meta: Object = {"name": name, "namespace": self.namespace, "labels": labels}
@@ -284,6 +308,8 @@ class Kit:
             node,
             {**DRIVER_LABELS, "controller-revision-hash": self.newest},
             owner=self._ds_ref(),
+            image=f"driver:{self.newest}",
+            container_name="nvidia-driver-ctr",
             ready=ready,
             **kw,
         )
@@ -417,6 +443,8 @@ class Kit:
             validators = [p for p in on_node if labels_of(p).get("app") == VALIDATOR_LABELS["app"]]
             if not drivers and self.recreate_drivers:
                 await self.driver_pod(node, ready=node not in self.hold_driver_ready)
+            failing = self.failing_revisions.get(node, set())
+            bad = any(labels_of(d).get("controller-revision-hash") in failing for d in drivers)
             for d in drivers:
                 if node not in self.hold_driver_ready and not _is_ready(d):
                     await self.set_ready(name_of(d))
@@ -426,10 +454,11 @@ class Kit:
                 for v in validators:
                     await self.client.delete(POD, name_of(v), namespace=self.namespace)
                 continue
+            held = node in self.hold_validator_ready or bad
             if not validators and self.restart_validators:
-                await self.validator_pod(node, ready=node not in self.hold_validator_ready)
+                await self.validator_pod(node, ready=not held)
             for v in validators:
-                if node not in self.hold_validator_ready and not _is_ready(v):
+                if not held and not _is_ready(v):
                     await self.set_ready(name_of(v))
 
     # -- the operator --------------------------------------------------------------------
