@@ -15,7 +15,6 @@ from gpusim import (
     DRA_DEPLOY_LABEL,
     DRA_DRIVER,
     DRA_NAMESPACE,
-    DRA_OTHER_NODE_REFUSED,
     DRA_PLUGIN_ACCOUNT,
     DRA_PLUGIN_APP,
     DRA_POLICY,
@@ -258,7 +257,7 @@ async def test_a_plugin_may_not_write_another_nodes_slice(
     # A policy's refusal without a `reason` is `Invalid` (422), as the reference's is.
     assert response.status == 422, body["message"]
     assert f"ValidatingAdmissionPolicy '{DRA_POLICY}'" in body["message"]
-    assert f"the plugin on node {own} {DRA_OTHER_NODE_REFUSED}" in body["message"]
+    assert f"the DRA kubelet plugin on node '{own}' may write only" in body["message"]
     assert [s["metadata"]["name"] for s in (await gpu_slices(dra_api))[other]] == [
         genuine["metadata"]["name"]
     ]
@@ -269,7 +268,9 @@ async def test_the_slice_goes_with_the_plugin_pod(
 ) -> None:
     node = L4_NODE
     core = client.CoreV1Api(dra_api)
-    await call(core.patch_node, node, {"metadata": {"labels": {DRA_DEPLOY_LABEL: None}}})
+    # An admin turns the plugin off on a node as the reference has it: its deploy label
+    # "false" (the operator leaves that alone).
+    await call(core.patch_node, node, {"metadata": {"labels": {DRA_DEPLOY_LABEL: "false"}}})
     try:
 
         async def gone() -> bool:
