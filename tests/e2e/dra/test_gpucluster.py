@@ -13,9 +13,8 @@ import yaml
 from kubernetes_asyncio import client
 
 from gpusim import ANNOTATION_MIG_APPLIED, DRA_DRIVER, DRA_PLUGIN_APP, DRA_POLICY, SimulatedCluster
-from tests.e2e.dra._api import create, gpu_slices
+from tests.e2e.dra._api import SLEEPER, claim_template, create, gpu_slices
 from tests.e2e.dra.conftest import GPUCLUSTER, sample
-from tests.e2e.dra.test_dra import SLEEPER, _template
 from tests.e2e.operator._harness import NAMESPACE, REPO
 from tests.e2e.sim._kube import call
 from tests.polling import eventually
@@ -119,7 +118,7 @@ async def test_a_clusterpolicy_created_after_it_is_refused_and_nothing_torn_down
 async def test_deleting_it_waits_for_an_allocated_claim_and_names_it(
     dra_api: Any, namespace: str
 ) -> None:
-    template = _template("held-gpu")
+    template = claim_template("held-gpu")
     template["metadata"]["namespace"] = namespace
     await create(dra_api, template)
     pod = {
