@@ -1,7 +1,8 @@
 """NVIDIA's DRA stack as objects to create directly: STAND-INS for what the operator's
 GPUCluster controller renders (the kubelet plugin's ServiceAccount and RBAC, the
 DeviceClasses, the ResourceSlice admission policy and binding, the kubelet-plugin
-DaemonSet, the DRA validation). `bench/scale.py --dra-floor` times them as the floor a GPUCluster run is held to.
+DaemonSet, the DRA validation). `bench/scale.py --dra-floor` times them as the floor a
+GPUCluster run is held to.
 
 Only what the simulated cluster reads is here: the plugin pod's `app` label and
 ServiceAccount (the GPU node behaviour writes the node's ResourceSlice as that account,
