@@ -116,6 +116,8 @@ class GPUClusterController:
             self.client, self.recorder, GPU_CLUSTER, report_ready_changes=True
         )
         self.controller: Controller | None = None
+        self._admin_access_seen = False
+        """The namespace was seen labelled: not read again (we never take the label off)."""
 
     def setup(self) -> Controller:
         c = self.manager.controller(NAME, self, min_interval=PACE_SECONDS)
@@ -254,8 +256,11 @@ class GPUClusterController:
     async def _admin_access(self) -> None:
         """The operator's namespace lets admin-access claims in (the validator's). The label
         stays when the GPUCluster goes: other admin-access users may rely on it."""
+        if self._admin_access_seen:
+            return
         namespace = await self.client.get_live(NAMESPACE, self.namespace)
         if labels_of(namespace).get(ADMIN_ACCESS_LABEL) == "true":
+            self._admin_access_seen = True
             return
         await self.client.patch(
             NAMESPACE,
@@ -263,6 +268,7 @@ class GPUClusterController:
             {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}},
             patch_type=PatchType.MERGE,
         )
+        self._admin_access_seen = True
         log.info("labelled namespace %s %s=true", self.namespace, ADMIN_ACCESS_LABEL)
 
     # -- status, events, metrics ---------------------------------------------------------
