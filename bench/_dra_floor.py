@@ -31,7 +31,7 @@ _SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 _WRITERS = 20
 
 
-async def _published(transport: Transport) -> set[str]:
+async def published_nodes(transport: Transport) -> set[str]:
     """The nodes with a `gpu.nvidia.com` slice, listed from the API server's watch cache."""
     listed = await transport.request(
         "GET",
@@ -93,7 +93,7 @@ async def dra_floor(
             await transport.request("POST", dra_collection_path(obj), body=obj)
         published: set[str] = set()
         while True:
-            published = await _published(transport) & gpu_nodes
+            published = await published_nodes(transport) & gpu_nodes
             seconds = time.monotonic() - began
             if published == gpu_nodes or seconds > deadline_s:
                 break

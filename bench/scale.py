@@ -74,6 +74,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from _common import RESULTS, finish
 from _dra_floor import dra_floor
+from _dra_operator import gpu_cluster_run, prepare
 from _watchers import SYNCED
 from components.api import DRIVER_DEPLOY_LABEL, GPU_PRESENT_LABEL, ClusterPolicy
 from components.controllers import LabelPolicy, node_label_patch
@@ -1258,6 +1259,13 @@ def main() -> None:
         "GPU node publishes its ResourceSlice (printed, no results file)",
     )
     parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="the DRA floor, then the operator given the reference's GPUCluster sample on a "
+        "fresh cluster, timed to the same end, with its CPU and memory (printed, no results "
+        "file)",
+    )
+    parser.add_argument(
         "--pods",
         action="store_true",
         help="also time each operand pod (created, bound, Ready) and print them per DaemonSet",
@@ -1269,8 +1277,8 @@ def main() -> None:
             "renders one driver DaemonSet, for the OS of the first GPU node it lists "
             "(pass --os ubuntu22.04)"
         )
-    if args.dra_floor:
-        _measure_dra_floors(args, [int(n) for n in args.nodes.split(",")])
+    if args.dra_floor or args.dra:
+        _measure_dra_floors(args, [int(n) for n in args.nodes.split(",")], operator=args.dra)
         return
     POLICY.update(yaml.safe_load(args.policy.read_text()))
     APISERVER_PROFILE_SECONDS[0] = args.apiserver_profile
@@ -1315,8 +1323,11 @@ def main() -> None:
     finish("scale" if len(sizes) > 1 else f"scale-{sizes[0]}", figures)
 
 
-def _measure_dra_floors(args: argparse.Namespace, sizes: list[int]) -> None:
-    """The DRA floor (`_dra_floor`) of each size, `--repeats` times; printed, not kept."""
+def _measure_dra_floors(
+    args: argparse.Namespace, sizes: list[int], *, operator: bool = False
+) -> None:
+    """The DRA floor (`_dra_floor`) of each size, `--repeats` times, and with `operator` the
+    GPUCluster run (`_dra_operator`) beside each; printed, not kept."""
     runs = []
     for nodes in sizes:
         for _ in range(args.repeats):
@@ -1330,8 +1341,41 @@ def _measure_dra_floors(args: argparse.Namespace, sizes: list[int]) -> None:
                 f"published their ResourceSlice in {run['seconds']}s",
                 flush=True,
             )
+            if operator:
+                run["gpu_cluster"] = _gpu_cluster_run(config, args.deadline_seconds)
+                ours = run["gpu_cluster"]
+                ratio = round(ours["seconds"] / run["seconds"], 2) if run["seconds"] else None
+                run["ratio"] = ratio
+                print(
+                    f"[{nodes}] GPUCluster: {ours['published']}/{ours['gpu_nodes']} GPU nodes "
+                    f"published their ResourceSlice in {ours['seconds']}s ({ratio}x the floor); "
+                    f"operator CPU {ours['operator_cpu_seconds']}s, peak RSS "
+                    f"{ours['operator_peak_rss_mib']} MiB",
+                    flush=True,
+                )
             runs.append(run)
-    print(json.dumps({"benchmark": "scale-dra-floor", "runs": runs}), flush=True)
+    name = "scale-dra" if operator else "scale-dra-floor"
+    print(json.dumps({"benchmark": name, "runs": runs}), flush=True)
+
+
+def _gpu_cluster_run(config: ClusterConfig, deadline_s: float) -> dict[str, Any]:
+    """The operator serving the GPUCluster sample on a fresh cluster; its CPU on the clock
+    and its peak memory, as the ClusterPolicy run reports them."""
+    with SimulatedCluster(config, startup_timeout=900, crds=crds()) as sim:
+        asyncio.run(install(sim))
+        asyncio.run(prepare(sim))
+        metrics_port = free_port()
+        process = _start_operator(sim, metrics_port, None)
+        try:
+            asyncio.run(_serving(f"http://127.0.0.1:{metrics_port}/metrics", 120))
+            pids = {**sim.pids(), "bench": os.getpid(), "operator": process.pid}
+            run = asyncio.run(gpu_cluster_run(sim, deadline_s, CpuTally(pids)))
+            run["operator_cpu_seconds"] = run["process_cpu_seconds"].get("operator")
+            run["operator_peak_rss_mib"] = round(_peak_rss_mib(process.pid), 1)
+        finally:
+            process.terminate()
+            process.wait(120)
+    return run
 
 
 def _measure_all(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ A simulated GPU cluster (real control plane, kwok nodes, simulated GPUs), our CR
 sample ClusterPolicy and the operator running as its own process, as it would in its pod.
 It shows each operand's readiness as it changes until the policy is `ready`, proves a pod
 asking for `nvidia.com/gpu: 1` runs on a GPU node, then stays up until Ctrl-C, which tears
-everything down.
+everything down. With `--dra`, the same on the DRA stack: a GPUCluster and a claim-based pod
+(`gpusim._demo_dra`).
 
 The flags and their help are in `components.commands.demo`, which runs `run_demo` by name:
 the product never imports the simulator.
@@ -32,6 +33,7 @@ from components.commands.demo import REPO_CONFIG
 from components.errors import CommandError
 from gpusim._cluster import SimulatedCluster
 from gpusim._crds import apply_crds, load_documents
+from gpusim._demo_dra import drive_dra
 from gpusim._errors import SimError
 from gpusim._nodes import ClusterConfig, OsRelease, parse_os_list
 from reconciler import name_of
@@ -58,29 +60,42 @@ def run_demo(args: argparse.Namespace) -> int:
         )
     except (SimError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
-    policy = _load_policy(Path(args.policy))
+    dra = bool(getattr(args, "dra", False))
+    policy = {} if dra else _load_policy(Path(args.policy))
+    # The GPUCluster's CRD is there before the operator starts, which serves GPUClusters
+    # only where it finds their CRD.
+    crds = load_documents(sorted((REPO_CONFIG / "crd").glob("*.yaml"))) if dra else []
 
     # Ctrl-C stops it even when started with SIGINT ignored (what a shell gives a
     # background job, and so everything a CI job launches from one).
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     _say(f"starting a simulated cluster: {args.nodes} GPU nodes, {args.cpu_nodes} CPU-only")
-    sim = SimulatedCluster(cluster_config, registry=True, progress=lambda line: _say(f"  {line}"))
+    sim = SimulatedCluster(
+        cluster_config, registry=True, crds=crds, progress=lambda line: _say(f"  {line}")
+    )
     operator: subprocess.Popen[bytes] | None = None
     try:
         try:
             sim.start()
         except SimError as exc:
             raise CommandError(str(exc)) from exc
-        _serve_driver_images(sim, policy, cluster_config.os)
+        if not dra:
+            _serve_driver_images(sim, policy, cluster_config.os)
         log_path = Path(sim.workdir) / "logs" / "gpu-operator.log"
         operator = _start_operator(sim.kubeconfig, log_path)
         _say(f"operator started (pid {operator.pid}); its log: {log_path}")
-        asyncio.run(_drive(sim.kubeconfig, policy, operator, log_path, args.timeout))
+        if dra:
+            asyncio.run(_drive_dra(sim, operator, log_path, args.timeout))
+        else:
+            asyncio.run(_drive(sim.kubeconfig, policy, operator, log_path, args.timeout))
         _say("")
         _say("the cluster is yours; point kubectl at it with:")
         _say(f"  export KUBECONFIG={sim.kubeconfig}")
-        _say("  kubectl get clusterpolicy; kubectl get pods -A -o wide")
+        if dra:
+            _say("  kubectl get gpucluster,resourceslices,resourceclaims -A; kubectl get pods -A")
+        else:
+            _say("  kubectl get clusterpolicy; kubectl get pods -A -o wide")
         _say("press Ctrl-C to stop and remove everything")
         while operator.poll() is None:
             time.sleep(1)
@@ -180,6 +195,23 @@ async def _drive(
         _say(f"created ClusterPolicy {name}; waiting for it to become ready")
         await _follow_policy(custom, name, operator, log_path, wait_seconds)
         await _run_gpu_pod(core, wait_seconds)
+
+
+async def _drive_dra(
+    sim: SimulatedCluster, operator: subprocess.Popen[bytes], log_path: Path, wait_seconds: float
+) -> None:
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(sim.kubeconfig), client_configuration=configuration
+    )
+    async with client.ApiClient(configuration) as api:
+        core: Any = client.CoreV1Api(api)
+        try:
+            await core.create_namespace({"metadata": {"name": NAMESPACE}})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        await drive_dra(api, list(sim.gpu_nodes), operator, log_path, wait_seconds)
 
 
 def _progress_lines(status: dict[str, Any]) -> list[str]:

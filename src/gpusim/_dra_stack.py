@@ -1,15 +1,15 @@
 """NVIDIA's DRA stack as objects to create directly: STAND-INS for what the operator's
 GPUCluster controller renders (the kubelet plugin's ServiceAccount and RBAC, the
 DeviceClasses, the ResourceSlice admission policy and binding, the kubelet-plugin
-DaemonSet, the DRA validation). The DRA e2e tests apply them, and
-`bench/scale.py --dra-floor` times them as the floor a GPUCluster run is held to.
+DaemonSet, the DRA validation). `bench/scale.py --dra-floor` times them as the floor a
+GPUCluster run is held to.
 
 Only what the simulated cluster reads is here: the plugin pod's `app` label and
 ServiceAccount (the GPU node behaviour writes the node's ResourceSlice as that account,
 `gpusim._dra`), the deploy labels the DaemonSets select nodes by, and a policy that lets a
 node's plugin write only its own node's slices (same rule as the reference's, in words of
-our own). Once the GPUCluster controller renders the stack, the tests create a GPUCluster
-instead, and this module stays as the floor's objects.
+our own). The DRA e2e tests now create a GPUCluster and let the operator render the
+stack; this module stays as the floor's objects.
 """
 
 from __future__ import annotations

@@ -25,7 +25,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--policy",
         default=str(REPO_CONFIG / "samples" / "nvidia_v1_clusterpolicy_minimal.yaml"),
-        help="the ClusterPolicy to create",
+        help="the ClusterPolicy to create (not with --dra)",
+    )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="the DRA stack instead: a GPUCluster, and a pod claiming a GPU through a "
+        "ResourceClaimTemplate",
     )
     parser.add_argument(
         "--timeout", type=float, default=600, help="seconds to wait for ready (default 600)"

@@ -61,3 +61,46 @@ def test_demo_reaches_ready_runs_a_gpu_pod_and_cleans_up_on_ctrl_c() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_demo_on_the_dra_stack_runs_a_claim_based_pod() -> None:
+    """`demo --dra`: a GPUCluster instead of the ClusterPolicy, and a pod whose GPU comes
+    from a ResourceClaim allocated on its node."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "components.cli",
+            "demo",
+            "--dra",
+            "--nodes",
+            "2",
+            "--cpu-nodes",
+            "0",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    try:
+        output = "\n".join(_read_until(proc, "press Ctrl-C", 600))
+        assert "GPUCluster gpu-cluster is ready" in output
+        published = re.findall(
+            r"node (gpu-\S+) publishes (\d+) device\(s\) of gpu.nvidia.com", output
+        )
+        assert len(published) == 2, output
+        running = re.search(
+            r"pod default/gpu-demo is Running on GPU node (\S+); "
+            r"its claim default/\S+ is allocated (\S+)/gpu-\d+",
+            output,
+        )
+        assert running is not None, output
+        assert running.group(1) == running.group(2), "the claim's device is on another node"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -9,6 +9,8 @@ from kubernetes_asyncio import client
 from gpusim import DRA_DRIVER
 from tests.e2e.sim._kube import call
 
+SLEEPER = "registry.k8s.io/pause:3.10"
+
 
 async def create(api: Any, obj: dict[str, Any]) -> Any:
     """Create an object with the matching typed call (`gpusim.dra_stack()`'s, or a test's)."""
@@ -49,3 +51,18 @@ async def gpu_slices(api: Any) -> dict[str, list[dict[str, Any]]]:
     for item in listed.get("items") or []:
         out.setdefault(item["spec"].get("nodeName", ""), []).append(item)
     return out
+
+
+def claim_template(
+    name: str, device_class: str = "gpu.nvidia.com", cel: str = ""
+) -> dict[str, Any]:
+    """One device of `device_class` per claim made from it (matching `cel`, when given)."""
+    request: dict[str, Any] = {"deviceClassName": device_class, "count": 1}
+    if cel:
+        request["selectors"] = [{"cel": {"expression": cel}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}},
+    }

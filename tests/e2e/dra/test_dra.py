@@ -15,37 +15,22 @@ from gpusim import (
     DRA_DEPLOY_LABEL,
     DRA_DRIVER,
     DRA_NAMESPACE,
-    DRA_OTHER_NODE_REFUSED,
     DRA_PLUGIN_ACCOUNT,
     DRA_PLUGIN_APP,
     DRA_POLICY,
     DRA_VALIDATOR_APP,
     SimulatedCluster,
 )
-from tests.e2e.dra._api import create, gpu_slices
+from tests.e2e.dra._api import SLEEPER, claim_template, create, gpu_slices
 from tests.e2e.dra.conftest import HOST_DRIVER, L4_NODE
 from tests.e2e.sim._kube import call
 from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 
-SLEEPER = "registry.k8s.io/pause:3.10"
-
 
 def _attributes(device: dict[str, Any]) -> dict[str, Any]:
     return {k: next(iter(v.values())) for k, v in device["attributes"].items()}
-
-
-def _template(name: str, device_class: str = "gpu.nvidia.com", cel: str = "") -> dict[str, Any]:
-    request: dict[str, Any] = {"deviceClassName": device_class, "count": 1}
-    if cel:
-        request["selectors"] = [{"cel": {"expression": cel}}]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}},
-    }
 
 
 def _claim_pod(name: str, template: str, containers: int = 1) -> dict[str, Any]:
@@ -133,7 +118,7 @@ async def test_every_gpu_node_publishes_its_gpus_as_a_slice(
 async def test_a_claim_from_a_template_gets_a_device_of_the_pods_node(
     dra_api: Any, namespace: str
 ) -> None:
-    pod, claim = await _run_with_claim(dra_api, namespace, "claims-one", _template("one-gpu"))
+    pod, claim = await _run_with_claim(dra_api, namespace, "claims-one", claim_template("one-gpu"))
     (result,) = _allocated(claim)
     node = pod["spec"]["nodeName"]
     assert result["driver"] == DRA_DRIVER
@@ -146,15 +131,17 @@ async def test_a_claim_from_a_template_gets_a_device_of_the_pods_node(
 async def test_a_cel_selector_picks_the_matching_product(
     dra_cluster: SimulatedCluster, dra_api: Any, namespace: str
 ) -> None:
-    by_memory = _template(
+    by_memory = claim_template(
         "big-gpu", cel=f"device.capacity['{DRA_DRIVER}'].memory.compareTo(quantity('70Gi')) >= 0"
     )
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-big", by_memory)
     assert pod["spec"]["nodeName"] == dra_cluster.gpu_nodes[0]  # the whole H100s
-    by_name = _template("l4", cel=f"device.attributes['{DRA_DRIVER}'].productName == 'NVIDIA L4'")
+    by_name = claim_template(
+        "l4", cel=f"device.attributes['{DRA_DRIVER}'].productName == 'NVIDIA L4'"
+    )
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-l4", by_name)
     assert pod["spec"]["nodeName"] == L4_NODE
-    by_profile = _template(
+    by_profile = claim_template(
         "small-mig", "mig.nvidia.com", f"device.attributes['{DRA_DRIVER}'].profile == '2g.20gb'"
     )
     pod, claim = await _run_with_claim(dra_api, namespace, "claims-mig", by_profile)
@@ -167,7 +154,7 @@ async def test_a_cel_selector_picks_the_matching_product(
 async def test_a_claim_no_device_matches_stays_pending_with_the_schedulers_reason(
     dra_api: Any, namespace: str
 ) -> None:
-    huge = _template(
+    huge = claim_template(
         "huge-gpu", cel=f"device.capacity['{DRA_DRIVER}'].memory.compareTo(quantity('100Gi')) >= 0"
     )
     huge["metadata"]["namespace"] = namespace
@@ -193,7 +180,7 @@ async def test_a_claim_no_device_matches_stays_pending_with_the_schedulers_reaso
 
 async def test_two_containers_share_one_claim(dra_api: Any, namespace: str) -> None:
     pod, claim = await _run_with_claim(
-        dra_api, namespace, "claims-shared", _template("shared-gpu"), containers=2
+        dra_api, namespace, "claims-shared", claim_template("shared-gpu"), containers=2
     )
     assert [c["resources"]["claims"] for c in pod["spec"]["containers"]] == [
         [{"name": "gpu"}],
@@ -258,7 +245,7 @@ async def test_a_plugin_may_not_write_another_nodes_slice(
     # A policy's refusal without a `reason` is `Invalid` (422), as the reference's is.
     assert response.status == 422, body["message"]
     assert f"ValidatingAdmissionPolicy '{DRA_POLICY}'" in body["message"]
-    assert f"the plugin on node {own} {DRA_OTHER_NODE_REFUSED}" in body["message"]
+    assert f"the DRA kubelet plugin on node '{own}' may write only" in body["message"]
     assert [s["metadata"]["name"] for s in (await gpu_slices(dra_api))[other]] == [
         genuine["metadata"]["name"]
     ]
@@ -269,7 +256,9 @@ async def test_the_slice_goes_with_the_plugin_pod(
 ) -> None:
     node = L4_NODE
     core = client.CoreV1Api(dra_api)
-    await call(core.patch_node, node, {"metadata": {"labels": {DRA_DEPLOY_LABEL: None}}})
+    # An admin turns the plugin off on a node as the reference has it: its deploy label
+    # "false" (the operator leaves that alone).
+    await call(core.patch_node, node, {"metadata": {"labels": {DRA_DEPLOY_LABEL: "false"}}})
     try:
 
         async def gone() -> bool:

@@ -2,7 +2,8 @@
 `helm upgrade` with a new driver version walks every GPU node through the driver upgrade,
 then the pre-delete hook's command deletes the release's ClusterPolicy and returns only once
 the garbage collector has deleted every object it owned, and `helm uninstall` leaves no
-operand behind. kustomize: config/default, then a sample policy.
+operand behind. Helm again with the GPUCluster instead of the ClusterPolicy: the DRA stack
+goes ready. kustomize: config/default, then a sample policy.
 
 kwok runs no containers, so the operator runs as a local process against the cluster (as in
 tests/e2e/operator) while the chart's Deployment pod is only marked ready; the hook Jobs'
@@ -20,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import yaml
 
-from gpusim import ClusterConfig, SimulatedCluster
+from gpusim import ANNOTATION_HOST_DRIVER, ClusterConfig, SimulatedCluster
 from reconciler import GVK, Cache, Client, PatchType, labels_of, owner_references_of
 from reconciler.errors import ApiError, NotFound
 from reconciler.lowlevel import RESTMapper, Transport
@@ -59,6 +60,20 @@ OPERAND_KINDS = (
         )
     ),
 )
+GPU_CLUSTER = GVK("nvidia.com", "v1alpha1", "GPUCluster")
+RESOURCE_SLICE = GVK("resource.k8s.io", "v1", "ResourceSlice")
+RUNTIME_CLASS_GVK = GVK("node.k8s.io", "v1", "RuntimeClass")
+RUNTIME_CLASS = {
+    "apiVersion": "node.k8s.io/v1",
+    "kind": "RuntimeClass",
+    "metadata": {"name": "nvidia"},
+    "handler": "nvidia",
+}
+OPERATOR_NAMESPACE = {
+    "apiVersion": "v1",
+    "kind": "Namespace",
+    "metadata": {"name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}},
+}
 NEW_VERSION = "600.10.01"
 HOLD = "e2e.test/hold"
 
@@ -157,16 +172,7 @@ async def run_pre_delete_hook(cluster: SimulatedCluster) -> None:
 
 
 async def test_install_upgrade_uninstall(cluster: SimulatedCluster, client: Client) -> None:
-    await client.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": NAMESPACE,
-                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
-            },
-        }
-    )
+    await client.apply(OPERATOR_NAMESPACE)
     # No prometheus-operator here: without its CRDs a DCGM exporter ServiceMonitor keeps the
     # policy not ready (and Helm 4's --wait waits for the policy's Ready condition).
     helm(
@@ -258,6 +264,70 @@ async def test_install_upgrade_uninstall(cluster: SimulatedCluster, client: Clie
         await eventually(nothing_left, "no ClusterPolicy and no operand DaemonSet left", 300)
     finally:
         operator.stop()
+    assert "Traceback" not in operator.log_tail(400)
+
+
+async def test_install_with_the_gpucluster_instead_of_the_clusterpolicy(
+    cluster: SimulatedCluster, client: Client
+) -> None:
+    """`gpuCluster.deployCR=true, clusterPolicy.deployCR=false`: the release's GPUCluster
+    goes ready and every GPU node publishes its GPUs as a ResourceSlice. The nodes get what a
+    GPUCluster does not deploy (a driver and a container toolkit on the host: its RuntimeClass),
+    taken away again for the next test."""
+    gpu_nodes = cluster.gpu_nodes
+    await client.apply(OPERATOR_NAMESPACE)
+    await client.apply(RUNTIME_CLASS)
+    for node in gpu_nodes:
+        await client.patch(
+            NODE, node, {"metadata": {"annotations": {ANNOTATION_HOST_DRIVER: "580.95.05"}}}
+        )
+    helm(
+        cluster,
+        "install",
+        "gpu-operator",
+        str(CHART),
+        "--set",
+        "gpuCluster.deployCR=true",
+        "--set",
+        "clusterPolicy.deployCR=false",
+        "--set",
+        "dcgmExporter.serviceMonitor.enabled=false",
+        "--wait",
+        "--timeout",
+        "5m",
+    )
+    assert await client.list_live(CLUSTER_POLICY) == []
+    operator = OperatorProcess(cluster.kubeconfig, cluster.workdir / "logs" / "helm-dra.log")
+    operator.start()
+    try:
+        last: dict[str, object] = {}
+
+        async def ready() -> bool:
+            found = await client.get_live(GPU_CLUSTER, "gpu-cluster")
+            last.update(found.get("status") or {})
+            return last.get("state") == "ready"
+
+        try:
+            await eventually(ready, "the release's GPUCluster ready", 240)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its status said last: {last}") from None
+        slices = await client.list_live(RESOURCE_SLICE)
+        assert sorted(s["spec"]["nodeName"] for s in slices) == sorted(gpu_nodes)
+        helm(cluster, "uninstall", "gpu-operator", "--wait", "--timeout", "5m")
+
+        async def nothing_left() -> bool:
+            clusters = await client.list_live(GPU_CLUSTER)
+            daemonsets = await client.list_live(DAEMONSET, namespace=NAMESPACE)
+            return not clusters and not daemonsets
+
+        await eventually(nothing_left, "no GPUCluster and no operand DaemonSet left", 300)
+    finally:
+        operator.stop()
+        for node in gpu_nodes:
+            await client.patch(
+                NODE, node, {"metadata": {"annotations": {ANNOTATION_HOST_DRIVER: None}}}
+            )
+        await client.delete(RUNTIME_CLASS_GVK, "nvidia", missing_ok=True)
     assert "Traceback" not in operator.log_tail(400)
 
 
