@@ -313,6 +313,10 @@ async def test_install_with_the_gpucluster_instead_of_the_clusterpolicy(
             raise AssertionError(f"{exc}; its status said last: {last}") from None
         slices = await client.list_live(RESOURCE_SLICE)
         assert sorted(s["spec"]["nodeName"] for s in slices) == sorted(gpu_nodes)
+        # The pre-delete hook deletes the GPUCluster while the operator still runs to
+        # release its finalizer (Helm's own deletion would remove the operator with it).
+        await run_pre_delete_hook(cluster)
+        assert await client.list_live(GPU_CLUSTER) == [], "the hook returned before it went"
         helm(cluster, "uninstall", "gpu-operator", "--wait", "--timeout", "5m")
 
         async def nothing_left() -> bool:

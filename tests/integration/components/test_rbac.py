@@ -700,7 +700,7 @@ async def test_the_hooks_apply_our_crds_and_delete_policies_only(
     # foregroundDeletion finalizer stays, so the hook still finds it when its time is up.
     try:
         assert await delete_policies(str(kubeconfig), "rbac-check", NAMESPACE, 3.0) == [
-            "rbac-check-hooks"
+            "ClusterPolicy rbac-check-hooks"
         ]
         deleting = await admin.get_live(CLUSTER_POLICY, "rbac-check-hooks")
         assert deleting["metadata"].get("deletionTimestamp")

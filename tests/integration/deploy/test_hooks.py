@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from components.hooks import RELEASE_NAME, RELEASE_NAMESPACE, apply_crds, delete_policies
-from components.kinds import CLUSTER_POLICY
+from components.kinds import CLUSTER_POLICY, GPU_CLUSTER
 from components.offline import KINDS, crd
 from reconciler import GVK, Cache, Client, Object, PatchType, name_of
 from reconciler.envtest import ControlPlane
@@ -81,7 +81,7 @@ async def test_delete_policies_deletes_only_the_release_policy_in_the_foreground
         untouched = {n for n in POLICIES if n in live and not deletion(live[n])}
         assert untouched == set(POLICIES) - {"hook-check-release"}, "another policy was deleted"
         # Held: deleting its dependents first, and no garbage collector here to do it.
-        assert left == ["hook-check-release"]
+        assert left == ["ClusterPolicy hook-check-release"]
         deleted = live["hook-check-release"]["metadata"]
         assert deleted.get("deletionTimestamp")
         assert deleted.get("finalizers") == ["foregroundDeletion"]
@@ -113,9 +113,56 @@ def deletion(policy: Object) -> bool:
     return bool(policy["metadata"].get("deletionTimestamp"))
 
 
-async def release_and_delete(client: Client, names: list[str]) -> None:
+async def test_delete_policies_deletes_the_release_gpucluster_too(
+    control_plane: ControlPlane, client: Client
+) -> None:
+    """A GPUCluster's finalizer is the operator's: Helm deleting it with the release's other
+    objects would remove the operator at the same moment and leave it stuck; the pre-delete
+    hook deletes it while the operator still runs, and no other release's."""
+    kubeconfig = str(control_plane.kubeconfig)
+    await apply_crds(kubeconfig)
+
+    async def served() -> bool:
+        try:
+            await client.list_live(GPU_CLUSTER)
+        except Exception:
+            return False
+        return True
+
+    await eventually(served, "GPUCluster served")
+    # Only one GPUCluster may exist (named gpu-cluster): first another release's, then ours.
+    name = "gpu-cluster"
+    await client.create(
+        {
+            "apiVersion": "nvidia.com/v1alpha1",
+            "kind": "GPUCluster",
+            "metadata": {
+                "name": name,
+                "annotations": {RELEASE_NAME: "other", RELEASE_NAMESPACE: RELEASE_NS},
+            },
+            "spec": {"draDriver": {}},
+        }
+    )
+    try:
+        assert await delete_policies(kubeconfig, RELEASE, RELEASE_NS, 0.5) == []
+        assert not deletion(await client.get_live(GPU_CLUSTER, name)), "another release's"
+        await client.patch(
+            GPU_CLUSTER,
+            name,
+            {"metadata": {"annotations": {RELEASE_NAME: RELEASE}}},
+            patch_type=PatchType.MERGE,
+        )
+        left = await delete_policies(kubeconfig, RELEASE, RELEASE_NS, 0.5)
+        # Held in the foreground: no garbage collector on this control plane.
+        assert left == [f"GPUCluster {name}"]
+        assert deletion(await client.get_live(GPU_CLUSTER, name))
+    finally:
+        await release_and_delete(client, [name], GPU_CLUSTER)
+
+
+async def release_and_delete(client: Client, names: list[str], kind: GVK = CLUSTER_POLICY) -> None:
     """Clean up: no garbage collector will, on this shared control plane."""
-    resource = await client.resource(CLUSTER_POLICY)
+    resource = await client.resource(kind)
     for name in names:
         try:
             await client.request(
@@ -126,4 +173,4 @@ async def release_and_delete(client: Client, names: list[str]) -> None:
             )
         except NotFound:
             continue
-        await client.delete(CLUSTER_POLICY, name, missing_ok=True)
+        await client.delete(kind, name, missing_ok=True)
