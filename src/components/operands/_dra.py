@@ -14,6 +14,8 @@ from components.operands._pods import tolerations
 #: The API version of DeviceClass and ResourceClaimTemplate: `resource.k8s.io/v1`, GA
 #: since Kubernetes 1.34, the oldest the GPUCluster stack supports (1.34.2).
 RESOURCE_API = "resource.k8s.io/v1"
+#: The DeviceClass of whole compute GPUs the DRA driver publishes.
+GPU_CLASS = "gpu.nvidia.com"
 #: What every pod of the stack does not start without; the reference's default.
 DEFAULT_PRIORITY_CLASS = "system-node-critical"
 #: The nodes the reference lets the DRA DaemonSets onto, besides their deploy label: NFD
@@ -136,3 +138,37 @@ def daemonset(
             "template": {"metadata": template, "spec": pod},
         },
     }
+
+
+def all_gpus_template(ctx: Ctx, name: str, request: str) -> dict[str, Any]:
+    """A ResourceClaimTemplate `name` for every compute GPU of the node its pod lands on,
+    with admin access: a monitor sees the GPUs workloads hold and takes none from them.
+    The namespace needs the admin-access label, which the GPUCluster controller sets."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": ctx.meta(name),
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": request,
+                            "exactly": {
+                                "deviceClassName": GPU_CLASS,
+                                "allocationMode": "All",
+                                "adminAccess": True,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def claim_gpus(pod: dict[str, Any], container: dict[str, Any], template: str, claim: str) -> None:
+    """Give `container` the GPUs of the pod's claim `claim` made from `template` (in place;
+    after the section's `resources`, which would otherwise replace the container's claims)."""
+    pod["resourceClaims"] = [{"name": claim, "resourceClaimTemplateName": template}]
+    container.setdefault("resources", {})["claims"] = [{"name": claim}]

@@ -9,6 +9,10 @@ to the standalone host engine (`nvidia-dcgm:5555`), otherwise it embeds one.
 `dcgmExporter.config.name` names the admin's ConfigMap of metrics (a `dcgm-metrics.csv`
 key); it is mounted at `/etc/dcgm-exporter/dcgm-metrics.csv` and used instead of the
 image's default list.
+
+Under a GPUCluster the pods claim all of their node's GPUs with admin access (the
+ResourceClaimTemplate `nvidia-dcgm-exporter-gpus`) instead of naming the `nvidia`
+RuntimeClass and waiting for the toolkit, neither of which the DRA stack has.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from components.api import OperandImage
 from components.operands._context import DEFAULT_KUBELET_ROOT_DIR, Ctx
 from components.operands._contract import CONTAINER, Rendered
 from components.operands._declared import DeclaredOperand, Pod
+from components.operands._dra import all_gpus_template, claim_gpus, on_dra_stack
 from components.operands._names import DCGM_APP, DCGM_PORT
 from components.operands._pods import (
     config_map_volume,
@@ -40,6 +45,9 @@ PORT_NAME = "gpu-metrics"
 METRICS_FILE = "dcgm-metrics.csv"
 METRICS_PATH = f"/etc/dcgm-exporter/{METRICS_FILE}"
 DEFAULT_COLLECTORS = "/etc/dcgm-exporter/dcp-metrics-included.csv"
+#: Under a GPUCluster: the template of its pods' claim on their node's GPUs.
+GPU_TEMPLATE = "nvidia-dcgm-exporter-gpus"
+GPU_CLAIM = "gpus"
 
 
 class DCGMExporter(DeclaredOperand):
@@ -108,17 +116,28 @@ class DCGMExporter(DeclaredOperand):
         # An embedded host engine the user points at localhost is reached on the host.
         remote = get_env(merge_env(envs, exporter.env), "DCGM_REMOTE_HOSTENGINE_INFO") or ""
         embedded_local = not spec.dcgm.enabled and remote.startswith("localhost")
+        dra = on_dra_stack(ctx.policy)
+
+        def claim(pod: dict[str, Any], container: dict[str, Any]) -> None:
+            claim_gpus(pod, container, GPU_TEMPLATE, GPU_CLAIM)
+
         pod = Pod(
             main,
             volumes,
             env=envs,
-            init_containers=[toolkit_validation(ctx, whole_run_nvidia=True)],
-            runtime_class=True,
+            init_containers=[] if dra else [toolkit_validation(ctx, whole_run_nvidia=True)],
+            runtime_class=not dra,
+            finish=claim if dra else None,
             host_pid=exporter.host_pid,
             host_network=exporter.host_network or embedded_local,
             pod_labels=exporter.pod_labels,
             pod_annotations=exporter.pod_annotations,
         )
+        if dra:
+            return [
+                all_gpus_template(ctx, GPU_TEMPLATE, GPU_CLAIM),
+                self.daemonset(ctx, image, pod),
+            ]
         return [self.daemonset(ctx, image, pod)]
 
 

@@ -20,6 +20,7 @@ from components.api import ClusterPolicy
 from components.operands._context import BaseOperand, Ctx
 from components.operands._contract import Rendered
 from components.operands._dra import (
+    GPU_CLASS,
     RESOURCE_API,
     account,
     daemonset,
@@ -34,7 +35,6 @@ TEMPLATE = "nvidia-dra-validator-gpu"
 CLAIM = "validation-gpu"
 #: The pods' `app`: the validator's, which the upgrade's validation gate selects.
 POD_APP = "nvidia-operator-validator"
-GPU_CLASS = "gpu.nvidia.com"
 
 
 class DRAValidation(BaseOperand):

@@ -6,9 +6,8 @@ the DRA validation), and the simulated kubelet plugin publishes each node's GPUs
 Mixed hardware: an H100 node with MIG off, an H100 node left in MIG mode (the balanced
 layout), an L4 node, and a CPU-only node. A GPUCluster deploys neither driver nor container
 toolkit: every GPU node has a driver on the host (the kubelet plugin publishes nothing
-without one), and the cluster has the `nvidia` RuntimeClass a host toolkit comes with (the
-DCGM exporter's pods name it; without it they are refused). Every GPU node has published
-its slice before a test runs."""
+without one); there is no `nvidia` RuntimeClass (DCGM and its exporter claim their GPUs as
+the validator does). Every GPU node has published its slice before a test runs."""
 
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ DRA_CLUSTER = ClusterConfig(gpu_nodes=2, cpu_nodes=1, gpus_per_node=2, mig_capab
 L4_NODE = "dra-l4-0"
 SAMPLE = REPO / "tests" / "fixtures" / "compat" / "nvidia-gpucluster-sample.yaml"
 GPUCLUSTER = ("nvidia.com", "v1alpha1", "gpuclusters")
-RUNTIME_CLASS = "nvidia"
 
 _counter = itertools.count()
 
@@ -59,8 +57,6 @@ async def _prepare(sim: SimulatedCluster) -> None:
     async with sim.api_client() as api:
         core = client.CoreV1Api(api)
         await call(core.create_namespace, {"metadata": {"name": NAMESPACE}})
-        runtime_class = {"metadata": {"name": RUNTIME_CLASS}, "handler": RUNTIME_CLASS}
-        await call(client.NodeV1Api(api).create_runtime_class, runtime_class)
         mig_node = sim.gpu_nodes[1]
         for name in sim.gpu_nodes:
             annotations = {ANNOTATION_HOST_DRIVER: HOST_DRIVER}

@@ -76,6 +76,12 @@ async def test_the_references_sample_reaches_ready_with_the_operators_stack(
     assert [o["kind"] for o in plugin["metadata"]["ownerReferences"]] == ["GPUCluster"]
     assert plugin["status"]["numberReady"] == len(dra_cluster.gpu_nodes)
     assert set(await gpu_slices(dra_api)) == set(dra_cluster.gpu_nodes)
+    # The exporter runs on every GPU node with no RuntimeClass, its GPUs claimed.
+    exporter = await call(
+        client.AppsV1Api(dra_api).read_namespaced_daemon_set, "nvidia-dcgm-exporter", NAMESPACE
+    )
+    assert exporter["status"]["numberReady"] == len(dra_cluster.gpu_nodes)
+    assert "runtimeClassName" not in exporter["spec"]["template"]["spec"]
     admission = client.AdmissionregistrationV1Api(dra_api)
     policy = await call(admission.read_validating_admission_policy, DRA_POLICY)
     assert [o["kind"] for o in policy["metadata"]["ownerReferences"]] == ["GPUCluster"]

@@ -62,13 +62,6 @@ OPERAND_KINDS = (
 )
 GPU_CLUSTER = GVK("nvidia.com", "v1alpha1", "GPUCluster")
 RESOURCE_SLICE = GVK("resource.k8s.io", "v1", "ResourceSlice")
-RUNTIME_CLASS_GVK = GVK("node.k8s.io", "v1", "RuntimeClass")
-RUNTIME_CLASS = {
-    "apiVersion": "node.k8s.io/v1",
-    "kind": "RuntimeClass",
-    "metadata": {"name": "nvidia"},
-    "handler": "nvidia",
-}
 OPERATOR_NAMESPACE = {
     "apiVersion": "v1",
     "kind": "Namespace",
@@ -272,11 +265,10 @@ async def test_install_with_the_gpucluster_instead_of_the_clusterpolicy(
 ) -> None:
     """`gpuCluster.deployCR=true, clusterPolicy.deployCR=false`: the release's GPUCluster
     goes ready and every GPU node publishes its GPUs as a ResourceSlice. The nodes get what a
-    GPUCluster does not deploy (a driver and a container toolkit on the host: its RuntimeClass),
-    taken away again for the next test."""
+    GPUCluster does not deploy (a driver on the host), taken away again for the next test; no
+    `nvidia` RuntimeClass, which only a container toolkit brings."""
     gpu_nodes = cluster.gpu_nodes
     await client.apply(OPERATOR_NAMESPACE)
-    await client.apply(RUNTIME_CLASS)
     for node in gpu_nodes:
         await client.patch(
             NODE, node, {"metadata": {"annotations": {ANNOTATION_HOST_DRIVER: "580.95.05"}}}
@@ -331,7 +323,6 @@ async def test_install_with_the_gpucluster_instead_of_the_clusterpolicy(
             await client.patch(
                 NODE, node, {"metadata": {"annotations": {ANNOTATION_HOST_DRIVER: None}}}
             )
-        await client.delete(RUNTIME_CLASS_GVK, "nvidia", missing_ok=True)
     assert "Traceback" not in operator.log_tail(400)
 
 

@@ -227,3 +227,44 @@ def test_a_clusterpolicy_never_renders_the_dra_operands() -> None:
     view = ClusterView(namespace=NS, gpu_nodes=[], has_service_monitor_crd=False, owner=None)
     for operand in (DRADriver(), DRAValidation()):
         assert operand.render(ClusterPolicy(), view).objects == []
+
+
+@pytest.mark.parametrize(
+    ("state", "section", "template"),
+    [
+        ("state-dcgm", "dcgm", "nvidia-dcgm-gpus"),
+        ("state-dcgm-exporter", "dcgmExporter", "nvidia-dcgm-exporter-gpus"),
+    ],
+)
+def test_dcgm_and_its_exporter_claim_their_nodes_gpus_instead_of_a_runtimeclass(
+    state: str, section: str, template: str
+) -> None:
+    """The DRA stack makes no `nvidia` RuntimeClass and runs no toolkit: a pod naming the
+    one or waiting for the other is refused or never starts (issue 50)."""
+    document = yaml.safe_load(SAMPLE.read_text())
+    document["spec"]["dcgm"]["enabled"] = True
+    # The section's own resources keep the claim beside them.
+    document["spec"][section]["resources"] = {"limits": {"memory": "1Gi"}}
+    stack = dra_stack(GPUCluster.from_dict(document))
+    view = ClusterView(namespace=NS, gpu_nodes=[], has_service_monitor_crd=False, owner=None)
+    (operand,) = [op for op in DRA_OPERANDS if op.name == state]
+    rendered = operand.render(stack, view)
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rendered.objects}
+    pod = objects[("DaemonSet", f"nvidia-{state.removeprefix('state-')}")]["spec"]["template"]
+    spec = pod["spec"]
+    assert "runtimeClassName" not in spec
+    assert spec.get("initContainers", []) == []
+    assert spec["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": template}]
+    (main,) = spec["containers"]
+    assert main["resources"] == {"limits": {"memory": "1Gi"}, "claims": [{"name": "gpus"}]}
+    claim = objects[("ResourceClaimTemplate", template)]
+    assert claim["metadata"]["namespace"] == NS
+    (request,) = claim["spec"]["spec"]["devices"]["requests"]
+    assert request == {
+        "name": "gpus",
+        "exactly": {
+            "deviceClassName": "gpu.nvidia.com",
+            "allocationMode": "All",
+            "adminAccess": True,
+        },
+    }
