@@ -4,9 +4,9 @@ instead of a pod asking for `nvidia.com/gpu: 1`, a pod whose ResourceClaimTempla
 the `gpu.nvidia.com` DeviceClass for one GPU, allocated by kube-scheduler from the
 ResourceSlices the simulated kubelet plugin publishes.
 
-A GPUCluster deploys neither driver nor container toolkit: the demo gives every GPU node a
-driver on the host and the cluster the `nvidia` RuntimeClass a host toolkit comes with,
-and says so.
+A GPUCluster deploys no driver (an NVIDIADriver or the host brings it): the demo gives
+every GPU node a driver on the host, and says so. No container toolkit is needed: the DRA
+driver hands GPUs to pods, DCGM and its exporter included, through claims.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from gpusim._nodes import ANNOTATION_HOST_DRIVER
 GROUP, VERSION, PLURAL = "nvidia.com", "v1alpha1", "gpuclusters"
 GPU_CLUSTER = "gpu-cluster"
 HOST_DRIVER = "580.95.05"
-RUNTIME_CLASS = "nvidia"
 GPU_POD = "gpu-demo"
 CLAIM_TEMPLATE = "one-gpu"
 
@@ -47,13 +46,7 @@ async def drive_dra(
     for node in gpu_nodes:
         annotations = {ANNOTATION_HOST_DRIVER: HOST_DRIVER}
         await core.patch_node(node, {"metadata": {"annotations": annotations}})
-    runtime_class = {"metadata": {"name": RUNTIME_CLASS}, "handler": RUNTIME_CLASS}
-    node_api: Any = client.NodeV1Api(api)
-    await node_api.create_runtime_class(runtime_class)
-    _say(
-        f"GPU nodes given driver {HOST_DRIVER} and the container toolkit on the host "
-        f"(RuntimeClass {RUNTIME_CLASS}): a GPUCluster deploys neither"
-    )
+    _say(f"GPU nodes given driver {HOST_DRIVER} on the host: a GPUCluster deploys no driver")
     custom = client.CustomObjectsApi(api)
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
