@@ -424,8 +424,10 @@ DENIED_TO_OPERATOR = [
     ("escalate", "clusterroles", "rbac.authorization.k8s.io", None, None),
     ("bind", "clusterroles", "rbac.authorization.k8s.io", None, None),
     # Writes are applies and patches: no PUT of a whole object it does not need to grant.
+    # (DaemonSets and Deployments of its namespace it must hold `update` on: the GPUCluster's
+    # DRA driver Roles grant it there, and a role can grant only what its writer holds.)
     ("update", "clusterroles", "rbac.authorization.k8s.io", None, None),
-    ("update", "daemonsets", "apps", NAMESPACE, None),
+    ("update", "daemonsets", "apps", "kube-system", None),
     ("update", "clusterpolicies", "nvidia.com", None, None),
     # Namespaces: its own only (a Role), never all of them.
     ("patch", "namespaces", "", "kube-system", None),

@@ -69,6 +69,7 @@ from reconciler import (
     resource_version_of,
     uid_of,
 )
+from reconciler.errors import NotFound
 
 log = logging.getLogger("components.controllers.gpucluster")
 
@@ -142,7 +143,12 @@ class GPUClusterController:
             return None
         obj = self.status.latest(obj)
         if is_deleting(obj):
-            await self._deleting(obj)
+            try:
+                await self._deleting(obj)
+            except NotFound:
+                # Queued again before the cache saw it released: the copy read still
+                # carried the finalizer, and the object is already gone, which is the goal.
+                log.debug("GPUCluster %s: already gone", request.name)
             return None
         policy = self.stacks.cluster_refused_by(obj)
         if policy is not None:
