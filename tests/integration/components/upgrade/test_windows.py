@@ -5,6 +5,7 @@ and an Event says it once; the next window walks the rest."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -52,6 +53,11 @@ async def test_outside_the_window_no_node_is_admitted_and_the_walk_in_progress_f
     await eventually(kit.all_done, "every node to be upgrade-done (in sync from the start)")
 
     kit.hold_validator_ready.update((a, b, c))  # the admitted node stays in its walk
+    # creationTimestamp has whole seconds, and a validator pod made in the same second as
+    # the new driver pod counts as fresh (`>=`): on an idle machine the walk recreated the
+    # driver within the validators' second, the old Ready validator passed the node at once
+    # and the test never saw it validating. A second apart, the old one is stale.
+    await asyncio.sleep(1.1)
     await kit.add_revision("rev2")
 
     async def validating() -> str | None:
