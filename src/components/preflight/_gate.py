@@ -32,12 +32,17 @@ class Finding:
     blocks: bool
 
     def describe(self) -> str:
+        """A blocking finding names the nodes it holds; a warning names only the image: the
+        walk goes on for its nodes, and a list that changes with every node joining would
+        rewrite the condition each time for nothing an admin can act on."""
+        what = "is missing" if self.check.verdict is Verdict.MISSING else "could not be checked"
+        detail = f" ({self.check.detail})" if self.check.detail else ""
+        if not self.blocks:
+            return f"image {self.check.image} {what}{detail}"
         names = ", ".join(self.nodes[:_NAMED])
         if len(self.nodes) > _NAMED:
             names += f" and {len(self.nodes) - _NAMED} more"
         plural = "s" if len(self.nodes) != 1 else ""
-        what = "is missing" if self.check.verdict is Verdict.MISSING else "could not be checked"
-        detail = f" ({self.check.detail})" if self.check.detail else ""
         return f"image {self.check.image} {what}{detail}, needed by node{plural} {names}"
 
 
@@ -48,6 +53,11 @@ class Gate:
     pending: frozenset[str] = frozenset()
     """Nodes whose image's first check has not answered yet (they wait for it)."""
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    def key(self) -> tuple[tuple[str, Verdict, bool], ...]:
+        """What was found, without the nodes that need it: an Event says each change of
+        this once; nodes joining or leaving a held image are not news."""
+        return tuple((f.check.image, f.check.verdict, f.blocks) for f in self.findings)
 
     def condition(self) -> tuple[bool, str, str] | None:
         """`PreflightFailed`'s (status, reason, message); None when there is nothing to say

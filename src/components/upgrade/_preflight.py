@@ -94,6 +94,8 @@ class AdmissionPreflight:
         if on_change is not None:
             self.checker.on_change = on_change
         self._said: dict[PoolKey, tuple[bool, str, str] | None] = {}
+        self._told: dict[PoolKey, tuple[object, ...]] = {}
+        """Per pool, the findings (`Gate.key`) the last Event was about."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writing: set[PoolKey] = set()
         self._open = False
@@ -189,17 +191,21 @@ class AdmissionPreflight:
         if said is None and stored is None:
             return  # no image ever failed: no condition at all
         previous = self._said.get(pool.key, _UNSAID)
-        if previous is _UNSAID and stored == wanted:
-            # Said before a restart of ours: neither the condition nor the Event again.
-            self._said[pool.key] = said
-            return
+        key = result.key()
+        if previous is _UNSAID and stored is not None and stored[:2] == wanted[:2]:
+            # Said before a restart of ours: not the Event again (the condition only if the
+            # nodes it names changed meanwhile).
+            self._told[pool.key] = key
+            if stored == wanted:
+                self._said[pool.key] = said
+                return
         if (stored == wanted and previous == said) or pool.key in self._writing:
             return
         self._said[pool.key] = said
+        event = said is not None and self._told.get(pool.key) != key
+        self._told[pool.key] = key
         self._writing.add(pool.key)
-        task = asyncio.get_running_loop().create_task(
-            self._write(pool, wanted, event=said is not None and previous != said)
-        )
+        task = asyncio.get_running_loop().create_task(self._write(pool, wanted, event=event))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

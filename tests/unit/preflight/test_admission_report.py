@@ -77,3 +77,28 @@ async def test_no_condition_while_every_image_was_always_there() -> None:
     seam._report(_pool([]), gate({"r1": RHEL}, {RHEL: Check(RHEL, Verdict.PRESENT)}, "Warn"))
     await _settle()
     assert (rec.applied, rec.events) == ([], [])
+
+
+async def test_nodes_joining_a_finding_are_not_news() -> None:
+    """An autoscaler adding nodes that need an image already found missing (or unchecked)
+    gets no Event, log line or status write per node: the finding is the same."""
+    rec = Recorder()
+    seam = AdmissionPreflight(None, rec, rec)  # type: ignore[arg-type]
+    missing = {RHEL: Check(RHEL, Verdict.MISSING)}
+    seam._report(_pool([]), gate({"r1": RHEL}, missing, "Warn"))
+    await _settle()
+    seam._report(_pool(list(rec.applied)), gate({"r1": RHEL, "r2": RHEL}, missing, "Warn"))
+    await _settle()
+    # The held nodes are named, so the condition follows them; the Event was said once.
+    assert [c["message"].count("r2") for c in rec.applied] == [0, 1]
+    assert len(rec.events) == 1
+
+    unchecked = {RHEL: Check(RHEL, Verdict.UNREACHABLE, "no route")}
+    quiet = Recorder()
+    seam = AdmissionPreflight(None, quiet, quiet)  # type: ignore[arg-type]
+    for nodes in (["r1"], ["r1", "r2"], ["r1", "r2", "r3"]):
+        stored = list(quiet.applied[-1:])
+        seam._report(_pool(stored), gate(dict.fromkeys(nodes, RHEL), unchecked, "Warn"))
+        await _settle()
+    assert [c["reason"] for c in quiet.applied] == ["RegistryUnreachable"]
+    assert len(quiet.events) == 1 and "goes on unchecked" in quiet.events[0]
