@@ -248,18 +248,8 @@ class NVIDIADriverController:
                 )
             )
             return [], problems
-        members = set(pool.nodes)
-        view = ClusterView(
-            namespace=self.namespace,
-            gpu_nodes=views_of_gpu_nodes(n for n in gpu_nodes if name_of(n) in members),
-            has_service_monitor_crd=any(
-                name_of(c) == SERVICE_MONITOR_CRD for c in self.client.list(CRD)
-            ),
-            owner=owner_reference(obj),
-            config_map_keys=config_map_keys(self.client.list(CONFIG_MAP, namespace=self.namespace)),
-            last_good_images=rollback_images(obj, (n for n in gpu_nodes if name_of(n) in members)),
-        )
         spec = nvidia_driver.spec
+        view = self._view(obj, pool, gpu_nodes)
         rendered = self.driver.render(policy_with_driver(policy, driver_section(spec)), view)
         problems += rendered.conditions
         daemonsets = [
@@ -276,6 +266,21 @@ class NVIDIADriverController:
         ]
         rbac = [o for o in rendered.objects if o.get("kind") in RBAC_KINDS]
         return [*accounts_for(rbac, daemonsets), *daemonsets], problems
+
+    def _view(self, obj: Object, pool: Pool, gpu_nodes: Sequence[Object]) -> ClusterView:
+        """The cluster as this NVIDIADriver's pool sees it: its own nodes only."""
+        names = set(pool.nodes)
+        members = [n for n in gpu_nodes if name_of(n) in names]
+        return ClusterView(
+            namespace=self.namespace,
+            gpu_nodes=views_of_gpu_nodes(members),
+            has_service_monitor_crd=any(
+                name_of(c) == SERVICE_MONITOR_CRD for c in self.client.list(CRD)
+            ),
+            owner=owner_reference(obj),
+            config_map_keys=config_map_keys(self.client.list(CONFIG_MAP, namespace=self.namespace)),
+            last_good_images=rollback_images(obj, members),
+        )
 
     async def _prune(
         self, uid: str, *, desired: Sequence[Object], stranding: bool = True

@@ -48,49 +48,7 @@ class DRAValidation(BaseOperand):
 
     def _render(self, ctx: Ctx) -> Rendered:
         labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": NAME}
-        template = {
-            "apiVersion": RESOURCE_API,
-            "kind": "ResourceClaimTemplate",
-            "metadata": ctx.meta(TEMPLATE),
-            "spec": {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {
-                                "name": CLAIM,
-                                "exactly": {
-                                    "deviceClassName": GPU_CLASS,
-                                    "allocationMode": "ExactCount",
-                                    "count": 1,
-                                    "adminAccess": True,
-                                },
-                            }
-                        ]
-                    }
-                }
-            },
-        }
-        image = ctx.validator_image
-        pull = ctx.spec.validator.image_pull_policy
-        init: dict[str, Any] = {
-            "name": "gpu-validation",
-            "image": image,
-            # nvidia-smi comes with the claimed GPU (CDI), not with the image.
-            "command": ["sh", "-c", "nvidia-smi -L"],
-            "resources": {"claims": [{"name": CLAIM}]},
-        }
-        main: dict[str, Any] = {
-            "name": NAME,
-            "image": image,
-            "command": [
-                "sh",
-                "-c",
-                "echo all validations are successful; while true; do sleep 86400; done",
-            ],
-        }
-        if pull:
-            init["imagePullPolicy"] = pull
-            main["imagePullPolicy"] = pull
+        init, main = _containers(ctx)
         pod: dict[str, Any] = {
             **pod_basics(ctx, account=NAME),
             "priorityClassName": "system-node-critical",
@@ -104,13 +62,56 @@ class DRAValidation(BaseOperand):
         secrets = ctx.spec.validator.image_pull_secrets
         if secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in secrets]
-        object_labels = {**labels, "app": NAME}
-        pod_labels = {**labels, "app": POD_APP}
         daemonset_ = daemonset(
             ctx,
-            labels=object_labels,
-            pod_labels=pod_labels,
+            labels={**labels, "app": NAME},
+            pod_labels={**labels, "app": POD_APP},
             selector={"app.kubernetes.io/name": NAME},
             pod=pod,
         )
-        return Rendered(objects=[account(ctx, NAME, labels), template, daemonset_])
+        return Rendered(objects=[account(ctx, NAME, labels), _claim_template(ctx), daemonset_])
+
+
+def _claim_template(ctx: Ctx) -> dict[str, Any]:
+    """One whole GPU, with admin access: the check never takes a GPU from a workload."""
+    request = {
+        "name": CLAIM,
+        "exactly": {
+            "deviceClassName": GPU_CLASS,
+            "allocationMode": "ExactCount",
+            "count": 1,
+            "adminAccess": True,
+        },
+    }
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": ctx.meta(TEMPLATE),
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def _containers(ctx: Ctx) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The init container that uses the claimed GPU, and the one that keeps the pod up."""
+    image = ctx.validator_image
+    init: dict[str, Any] = {
+        "name": "gpu-validation",
+        "image": image,
+        # nvidia-smi comes with the claimed GPU (CDI), not with the image.
+        "command": ["sh", "-c", "nvidia-smi -L"],
+        "resources": {"claims": [{"name": CLAIM}]},
+    }
+    main: dict[str, Any] = {
+        "name": NAME,
+        "image": image,
+        "command": [
+            "sh",
+            "-c",
+            "echo all validations are successful; while true; do sleep 86400; done",
+        ],
+    }
+    pull = ctx.spec.validator.image_pull_policy
+    if pull:
+        init["imagePullPolicy"] = pull
+        main["imagePullPolicy"] = pull
+    return init, main
