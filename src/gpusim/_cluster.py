@@ -16,7 +16,6 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import yaml
@@ -35,7 +34,7 @@ from gpusim._nodes import (
 )
 from gpusim._registry import SimulatedRegistry
 from reconciler import annotations_of, name_of
-from reconciler.envtest import ControlPlane, ControlPlaneError, Process
+from reconciler.envtest import ControlPlane, ControlPlaneError, Lifecycle, Process
 
 _T = TypeVar("_T")
 
@@ -72,7 +71,7 @@ async def _ok(response: Any) -> dict[str, Any]:
     return result
 
 
-class SimulatedCluster:
+class SimulatedCluster(Lifecycle):
     """A full simulated GPU cluster; use as a context manager or call `start()`/`stop()`.
 
     `config` says which nodes to create. `workdir` keeps the cluster's files (required with
@@ -222,17 +221,6 @@ class SimulatedCluster:
             self.registry.stop()
         if self.control_plane is not None:
             self.control_plane.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def pids(self) -> dict[str, int]:
         """Each running process's pid (control plane included), in start order."""

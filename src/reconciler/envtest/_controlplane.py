@@ -19,13 +19,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import yaml
 
 from reconciler.envtest._binaries import Binaries
 from reconciler.envtest._errors import ControlPlaneError
+from reconciler.envtest._lifecycle import Lifecycle
 from reconciler.envtest._pki import Pki, generate
 from reconciler.envtest._process import Process
 
@@ -41,7 +41,7 @@ def free_port() -> int:
         return port
 
 
-class ControlPlane:
+class ControlPlane(Lifecycle):
     """etcd and kube-apiserver, started together and always torn down together.
 
     Use as a context manager, or call `start()` and `stop()`. `extra_apiserver_args` adds or
@@ -126,17 +126,6 @@ class ControlPlane:
         if self._owns_workdir and self.workdir != Path() and self.workdir.exists():
             shutil.rmtree(self.workdir, ignore_errors=True)
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- etcd --------------------------------------------------------------------------
 
