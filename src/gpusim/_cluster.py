@@ -113,7 +113,6 @@ class SimulatedCluster(Lifecycle):
         self.control_plane: ControlPlane | None = None
         self.processes: dict[str, Process] = {}
         self.nodes: list[NodeSpec] = []
-        self.started_seconds = 0.0
         self._components: Components | None = None
         self._want_registry = registry
         self.registry: SimulatedRegistry | None = None
@@ -158,6 +157,9 @@ class SimulatedCluster(Lifecycle):
         own = [*sorted(OWN_STAGES.glob("*.yaml")), KWOK_CONFIGURATION]
         if self._workdir is None and not self._die_with_parent:
             raise SimError("a cluster that outlives this process needs a workdir")
+        return self._started(began, lambda: self._start_all(specs, stages, own))
+
+    def _start_all(self, specs: list[NodeSpec], stages: list[Path], own: list[Path]) -> None:
         try:
             self._progress("starting etcd and kube-apiserver")
             self.control_plane = ControlPlane(
@@ -205,13 +207,7 @@ class SimulatedCluster(Lifecycle):
             )
             _run(self._add_nodes(specs, first_index=0))
         except ControlPlaneError as exc:
-            self.stop()
             raise SimError(str(exc)) from exc
-        except BaseException:
-            self.stop()
-            raise
-        self.started_seconds = time.monotonic() - began
-        return self
 
     def stop(self) -> None:
         """Stop every process (behaviour, kwok, scheduler, controllers, apiserver, etcd)."""

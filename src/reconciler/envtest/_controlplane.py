@@ -76,7 +76,6 @@ class ControlPlane(Lifecycle):
         self.kubeconfig = Path()
         self.etcd: Process | None = None
         self.apiserver: Process | None = None
-        self.started_seconds = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -102,19 +101,16 @@ class ControlPlane(Lifecycle):
             self.workdir.mkdir(parents=True, exist_ok=True)
         if self._die_with_parent:
             atexit.register(self.stop)
-        try:
-            self.pki = generate(
-                self.workdir / "pki",
-                ["127.0.0.1", "localhost", "10.0.0.1", "kubernetes.default.svc"],
-            )
-            self._start_etcd()
-            self._start_apiserver_with_retries()
-            self._write_kubeconfig()
-        except BaseException:
-            self.stop()
-            raise
-        self.started_seconds = time.monotonic() - began
-        return self
+        return self._started(began, self._start_processes)
+
+    def _start_processes(self) -> None:
+        self.pki = generate(
+            self.workdir / "pki",
+            ["127.0.0.1", "localhost", "10.0.0.1", "kubernetes.default.svc"],
+        )
+        self._start_etcd()
+        self._start_apiserver_with_retries()
+        self._write_kubeconfig()
 
     def stop(self) -> None:
         """Stop every process and remove the work folder; safe to call twice."""
