@@ -114,6 +114,30 @@ def workload_meta(
     return meta, template
 
 
+def workload(
+    ctx: Ctx,
+    kind: str,
+    *,
+    labels: Mapping[str, str],
+    pod_labels: Mapping[str, str],
+    selector: Mapping[str, str],
+    pod: dict[str, Any],
+    **spec: Any,
+) -> dict[str, Any]:
+    """An apps/v1 `kind` named by `labels["app"]` running `pod`, with `spec`'s other fields."""
+    meta, template = workload_meta(ctx, labels, pod_labels)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {
+            **spec,
+            "selector": {"matchLabels": dict(selector)},
+            "template": {"metadata": template, "spec": pod},
+        },
+    }
+
+
 def daemonset(
     ctx: Ctx,
     *,
@@ -122,22 +146,17 @@ def daemonset(
     selector: Mapping[str, str],
     pod: dict[str, Any],
 ) -> dict[str, Any]:
-    """A DaemonSet named by `labels["app"]` that replaces every pod at once (the
-    reference's `maxUnavailable: 100%`: a DRA plugin is not served by halves)."""
-    meta, template = workload_meta(ctx, labels, pod_labels)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": meta,
-        "spec": {
-            "selector": {"matchLabels": dict(selector)},
-            "updateStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": "100%"},
-            },
-            "template": {"metadata": template, "spec": pod},
-        },
-    }
+    """A DaemonSet that replaces every pod at once (the reference's `maxUnavailable: 100%`:
+    a DRA plugin is not served by halves)."""
+    return workload(
+        ctx,
+        "DaemonSet",
+        labels=labels,
+        pod_labels=pod_labels,
+        selector=selector,
+        pod=pod,
+        updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+    )
 
 
 def all_gpus_template(ctx: Ctx, name: str, request: str) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from components.operands._dra import (
     on_dra_stack,
     pod_basics,
     role_for,
-    workload_meta,
+    workload,
 )
 from components.operands._names import deploy_label
 from components.operands._pods import (
@@ -447,17 +447,15 @@ class DRADriver(BaseOperand):
         if section.image_pull_secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in section.image_pull_secrets]
         labels = {**_labels(CONTROLLER), "app": CONTROLLER}
-        meta, template = workload_meta(ctx, labels, labels)
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta,
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": CONTROLLER}},
-                "template": {"metadata": template, "spec": pod},
-            },
-        }
+        return workload(
+            ctx,
+            "Deployment",
+            labels=labels,
+            pod_labels=labels,
+            selector={"app": CONTROLLER},
+            pod=pod,
+            replicas=1,
+        )
 
 
 def _image(ctx: Ctx, rendered: Rendered) -> str | None:
