@@ -5,7 +5,7 @@ DaemonSets (rolled out all at once, as the reference's are)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from components.api import ClusterPolicy, DRADriverSpec, DRAStackSpec
 from components.operands._context import Ctx
@@ -116,47 +116,32 @@ def workload_meta(
 
 def workload(
     ctx: Ctx,
-    kind: str,
+    kind: Literal["DaemonSet", "Deployment"],
     *,
     labels: Mapping[str, str],
     pod_labels: Mapping[str, str],
     selector: Mapping[str, str],
     pod: dict[str, Any],
-    **spec: Any,
 ) -> dict[str, Any]:
-    """An apps/v1 `kind` named by `labels["app"]` running `pod`, with `spec`'s other fields."""
+    """An apps/v1 `kind` named by `labels["app"]` running `pod`. A DaemonSet replaces every
+    pod at once (the reference's `maxUnavailable: 100%`: a DRA plugin is not served by
+    halves); a Deployment (the controller) runs one replica."""
     meta, template = workload_meta(ctx, labels, pod_labels)
+    rollout: dict[str, Any] = (
+        {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}}
+        if kind == "DaemonSet"
+        else {"replicas": 1}
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": kind,
         "metadata": meta,
         "spec": {
-            **spec,
+            **rollout,
             "selector": {"matchLabels": dict(selector)},
             "template": {"metadata": template, "spec": pod},
         },
     }
-
-
-def daemonset(
-    ctx: Ctx,
-    *,
-    labels: Mapping[str, str],
-    pod_labels: Mapping[str, str],
-    selector: Mapping[str, str],
-    pod: dict[str, Any],
-) -> dict[str, Any]:
-    """A DaemonSet that replaces every pod at once (the reference's `maxUnavailable: 100%`:
-    a DRA plugin is not served by halves)."""
-    return workload(
-        ctx,
-        "DaemonSet",
-        labels=labels,
-        pod_labels=pod_labels,
-        selector=selector,
-        pod=pod,
-        updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
-    )
 
 
 def all_gpus_template(ctx: Ctx, name: str, request: str) -> dict[str, Any]:

@@ -45,7 +45,6 @@ from components.operands._dra import (
     GPU_NODE_TERMS,
     RESOURCE_API,
     account,
-    daemonset,
     dra_section,
     node_affinity,
     on_dra_stack,
@@ -375,7 +374,9 @@ class DRADriver(BaseOperand):
         if section.image_pull_secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in section.image_pull_secrets]
         labels = {**_labels(PLUGIN), "app": PLUGIN}
-        return daemonset(ctx, labels=labels, pod_labels=labels, selector={"app": PLUGIN}, pod=pod)
+        return workload(
+            ctx, "DaemonSet", labels=labels, pod_labels=labels, selector={"app": PLUGIN}, pod=pod
+        )
 
     # -- the compute-domain controller -----------------------------------------------------
 
@@ -454,7 +455,6 @@ class DRADriver(BaseOperand):
             pod_labels=labels,
             selector={"app": CONTROLLER},
             pod=pod,
-            replicas=1,
         )
 
 

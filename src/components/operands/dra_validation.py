@@ -23,10 +23,10 @@ from components.operands._dra import (
     GPU_CLASS,
     RESOURCE_API,
     account,
-    daemonset,
     node_affinity,
     on_dra_stack,
     pod_basics,
+    workload,
 )
 from components.operands._names import deploy_label
 
@@ -106,8 +106,9 @@ class DRAValidation(BaseOperand):
             pod["imagePullSecrets"] = [{"name": s} for s in secrets]
         object_labels = {**labels, "app": NAME}
         pod_labels = {**labels, "app": POD_APP}
-        daemonset_ = daemonset(
+        daemonset_ = workload(
             ctx,
+            "DaemonSet",
             labels=object_labels,
             pod_labels=pod_labels,
             selector={"app.kubernetes.io/name": NAME},
