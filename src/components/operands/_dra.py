@@ -119,14 +119,15 @@ def workload(
     kind: Literal["DaemonSet", "Deployment"],
     *,
     labels: Mapping[str, str],
-    pod_labels: Mapping[str, str],
     selector: Mapping[str, str],
     pod: dict[str, Any],
+    pod_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """An apps/v1 `kind` named by `labels["app"]` running `pod`. A DaemonSet replaces every
+    """An apps/v1 `kind` named by `labels["app"]` running `pod`, whose pods carry
+    `pod_labels` (by default the object's own). A DaemonSet replaces every
     pod at once (the reference's `maxUnavailable: 100%`: a DRA plugin is not served by
     halves); a Deployment (the controller) runs one replica."""
-    meta, template = workload_meta(ctx, labels, pod_labels)
+    meta, template = workload_meta(ctx, labels, labels if pod_labels is None else pod_labels)
     rollout: dict[str, Any] = (
         {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}}
         if kind == "DaemonSet"

@@ -374,9 +374,7 @@ class DRADriver(BaseOperand):
         if section.image_pull_secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in section.image_pull_secrets]
         labels = {**_labels(PLUGIN), "app": PLUGIN}
-        return workload(
-            ctx, "DaemonSet", labels=labels, pod_labels=labels, selector={"app": PLUGIN}, pod=pod
-        )
+        return workload(ctx, "DaemonSet", labels=labels, selector={"app": PLUGIN}, pod=pod)
 
     # -- the compute-domain controller -----------------------------------------------------
 
@@ -448,14 +446,7 @@ class DRADriver(BaseOperand):
         if section.image_pull_secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in section.image_pull_secrets]
         labels = {**_labels(CONTROLLER), "app": CONTROLLER}
-        return workload(
-            ctx,
-            "Deployment",
-            labels=labels,
-            pod_labels=labels,
-            selector={"app": CONTROLLER},
-            pod=pod,
-        )
+        return workload(ctx, "Deployment", labels=labels, selector={"app": CONTROLLER}, pod=pod)
 
 
 def _image(ctx: Ctx, rendered: Rendered) -> str | None:
