@@ -16,7 +16,6 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import yaml
@@ -35,7 +34,7 @@ from gpusim._nodes import (
 )
 from gpusim._registry import SimulatedRegistry
 from reconciler import annotations_of, name_of
-from reconciler.envtest import ControlPlane, ControlPlaneError, Process
+from reconciler.envtest import ControlPlane, ControlPlaneError, Lifecycle, Process
 
 _T = TypeVar("_T")
 
@@ -72,7 +71,7 @@ async def _ok(response: Any) -> dict[str, Any]:
     return result
 
 
-class SimulatedCluster:
+class SimulatedCluster(Lifecycle):
     """A full simulated GPU cluster; use as a context manager or call `start()`/`stop()`.
 
     `config` says which nodes to create. `workdir` keeps the cluster's files (required with
@@ -114,7 +113,6 @@ class SimulatedCluster:
         self.control_plane: ControlPlane | None = None
         self.processes: dict[str, Process] = {}
         self.nodes: list[NodeSpec] = []
-        self.started_seconds = 0.0
         self._components: Components | None = None
         self._want_registry = registry
         self.registry: SimulatedRegistry | None = None
@@ -159,6 +157,9 @@ class SimulatedCluster:
         own = [*sorted(OWN_STAGES.glob("*.yaml")), KWOK_CONFIGURATION]
         if self._workdir is None and not self._die_with_parent:
             raise SimError("a cluster that outlives this process needs a workdir")
+        return self._started(began, lambda: self._start_all(specs, stages, own))
+
+    def _start_all(self, specs: list[NodeSpec], stages: list[Path], own: list[Path]) -> None:
         try:
             self._progress("starting etcd and kube-apiserver")
             self.control_plane = ControlPlane(
@@ -206,13 +207,7 @@ class SimulatedCluster:
             )
             _run(self._add_nodes(specs, first_index=0))
         except ControlPlaneError as exc:
-            self.stop()
             raise SimError(str(exc)) from exc
-        except BaseException:
-            self.stop()
-            raise
-        self.started_seconds = time.monotonic() - began
-        return self
 
     def stop(self) -> None:
         """Stop every process (behaviour, kwok, scheduler, controllers, apiserver, etcd)."""
@@ -222,17 +217,6 @@ class SimulatedCluster:
             self.registry.stop()
         if self.control_plane is not None:
             self.control_plane.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def pids(self) -> dict[str, int]:
         """Each running process's pid (control plane included), in start order."""

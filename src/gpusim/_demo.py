@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -34,6 +35,8 @@ from components.errors import CommandError
 from gpusim._cluster import SimulatedCluster
 from gpusim._crds import apply_crds, load_documents
 from gpusim._demo_dra import drive_dra
+from gpusim._demo_follow import say as _say
+from gpusim._demo_follow import statuses
 from gpusim._errors import SimError
 from gpusim._nodes import ClusterConfig, OsRelease, parse_os_list
 from reconciler import name_of
@@ -45,10 +48,6 @@ GPU_POD = "gpu-demo"
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -171,6 +170,22 @@ def _start_operator(kubeconfig: Path, log_path: Path) -> subprocess.Popen[bytes]
         )
 
 
+@contextlib.asynccontextmanager
+async def _connected(kubeconfig: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """An API client of the simulated cluster and its core API, with the operator's
+    namespace there."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        core: Any = client.CoreV1Api(api)
+        try:
+            await core.create_namespace({"metadata": {"name": NAMESPACE}})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        yield api, core
+
+
 async def _drive(
     kubeconfig: Path,
     policy: dict[str, Any],
@@ -178,17 +193,9 @@ async def _drive(
     log_path: Path,
     wait_seconds: float,
 ) -> None:
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    async with client.ApiClient(configuration) as api:
+    async with _connected(kubeconfig) as (api, core):
         crds = await apply_crds(api, load_documents(sorted((REPO_CONFIG / "crd").glob("*.yaml"))))
         _say(f"installed CRDs: {', '.join(crds)}")
-        core: Any = client.CoreV1Api(api)
-        try:
-            await core.create_namespace({"metadata": {"name": NAMESPACE}})
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
         custom = client.CustomObjectsApi(api)
         name = name_of(policy)
         await custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
@@ -200,17 +207,7 @@ async def _drive(
 async def _drive_dra(
     sim: SimulatedCluster, operator: subprocess.Popen[bytes], log_path: Path, wait_seconds: float
 ) -> None:
-    configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(sim.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration) as api:
-        core: Any = client.CoreV1Api(api)
-        try:
-            await core.create_namespace({"metadata": {"name": NAMESPACE}})
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
+    async with _connected(sim.kubeconfig) as (api, _):
         await drive_dra(api, list(sim.gpu_nodes), operator, log_path, wait_seconds)
 
 
@@ -234,24 +231,17 @@ async def _follow_policy(
     wait_seconds: float,
 ) -> None:
     shown: dict[str, str] = {}
-    began = time.monotonic()
     status: dict[str, Any] = {}
-    while time.monotonic() - began < wait_seconds:
-        if operator.poll() is not None:
-            raise CommandError(
-                f"the operator exited with status {operator.returncode}; see {log_path}"
-            )
-        obj = await custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
-        status = obj.get("status") or {}
+    resource = ("nvidia.com", "v1", "clusterpolicies", name)
+    async for elapsed, status in statuses(custom, resource, operator, log_path, wait_seconds):
         for line in _progress_lines(status):
             key = line.split()[0]
             if shown.get(key) != line:
                 shown[key] = line
-                _say(f"[{time.monotonic() - began:5.1f}s]{line}")
+                _say(f"[{elapsed:5.1f}s]{line}")
         if status.get("state") == "ready":
-            _say(f"ClusterPolicy {name} is ready after {time.monotonic() - began:.1f}s")
+            _say(f"ClusterPolicy {name} is ready after {elapsed:.1f}s")
             return
-        await asyncio.sleep(1)
     reasons = [
         f"{c.get('type')}={c.get('status')} ({c.get('reason')}: {c.get('message')})"
         for c in status.get("conditions") or []

@@ -20,6 +20,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from components.errors import CommandError
+from gpusim._demo_follow import say as _say
+from gpusim._demo_follow import statuses
 from gpusim._dra_stack import DRIVER
 from gpusim._nodes import ANNOTATION_HOST_DRIVER
 
@@ -28,10 +30,6 @@ GPU_CLUSTER = "gpu-cluster"
 HOST_DRIVER = "580.95.05"
 GPU_POD = "gpu-demo"
 CLAIM_TEMPLATE = "one-gpu"
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
 
 
 async def drive_dra(
@@ -66,26 +64,18 @@ async def _follow(
 ) -> None:
     """Its state and Ready message as they change, until `ready`."""
     shown = ""
-    began = time.monotonic()
-    status: dict[str, Any] = {}
-    while time.monotonic() - began < wait_seconds:
-        if operator.poll() is not None:
-            raise CommandError(
-                f"the operator exited with status {operator.returncode}; see {log_path}"
-            )
-        obj = await custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, GPU_CLUSTER)
-        status = obj.get("status") or {}
+    resource = (GROUP, VERSION, PLURAL, GPU_CLUSTER)
+    async for elapsed, status in statuses(custom, resource, operator, log_path, wait_seconds):
         ready: dict[str, Any] = next(
             (c for c in status.get("conditions") or [] if c["type"] == "Ready"), {}
         )
         line = f"  {status.get('state', '-'):<9} {ready.get('message') or ''}".rstrip()
         if status.get("state") and line != shown:
             shown = line
-            _say(f"[{time.monotonic() - began:5.1f}s]{line}")
+            _say(f"[{elapsed:5.1f}s]{line}")
         if status.get("state") == "ready":
-            _say(f"GPUCluster {GPU_CLUSTER} is ready after {time.monotonic() - began:.1f}s")
+            _say(f"GPUCluster {GPU_CLUSTER} is ready after {elapsed:.1f}s")
             return
-        await asyncio.sleep(1)
     raise CommandError(
         f"GPUCluster {GPU_CLUSTER} was not ready within {wait_seconds:.0f}s; last: {shown.strip()}"
         f"; operator log: {log_path}"

@@ -131,11 +131,7 @@ def _plugin_rbac() -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
     ]
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": PLUGIN_ACCOUNT, "namespace": NAMESPACE},
-        },
+        _service_account(PLUGIN_ACCOUNT),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
@@ -158,20 +154,36 @@ def _plugin_rbac() -> list[dict[str, Any]]:
     ]
 
 
-def _plugin_daemonset() -> dict[str, Any]:
-    labels = {"app": PLUGIN_APP}
+def _service_account(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _in_namespace(name)}
+
+
+def _in_namespace(name: str, **more: Any) -> dict[str, Any]:
+    return {"name": name, "namespace": NAMESPACE, **more}
+
+
+def _daemonset(
+    name: str,
+    account: str,
+    labels: dict[str, str],
+    selector: dict[str, str],
+    deploy_label: str,
+    pod: dict[str, Any],
+) -> dict[str, Any]:
+    """A DaemonSet running as `account` on the nodes labelled `deploy_label`,
+    which is how the simulated stack picks its nodes (the GPU node behaviour labels them)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": PLUGIN_DAEMONSET, "namespace": NAMESPACE, "labels": labels},
+        "metadata": _in_namespace(name, labels=labels),
         "spec": {
-            "selector": {"matchLabels": labels},
+            "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "serviceAccountName": PLUGIN_ACCOUNT,
-                    "nodeSelector": {DEPLOY_LABEL: "true"},
-                    "containers": [{"name": "gpus", "image": PLUGIN_IMAGE}],
+                    "serviceAccountName": account,
+                    "nodeSelector": {deploy_label: "true"},
+                    **pod,
                 },
             },
         },
@@ -194,41 +206,31 @@ def _validation() -> list[dict[str, Any]]:
         "resources": {"claims": [{"name": "validation-gpu"}]},
     }
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": VALIDATOR, "namespace": NAMESPACE},
-        },
+        _service_account(VALIDATOR),
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaimTemplate",
-            "metadata": {"name": VALIDATOR_CLAIM_TEMPLATE, "namespace": NAMESPACE},
+            "metadata": _in_namespace(VALIDATOR_CLAIM_TEMPLATE),
             "spec": {
                 "spec": {"devices": {"requests": [{"name": "validation-gpu", "exactly": request}]}}
             },
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": VALIDATOR, "namespace": NAMESPACE, "labels": labels},
-            "spec": {
-                "selector": {"matchLabels": {"app.kubernetes.io/name": VALIDATOR}},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": VALIDATOR,
-                        "nodeSelector": {VALIDATOR_DEPLOY_LABEL: "true"},
-                        "resourceClaims": [
-                            {
-                                "name": "validation-gpu",
-                                "resourceClaimTemplateName": VALIDATOR_CLAIM_TEMPLATE,
-                            }
-                        ],
-                        "containers": [container],
-                    },
-                },
+        _daemonset(
+            VALIDATOR,
+            VALIDATOR,
+            labels,
+            {"app.kubernetes.io/name": VALIDATOR},
+            VALIDATOR_DEPLOY_LABEL,
+            {
+                "resourceClaims": [
+                    {
+                        "name": "validation-gpu",
+                        "resourceClaimTemplateName": VALIDATOR_CLAIM_TEMPLATE,
+                    }
+                ],
+                "containers": [container],
             },
-        },
+        ),
     ]
 
 
@@ -242,7 +244,14 @@ def dra_stack() -> list[dict[str, Any]]:
         _device_class("gpu.nvidia.com", "gpu"),
         _device_class("mig.nvidia.com", "mig"),
         *_policy(),
-        _plugin_daemonset(),
+        _daemonset(
+            PLUGIN_DAEMONSET,
+            PLUGIN_ACCOUNT,
+            {"app": PLUGIN_APP},
+            {"app": PLUGIN_APP},
+            DEPLOY_LABEL,
+            {"containers": [{"name": "gpus", "image": PLUGIN_IMAGE}]},
+        ),
         *_validation(),
     ]
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Self
 
 from gpusim._errors import SimError
-from reconciler.envtest import Process
+from reconciler.envtest import Lifecycle, Process
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 
 
-class SimulatedRegistry:
+class SimulatedRegistry(Lifecycle):
     """One registry process; `address` is `127.0.0.1:<port>` once started. With `user`
     (and `password`) it answers 401 with a Basic challenge to requests without them; this
     class's own requests carry them."""
@@ -72,12 +72,6 @@ class SimulatedRegistry:
 
     def stop(self) -> None:
         self.process.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _url(self, path: str) -> str:
         return f"http://{self.address}/v2/{path}"

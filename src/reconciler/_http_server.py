@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -40,15 +40,25 @@ class MetricsServing:
     auth_cache_ttl: float = 60.0
 
 
-class _Server:
-    """One aiohttp site, its port known once started (port 0 picks a free one)."""
+_Handler = Callable[[web.Request], Awaitable[web.Response]]
 
-    def __init__(self, host: str, port: int) -> None:
+
+class _Server:
+    """One aiohttp site serving `registry` among its routes, its port known once started
+    (port 0 picks a free one)."""
+
+    def __init__(self, host: str, port: int, registry: CollectorRegistry) -> None:
         self.host = host
         self.port = port
+        self._registry = registry
         self._runner: web.AppRunner | None = None
 
-    async def _serve(self, app: web.Application, tls: ssl.SSLContext | None = None) -> None:
+    async def _serve(
+        self, routes: Mapping[str, _Handler], tls: ssl.SSLContext | None = None
+    ) -> None:
+        app = web.Application()
+        for path, handler in routes.items():
+            app.router.add_get(path, handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=tls)
@@ -61,10 +71,9 @@ class _Server:
         if runner is not None:
             await runner.cleanup()
 
-
-def _metrics_response(registry: CollectorRegistry) -> web.Response:
-    body = generate_latest(registry)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def _metrics_response(self) -> web.Response:
+        body = generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 class ProbeServer(_Server):
@@ -78,19 +87,16 @@ class ProbeServer(_Server):
         healthy: Callable[[], bool] = lambda: True,
         serve_metrics: bool = True,
     ) -> None:
-        super().__init__(host, port)
-        self._registry = registry
+        super().__init__(host, port, registry)
         self._ready = ready
         self._healthy = healthy
         self._serve_metrics = serve_metrics
 
     async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        routes = {"/healthz": self._healthz, "/readyz": self._readyz}
         if self._serve_metrics:
-            app.router.add_get("/metrics", self._metrics)
-        await self._serve(app)
+            routes["/metrics"] = self._metrics
+        await self._serve(routes)
         log.debug("serving probes on %s:%d", self.host, self.port)
 
     async def _healthz(self, _: web.Request) -> web.Response:
@@ -104,7 +110,7 @@ class ProbeServer(_Server):
         return web.Response(status=503, text="caches not synced")
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        return _metrics_response(self._registry)
+        return self._metrics_response()
 
 
 class MetricsServer(_Server):
@@ -119,15 +125,12 @@ class MetricsServer(_Server):
         tls: ssl.SSLContext | None = None,
         authorizer: MetricsAuthorizer | None = None,
     ) -> None:
-        super().__init__(host, port)
-        self._registry = registry
+        super().__init__(host, port, registry)
         self._tls = tls
         self._authorizer = authorizer
 
     async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        await self._serve(app, self._tls)
+        await self._serve({"/metrics": self._metrics}, self._tls)
         log.debug(
             "serving /metrics on %s:%d (%s)",
             self.host,
@@ -142,4 +145,4 @@ class MetricsServer(_Server):
             )
             if status >= 300:
                 return web.Response(status=status, text=status.phrase)
-        return _metrics_response(self._registry)
+        return self._metrics_response()

@@ -69,6 +69,18 @@ class Cel:
 
         return core_schema.no_info_after_validator_function(_check, schema)
 
+    @classmethod
+    def matching(cls, pattern: str, message: str) -> Self:
+        """A string matching `pattern`, the same regular expression in CEL and in Python:
+        anchored with `^` and `$`, since CEL's `matches` searches where `re.match` anchors
+        at the start."""
+        regex = re.compile(pattern)
+        return cls(
+            rule=f"self.matches('{pattern}')",
+            message=message,
+            check=lambda v: isinstance(v, str) and bool(regex.match(v)),
+        )
+
     def to_schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rule": self.rule, "message": self.message}
         if self.field_path:

@@ -17,7 +17,6 @@ from pydantic import Field
 from components.api._base import ApiModel, Cel, IntOrString, crd_default
 
 _PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
-_COUNT_OR_PERCENT = re.compile(r"^(([0-9]+)|(100|[1-9]?[0-9])%)$")
 
 
 def _is_int(value: Any) -> bool:
@@ -28,10 +27,6 @@ def _int_or_percent(value: Any) -> bool:
     if _is_int(value):
         return bool(value >= 0)
     return isinstance(value, str) and bool(_PERCENT.match(value))
-
-
-def _count_or_percent(value: Any) -> bool:
-    return isinstance(value, str) and bool(_COUNT_OR_PERCENT.match(value))
 
 
 #: A node count or a percentage of nodes: `5` or `"25%"` (not `"5"`, not `"abc"`).
@@ -52,10 +47,9 @@ IntOrPercent = Annotated[
 #: `daemonsets.rollingUpdate.maxUnavailable` is a string field, so an integer is refused.
 CountString = Annotated[
     str,
-    Cel(
-        rule="self.matches('^(([0-9]+)|(100|[1-9]?[0-9])%)$')",
-        message='must be a count (a string of digits, like "1") or a percentage, like 25%',
-        check=_count_or_percent,
+    Cel.matching(
+        "^(([0-9]+)|(100|[1-9]?[0-9])%)$",
+        'must be a count (a string of digits, like "1") or a percentage, like 25%',
     ),
 ]
 
@@ -236,18 +230,13 @@ class MaintenanceWindowSpec(ApiModel):
     )
     start: Annotated[
         str,
-        Cel(
-            rule=f"self.matches('{_CLOCK}')",
-            message='must be a 24-hour time "HH:MM", like "02:00"',
-            check=lambda v: isinstance(v, str) and bool(re.match(_CLOCK, v)),
-        ),
+        Cel.matching(_CLOCK, 'must be a 24-hour time "HH:MM", like "02:00"'),
     ] = Field(max_length=5, description='When the window opens, 24-hour "HH:MM" in timeZone.')
     end: Annotated[
         str,
-        Cel(
-            rule=f"self.matches('{_CLOCK_OR_MIDNIGHT}')",
-            message='must be a 24-hour time "HH:MM", like "06:00" (or "24:00" for midnight)',
-            check=lambda v: isinstance(v, str) and bool(re.match(_CLOCK_OR_MIDNIGHT, v)),
+        Cel.matching(
+            _CLOCK_OR_MIDNIGHT,
+            'must be a 24-hour time "HH:MM", like "06:00" (or "24:00" for midnight)',
         ),
     ] = Field(
         max_length=5,
@@ -257,11 +246,7 @@ class MaintenanceWindowSpec(ApiModel):
     )
     time_zone: Annotated[
         str,
-        Cel(
-            rule=f"self.matches('{_ZONE}')",
-            message="must be an IANA time zone name, like Europe/Berlin or UTC",
-            check=lambda v: isinstance(v, str) and bool(re.match(_ZONE, v)),
-        ),
+        Cel.matching(_ZONE, "must be an IANA time zone name, like Europe/Berlin or UTC"),
     ] = Field(
         default="UTC",
         max_length=64,

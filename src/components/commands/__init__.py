@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Callable
 
 Handler = Callable[[argparse.Namespace], int]
+
+# components.controllers.DEFAULT_NAMESPACE, which this package must not import (it brings in
+# every controller); a unit test keeps the two equal.
+DEFAULT_NAMESPACE = "gpu-operator"
 
 
 def deferred(module: str, name: str) -> Handler:
@@ -42,3 +47,18 @@ def deferred(module: str, name: str) -> Handler:
 
     handler.__name__ = handler.__qualname__ = name
     return handler
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    """`--kubeconfig` and `--namespace`, read as the operator reads them: `plan` must find
+    the cluster and the operands where `run` would."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("OPERATOR_NAMESPACE") or DEFAULT_NAMESPACE,
+        help="namespace the operands run in (default: $OPERATOR_NAMESPACE or gpu-operator)",
+    )

@@ -4,9 +4,8 @@ imported when it runs."""
 from __future__ import annotations
 
 import argparse
-import os
 
-from components.commands import deferred
+from components.commands import add_cluster_flags, deferred
 
 run_plan = deferred("components.plan.commands", "run_plan")
 
@@ -27,14 +26,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--output", choices=("text", "json"), default="text", help="text (default) or json"
     )
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
-    )
-    parser.add_argument(
-        "--namespace",
-        default=os.environ.get("OPERATOR_NAMESPACE") or "gpu-operator",
-        help="namespace the operands run in (default: $OPERATOR_NAMESPACE or gpu-operator)",
-    )
+    add_cluster_flags(parser)
     parser.set_defaults(handler=run_plan)

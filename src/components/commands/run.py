@@ -7,13 +7,19 @@ import argparse
 import os
 import re
 
-from components.commands import deferred
+from components.commands import DEFAULT_NAMESPACE, add_cluster_flags, deferred
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DISABLED",
+    "check_address",
+    "check_boolean",
+    "check_duration",
+    "register",
+    "run_operator",
+]
 
 DISABLED = "0"
-
-# components.controllers.DEFAULT_NAMESPACE, which this module must not import (it brings in
-# every controller); a unit test keeps the two equal.
-DEFAULT_NAMESPACE = "gpu-operator"
 
 
 def check_address(address: str) -> str:
@@ -78,16 +84,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "ClusterPolicy (and NVIDIADrivers), keep it and report its status."
         ),
     )
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
-    )
-    parser.add_argument(
-        "--namespace",
-        default=os.environ.get("OPERATOR_NAMESPACE") or DEFAULT_NAMESPACE,
-        help="namespace the operands run in (default: $OPERATOR_NAMESPACE or gpu-operator)",
-    )
+    add_cluster_flags(parser)
     parser.add_argument(
         "--metrics-bind-address",
         default=":8080",

@@ -5,7 +5,7 @@ DaemonSets (rolled out all at once, as the reference's are)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from components.api import ClusterPolicy, DRADriverSpec, DRAStackSpec
 from components.operands._context import Ctx
@@ -114,27 +114,32 @@ def workload_meta(
     return meta, template
 
 
-def daemonset(
+def workload(
     ctx: Ctx,
+    kind: Literal["DaemonSet", "Deployment"],
     *,
     labels: Mapping[str, str],
-    pod_labels: Mapping[str, str],
     selector: Mapping[str, str],
     pod: dict[str, Any],
+    pod_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A DaemonSet named by `labels["app"]` that replaces every pod at once (the
-    reference's `maxUnavailable: 100%`: a DRA plugin is not served by halves)."""
-    meta, template = workload_meta(ctx, labels, pod_labels)
+    """An apps/v1 `kind` named by `labels["app"]` running `pod`, whose pods carry
+    `pod_labels` (by default the object's own). A DaemonSet replaces every
+    pod at once (the reference's `maxUnavailable: 100%`: a DRA plugin is not served by
+    halves); a Deployment (the controller) runs one replica."""
+    meta, template = workload_meta(ctx, labels, labels if pod_labels is None else pod_labels)
+    rollout: dict[str, Any] = (
+        {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}}
+        if kind == "DaemonSet"
+        else {"replicas": 1}
+    )
     return {
         "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
+        "kind": kind,
         "metadata": meta,
         "spec": {
+            **rollout,
             "selector": {"matchLabels": dict(selector)},
-            "updateStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": "100%"},
-            },
             "template": {"metadata": template, "spec": pod},
         },
     }

@@ -29,6 +29,7 @@ Renders only for a GPUCluster (`components.api.dra_stack`); a ClusterPolicy neve
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from components.api import (
@@ -45,13 +46,12 @@ from components.operands._dra import (
     GPU_NODE_TERMS,
     RESOURCE_API,
     account,
-    daemonset,
     dra_section,
     node_affinity,
     on_dra_stack,
     pod_basics,
     role_for,
-    workload_meta,
+    workload,
 )
 from components.operands._names import deploy_label
 from components.operands._pods import (
@@ -86,6 +86,24 @@ DRIVER_ROOT = "/driver-root"
 _NVIDIA = "resource.nvidia.com"
 _RESOURCE = "resource.k8s.io"
 _RW = ["get", "list", "watch", "create", "update", "patch", "delete"]
+
+
+@dataclass(frozen=True)
+class _KubeletPlugin:
+    """One of the kubelet plugin pod's containers, named, served and probed as the
+    reference does."""
+
+    container: str
+    binary: str
+    endpoint: str
+    health_port: int
+    liveness_period: int
+
+
+_GPUS = _KubeletPlugin("gpus", "gpu-kubelet-plugin", ":8080", GPUS_HEALTH_PORT, 30)
+_COMPUTE_DOMAINS = _KubeletPlugin(
+    "compute-domains", "compute-domain-kubelet-plugin", ":8081", COMPUTE_DOMAINS_HEALTH_PORT, 10
+)
 
 
 def _labels(component: str) -> dict[str, str]:
@@ -314,13 +332,9 @@ class DRADriver(BaseOperand):
         passthrough = bool(gates.get(PASSTHROUGH_GATE))
         gpus = _plugin_container(
             ctx,
-            "gpus",
+            _GPUS,
             image,
-            binary="gpu-kubelet-plugin",
-            endpoint=":8080",
-            spec=section.gpus.kubelet_plugin,
-            default_port=GPUS_HEALTH_PORT,
-            liveness_period=30,
+            section.gpus.kubelet_plugin,
             extra_env=[env("HOST_ROOT", "/host")],
             after_env=[env("IMAGE_NAME", image)],
         )
@@ -337,13 +351,9 @@ class DRADriver(BaseOperand):
             containers.append(
                 _plugin_container(
                     ctx,
-                    "compute-domains",
+                    _COMPUTE_DOMAINS,
                     image,
-                    binary="compute-domain-kubelet-plugin",
-                    endpoint=":8081",
-                    spec=section.compute_domains.kubelet_plugin,
-                    default_port=COMPUTE_DOMAINS_HEALTH_PORT,
-                    liveness_period=10,
+                    section.compute_domains.kubelet_plugin,
                     extra_env=[],
                     after_env=[env("GPU_CLIQUE_LABEL_ENABLED", "true")],
                 )
@@ -375,7 +385,7 @@ class DRADriver(BaseOperand):
         if section.image_pull_secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in section.image_pull_secrets]
         labels = {**_labels(PLUGIN), "app": PLUGIN}
-        return daemonset(ctx, labels=labels, pod_labels=labels, selector={"app": PLUGIN}, pod=pod)
+        return workload(ctx, "DaemonSet", labels=labels, selector={"app": PLUGIN}, pod=pod)
 
     # -- the compute-domain controller -----------------------------------------------------
 
@@ -447,17 +457,7 @@ class DRADriver(BaseOperand):
         if section.image_pull_secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in section.image_pull_secrets]
         labels = {**_labels(CONTROLLER), "app": CONTROLLER}
-        meta, template = workload_meta(ctx, labels, labels)
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta,
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": CONTROLLER}},
-                "template": {"metadata": template, "spec": pod},
-            },
-        }
+        return workload(ctx, "Deployment", labels=labels, selector={"app": CONTROLLER}, pod=pod)
 
 
 def _image(ctx: Ctx, rendered: Rendered) -> str | None:
@@ -504,22 +504,18 @@ def _health_port(spec: DRAKubeletPluginSpec, default: int) -> int:
 
 def _plugin_container(
     ctx: Ctx,
-    name: str,
+    plugin: _KubeletPlugin,
     image: str,
-    *,
-    binary: str,
-    endpoint: str,
     spec: DRAKubeletPluginSpec,
-    default_port: int,
-    liveness_period: int,
+    *,
     extra_env: Sequence[dict[str, Any]],
     after_env: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """One container of the kubelet plugin: it reads the driver root the init container
-    found (`driver-ready`), then runs `binary`."""
+    found (`driver-ready`), then runs the plugin's binary."""
     registry = ctx.kubelet_host_dir("plugins_registry")
     plugins = ctx.kubelet_host_dir("plugins")
-    port = _health_port(spec, default_port)
+    port = _health_port(spec, plugin.health_port)
     script = "\n".join(
         [
             "set -a",
@@ -530,11 +526,11 @@ def _plugin_container(
             "  sed -i 's/^ModifyDeviceFiles: 1$/ModifyDeviceFiles: 0/' /root/gpu-params",
             "  mount --bind /root/gpu-params /proc/driver/nvidia/params",
             "fi",
-            f'exec {binary} -v "${{LOG_VERBOSITY}}"',
+            f'exec {plugin.binary} -v "${{LOG_VERBOSITY}}"',
         ]
     )
     envs = [
-        env("HTTP_ENDPOINT", endpoint),
+        env("HTTP_ENDPOINT", plugin.endpoint),
         env("METRICS_PATH", "/metrics"),
         env("LOG_VERBOSITY", "4"),
         env("MASK_NVIDIA_DRIVER_PARAMS", ""),
@@ -553,7 +549,7 @@ def _plugin_container(
         *(env(e.name, e.value or "") for e in spec.env),
     ]
     container: dict[str, Any] = {
-        "name": name,
+        "name": plugin.container,
         "image": image,
         "securityContext": dict(PRIVILEGED),
         "command": ["bash", "-c"],
@@ -575,7 +571,7 @@ def _plugin_container(
         container["livenessProbe"] = {
             **probe,
             "failureThreshold": 3,
-            "periodSeconds": liveness_period,
+            "periodSeconds": plugin.liveness_period,
         }
     _resources(container, spec.resources)
     return container

@@ -23,10 +23,10 @@ from components.operands._dra import (
     GPU_CLASS,
     RESOURCE_API,
     account,
-    daemonset,
     node_affinity,
     on_dra_stack,
     pod_basics,
+    workload,
 )
 from components.operands._names import deploy_label
 
@@ -62,8 +62,9 @@ class DRAValidation(BaseOperand):
         secrets = ctx.spec.validator.image_pull_secrets
         if secrets:
             pod["imagePullSecrets"] = [{"name": s} for s in secrets]
-        daemonset_ = daemonset(
+        daemonset_ = workload(
             ctx,
+            "DaemonSet",
             labels={**labels, "app": NAME},
             pod_labels={**labels, "app": POD_APP},
             selector={"app.kubernetes.io/name": NAME},

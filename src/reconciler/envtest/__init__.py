@@ -14,6 +14,7 @@ from reconciler.envtest._binaries import (
 )
 from reconciler.envtest._controlplane import ControlPlane, free_port
 from reconciler.envtest._errors import BinaryMissingError, ControlPlaneError
+from reconciler.envtest._lifecycle import Lifecycle
 from reconciler.envtest._process import Process, stop_together
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "BinaryMissingError",
     "ControlPlane",
     "ControlPlaneError",
+    "Lifecycle",
     "Process",
     "cache_root",
     "free_port",

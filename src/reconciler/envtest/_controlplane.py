@@ -19,13 +19,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import yaml
 
 from reconciler.envtest._binaries import Binaries
 from reconciler.envtest._errors import ControlPlaneError
+from reconciler.envtest._lifecycle import Lifecycle
 from reconciler.envtest._pki import Pki, generate
 from reconciler.envtest._process import Process
 
@@ -41,7 +41,7 @@ def free_port() -> int:
         return port
 
 
-class ControlPlane:
+class ControlPlane(Lifecycle):
     """etcd and kube-apiserver, started together and always torn down together.
 
     Use as a context manager, or call `start()` and `stop()`. `extra_apiserver_args` adds or
@@ -76,7 +76,6 @@ class ControlPlane:
         self.kubeconfig = Path()
         self.etcd: Process | None = None
         self.apiserver: Process | None = None
-        self.started_seconds = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -102,19 +101,16 @@ class ControlPlane:
             self.workdir.mkdir(parents=True, exist_ok=True)
         if self._die_with_parent:
             atexit.register(self.stop)
-        try:
-            self.pki = generate(
-                self.workdir / "pki",
-                ["127.0.0.1", "localhost", "10.0.0.1", "kubernetes.default.svc"],
-            )
-            self._start_etcd()
-            self._start_apiserver_with_retries()
-            self._write_kubeconfig()
-        except BaseException:
-            self.stop()
-            raise
-        self.started_seconds = time.monotonic() - began
-        return self
+        return self._started(began, self._start_processes)
+
+    def _start_processes(self) -> None:
+        self.pki = generate(
+            self.workdir / "pki",
+            ["127.0.0.1", "localhost", "10.0.0.1", "kubernetes.default.svc"],
+        )
+        self._start_etcd()
+        self._start_apiserver_with_retries()
+        self._write_kubeconfig()
 
     def stop(self) -> None:
         """Stop every process and remove the work folder; safe to call twice."""
@@ -126,17 +122,6 @@ class ControlPlane:
         if self._owns_workdir and self.workdir != Path() and self.workdir.exists():
             shutil.rmtree(self.workdir, ignore_errors=True)
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- etcd --------------------------------------------------------------------------
 
