@@ -28,8 +28,7 @@ from components.controllers._apply import (
 )
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET
 from components.controllers._driver_handover import HandOver, hand_over
-from components.controllers._pod_tally import DaemonSetPodTally
-from components.controllers._readiness import operand_readiness
+from components.controllers._readiness import DaemonSetPodTally, UnreadyNames, operand_readiness
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover_wait import TakeoverWait
 from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand
@@ -38,7 +37,6 @@ from components.controllers.clusterpolicy._takeover import (
     ReferenceTakeover,
     with_reference_driver,
 )
-from components.controllers.clusterpolicy._unready_names import UnreadyNames
 from components.kinds import PODS_NOT_CACHED_OF
 from components.operands import ClusterView, Operand, Rendered
 from reconciler import Client, Object, is_deleting, name_of, namespace_of
