@@ -16,7 +16,7 @@
    depends on it alone, `_driver`);
 5. status: readiness is judged from the cached DaemonSets, their pods and
    ControllerRevisions; the status is written only when it changed (the turn to `ready`
-   once the driver upgrade's own writes have landed, `_ready_hold`); each change becomes an
+   once the driver upgrade's own writes have landed, `ReadyHold`); each change becomes an
    Event; the `gpu_operator_*` metrics are set.
 
 A second reconcile that finds nothing to do writes nothing.
@@ -58,7 +58,7 @@ from components.controllers._status import (
     node_agent_summary,
     policy_status,
 )
-from components.controllers._status_writer import StatusWriter
+from components.controllers._status_writer import RECHECK_SECONDS, ReadyHold, StatusWriter
 from components.controllers._takeover_wait import CONDITION as TAKEOVER
 from components.controllers._view import (
     ConfigDocuments,
@@ -71,7 +71,6 @@ from components.controllers.clusterpolicy._events import PolicyEvents
 from components.controllers.clusterpolicy._label_wait import LabelWait
 from components.controllers.clusterpolicy._operands import PolicyOperands
 from components.controllers.clusterpolicy._pod_security import NamespacePodSecurity
-from components.controllers.clusterpolicy._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
 from components.remediation import remediation_status
