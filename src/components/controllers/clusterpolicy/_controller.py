@@ -46,7 +46,6 @@ from components.controllers._apply import (
 from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
-    DAEMONSET,
     NODE,
     SERVICE_MONITOR_CRD,
 )
@@ -160,7 +159,6 @@ class ClusterPolicyController:
             namespace,
             _informers.daemonset_pods(manager, namespace),
         )
-        _informers.owned(manager, DAEMONSET, namespace).add_handler(self.operands.replaced)
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None
         self.set_auto_upgrade = set_auto_upgrade

@@ -32,7 +32,6 @@ from components.controllers._readiness import DaemonSetPodTally, UnreadyNames, o
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover_wait import TakeoverWait
 from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand
-from components.controllers.clusterpolicy._orphans import ReplacedDaemonSetPods
 from components.controllers.clusterpolicy._takeover import (
     ReferenceTakeover,
     with_reference_driver,
@@ -142,7 +141,6 @@ class PolicyOperands:
         self.namespace = namespace
         self.driver = driver_operand(self.operands)
         self.takeover = ReferenceTakeover(client, namespace)
-        self.replaced = ReplacedDaemonSetPods(client, namespace)
         self.unready_names = UnreadyNames(client)
 
     def placement(self, policy: ClusterPolicy) -> DriverPlacement:
@@ -260,8 +258,7 @@ class PolicyOperands:
 
     async def prune(self, plan: Plan, applied: Applied, policy: ClusterPolicy) -> Pruned:
         """Hand unwanted driver DaemonSets' pods over, delete what we own and no longer
-        want (and pods the garbage collector missed, `_orphans`), then clean up after a
-        reference operator."""
+        want, then clean up after a reference operator."""
         failed = plan.render_failed | applied.failed
         serving = plan.driver.serving(plan.rendered.get(self.driver or ""), applied.held)
 
@@ -286,7 +283,6 @@ class PolicyOperands:
             owned_by_kind(CLUSTER_POLICY.kind),
             keep=lambda o: ref_of(o) in kept or keep(o),
         )
-        changes += await self.replaced.delete()
         changes += await self.takeover.clean(
             plan.policy_uid,
             plan.desired,
