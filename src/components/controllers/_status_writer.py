@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from components.api import (
@@ -36,7 +36,6 @@ from components.api import (
     GPUClusterStatus,
     NVIDIADriverStatus,
 )
-from components.controllers._status import merge_conditions, milestones, status_patch
 from reconciler import (
     GVK,
     NORMAL,
@@ -48,6 +47,83 @@ from reconciler import (
     name_of,
     revision_of,
 )
+
+OWNED_STATUS_KEYS = (
+    "state",
+    "namespace",
+    "observedGeneration",
+    "conditions",
+    "components",
+    "nodeAgent",
+    "remediation",
+)
+"""The status fields a policy's own writer compares and writes; `upgrade` is the upgrade
+controller's part (`write_part`)."""
+
+
+def owned(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: raw[k] for k in OWNED_STATUS_KEYS if raw and k in raw}
+
+
+def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What of a stored status a watcher acts on: the state, the generation it speaks of,
+    each condition's type, status and reason, each operand's state. Counts, messages and the
+    nodes named as not ready are progress: they change on every pod of a rollout."""
+    raw = raw or {}
+    return (
+        raw.get("state"),
+        raw.get("namespace"),
+        raw.get("observedGeneration"),
+        sorted(
+            (str(c.get("type")), str(c.get("status")), str(c.get("reason")))
+            for c in raw.get("conditions") or ()
+        ),
+        [(c.get("name"), c.get("state")) for c in raw.get("components") or ()],
+        "nodeAgent" in raw,
+        [(e.get("node"), e.get("step")) for e in raw.get("remediation") or ()],
+    )
+
+
+def merge_conditions(
+    conditions: Sequence[Mapping[str, Any]],
+    laid: Sequence[Mapping[str, Any]],
+    *,
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """`conditions` with each of `laid` in place of the one of its type (or added):
+    its `lastTransitionTime` is the stored one's while the status is the same, else its own,
+    else `now`."""
+    out = [dict(c) for c in conditions]
+    for cond in laid:
+        old = next((c for c in out if c.get("type") == cond.get("type")), None)
+        new = {k: v for k, v in cond.items() if k != "lastTransitionTime"}
+        if old is not None and old.get("status") == new.get("status"):
+            new["lastTransitionTime"] = old.get("lastTransitionTime") or now
+        else:
+            new["lastTransitionTime"] = cond.get("lastTransitionTime") or now
+        if old is None:
+            out.append(new)
+        else:
+            out[out.index(old)] = new
+    return out
+
+
+def status_patch(
+    previous: Mapping[str, Any] | None,
+    status: ClusterPolicyStatus | NVIDIADriverStatus | GPUClusterStatus,
+    *,
+    held: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any] | None:
+    """The merge patch body that writes `status` with the `held` conditions laid over its
+    own (another part's, as `merge_conditions` does), or None when the stored one equals it."""
+    new = owned(status.to_dict(defaults=True))
+    if held:
+        new["conditions"] = merge_conditions(new.get("conditions") or [], held)
+    old = owned(previous)
+    if new == old:
+        return None
+    # A part that is gone (the node agent switched off) is removed, not left as it was.
+    return {"status": {**{k: None for k in old if k not in new}, **new}}
 
 
 class StatusWriter:

@@ -51,6 +51,7 @@ from components.controllers._constants import (
 )
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._policies import GPU_CLUSTER_EXISTS, Stacks, parse_spec, spec_key
+from components.controllers._status import TAKEOVER_CONDITION as TAKEOVER
 from components.controllers._status import (
     Findings,
     ignored_status,
@@ -58,7 +59,6 @@ from components.controllers._status import (
     policy_status,
 )
 from components.controllers._status_writer import RECHECK_SECONDS, ReadyHold, StatusWriter
-from components.controllers._takeover_wait import CONDITION as TAKEOVER
 from components.controllers._view import (
     ConfigDocuments,
     GpuNodeViews,

@@ -29,8 +29,7 @@ from components.controllers._apply import (
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET
 from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._readiness import DaemonSetPodTally, UnreadyNames, operand_readiness
-from components.controllers._status import OperandReadiness
-from components.controllers._takeover_wait import TakeoverWait
+from components.controllers._status import OperandReadiness, TakeoverWait
 from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand
 from components.controllers.clusterpolicy._takeover import (
     ReferenceTakeover,
