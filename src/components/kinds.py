@@ -49,7 +49,7 @@ PODS_NOT_CACHED_OF: Final = frozenset(
 controller reads its pods. At 1,000 GPU nodes their pods brought about two thirds of the
 ~30,000 pod events of a rollout, and taking events in was half the operator's CPU. The
 nodes where one is not ready are named by a LIST when its counts stand still
-(`components.controllers.clusterpolicy._unready_names`)."""
+(`components.controllers._readiness.UnreadyNames`)."""
 
 CACHED_PODS: Final = f"{COMPONENT_LABEL} notin ({','.join(sorted(PODS_NOT_CACHED_OF))})"
 """The label selector of the operator's pod informer: every pod but those of

@@ -7,6 +7,8 @@
 * `NVIDIADriverController`: driver DaemonSets per node pool from NVIDIADriver resources;
 * `MigClearingController`: a node's GPU pods evicted (PodDisruptionBudgets honoured, an
   Event for each) while its MIG change is pending, and what blocks it reported.
+* `ReplacedDaemonSetPods` (`_orphans`): the pods a DaemonSet deleted and created again
+  under its name left behind, deleted (the garbage collector can miss them).
 
 Run them all in-process (tests, `gpu-operator run`)::
 

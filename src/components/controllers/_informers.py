@@ -58,7 +58,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._labels import has_gpu
-from components.controllers._pod_tally import DaemonSetPodTally, tally_on
+from components.controllers._readiness import DaemonSetPodTally, tally_on
 from components.upgrade import POD_NODE_INDEX, pod_as_read, pod_node
 from reconciler import GVK, Informer, Manager, Object, labels_of
 from reconciler.kinds import CONFIG_MAP

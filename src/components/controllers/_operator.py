@@ -19,6 +19,7 @@ from components.controllers import _informers
 from components.controllers._apply import Applier
 from components.controllers._constants import (
     CLUSTER_POLICY,
+    DAEMONSET,
     FIELD_MANAGER,
     HASH_ANNOTATION,
     NVIDIA_DRIVER,
@@ -26,6 +27,7 @@ from components.controllers._constants import (
 from components.controllers._mig_clearing import MigClearingController
 from components.controllers._node_labels import NodeLabelController
 from components.controllers._nvidiadriver import NVIDIADriverController
+from components.controllers._orphans import ReplacedDaemonSetPods
 from components.controllers._policies import Stacks
 from components.controllers.clusterpolicy._controller import ClusterPolicyController
 from components.controllers.gpucluster import GPUClusterController, rendered_kinds
@@ -107,6 +109,10 @@ def setup_operator(
     if cluster is not None:
         cluster.setup()
     mig_clearing.setup()
+    # Pods a DaemonSet replaced under its name left behind: no step of a policy's reconcile.
+    ReplacedDaemonSetPods(manager, namespace, recorder).setup(
+        _informers.owned(manager, DAEMONSET, namespace)
+    )
     # One writer per status: the pools' `status.upgrade` and pre-flight's condition go
     # through the writer of the policy's own status.
     writers = {CLUSTER_POLICY.kind: policy.status, NVIDIA_DRIVER.kind: driver.status}

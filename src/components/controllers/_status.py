@@ -29,11 +29,11 @@ from components.api import (
     NODE_AGENT_CONDITIONS,
     UNSUPPORTED_CONDITION,
     UNSUPPORTED_REASON,
+    ClusterPolicy,
     ClusterPolicyStatus,
     ComponentState,
     ComponentStatus,
     ConditionType,
-    GPUClusterStatus,
     NodeAgentStatus,
     NodeConditionSummary,
     NVIDIADriverStatus,
@@ -43,22 +43,11 @@ from components.api import (
     unsupported_message,
 )
 from components.controllers._mig_change import BLOCKED_REASON, policy_message
-from components.controllers._takeover_wait import CONDITION as TAKEOVER_CONDITION
-from components.controllers._takeover_wait import TakeoverWait
 from reconciler import name_of
 
 EVICTION_BLOCKED = "EvictionBlocked"
 """The `MIGChangeBlocked` condition's reason."""
 
-OWNED_STATUS_KEYS = (
-    "state",
-    "namespace",
-    "observedGeneration",
-    "conditions",
-    "components",
-    "nodeAgent",
-    "remediation",
-)
 IGNORED_REASON = "Ignored"
 _MAX_NAMED = 5
 
@@ -205,6 +194,64 @@ def policy_status(
     return status
 
 
+# -- a takeover from NVIDIA's operator, as the status says it (`clusterpolicy._takeover`) --
+
+
+TAKEOVER_CONDITION = "DriverTakeover"
+"""The policy's condition (and its Events' reason) while nodes run the reference's driver."""
+TAKEOVER_WALKING = "UpgradeWalk"
+"""`TAKEOVER_CONDITION`'s reason when the upgrade walk moves the nodes (auto upgrade is on)."""
+TAKEOVER_AUTO_UPGRADE_OFF = "AutoUpgradeOff"
+"""`TAKEOVER_CONDITION`'s reason when the nodes wait for the admin."""
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverWait:
+    """The nodes still on the reference operator's driver, and what moves them to ours."""
+
+    nodes: tuple[str, ...]
+    """Sorted by name."""
+    walks: bool
+    """Driver auto upgrade is on: the upgrade walk moves them, within the limits."""
+    can_walk: bool
+    """Turning auto upgrade on would (the ClusterPolicy governs the drivers: no NVIDIADriver
+    resources, no sandbox workloads)."""
+
+    @classmethod
+    def of(cls, nodes: Iterable[str], policy: ClusterPolicy) -> TakeoverWait | None:
+        """What `policy`'s takeover waits for (None: no node is on the reference's driver).
+        The same rule as the upgrade's pool for the reference's driver DaemonSet."""
+        names = tuple(sorted(nodes))
+        if not names:
+            return None
+        driver = policy.spec.driver
+        sandbox = policy.spec.sandbox_workloads.enabled
+        can_walk = driver.enabled and not driver.use_nvidia_driver_crd and not sandbox
+        return cls(names, can_walk and driver.upgrade_policy.auto_upgrade, can_walk)
+
+    @property
+    def reason(self) -> str:
+        return TAKEOVER_WALKING if self.walks else TAKEOVER_AUTO_UPGRADE_OFF
+
+    @property
+    def message(self) -> str:
+        count = len(self.nodes)
+        runs = "node still runs" if count == 1 else "nodes still run"
+        head = (
+            f"{count} {runs} NVIDIA's operator's driver ({names_and_more(self.nodes, _MAX_NAMED)})"
+        )
+        limits = "within maxParallelUpgrades and maxUnavailable"
+        if self.walks:
+            return f"{head}; the driver upgrade walk moves them to ours, {limits}"
+        how = (
+            "driver auto upgrade is off: drain a node and delete its driver pod "
+            "(app.kubernetes.io/component=nvidia-driver) to move it to ours"
+        )
+        if self.can_walk:
+            how += f", or set driver.upgradePolicy.autoUpgrade: true to walk them all {limits}"
+        return f"{head}; {how}"
+
+
 def set_takeover(
     status: ClusterPolicyStatus, wait: TakeoverWait | None, *, now: str | None = None
 ) -> None:
@@ -318,71 +365,6 @@ def ignored_status(
     )
     status.set_condition(ConditionType.ERROR, False, Reason.READY, now=now)
     return status
-
-
-def owned(raw: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {k: raw[k] for k in OWNED_STATUS_KEYS if raw and k in raw}
-
-
-def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """What of a stored status a watcher acts on: the state, the generation it speaks of,
-    each condition's type, status and reason, each operand's state. Counts, messages and the
-    nodes named as not ready are progress: they change on every pod of a rollout."""
-    raw = raw or {}
-    return (
-        raw.get("state"),
-        raw.get("namespace"),
-        raw.get("observedGeneration"),
-        sorted(
-            (str(c.get("type")), str(c.get("status")), str(c.get("reason")))
-            for c in raw.get("conditions") or ()
-        ),
-        [(c.get("name"), c.get("state")) for c in raw.get("components") or ()],
-        "nodeAgent" in raw,
-        [(e.get("node"), e.get("step")) for e in raw.get("remediation") or ()],
-    )
-
-
-def merge_conditions(
-    conditions: Sequence[Mapping[str, Any]],
-    laid: Sequence[Mapping[str, Any]],
-    *,
-    now: str | None = None,
-) -> list[dict[str, Any]]:
-    """`conditions` with each of `laid` in place of the one of its type (or added):
-    its `lastTransitionTime` is the stored one's while the status is the same, else its own,
-    else `now`."""
-    out = [dict(c) for c in conditions]
-    for cond in laid:
-        old = next((c for c in out if c.get("type") == cond.get("type")), None)
-        new = {k: v for k, v in cond.items() if k != "lastTransitionTime"}
-        if old is not None and old.get("status") == new.get("status"):
-            new["lastTransitionTime"] = old.get("lastTransitionTime") or now
-        else:
-            new["lastTransitionTime"] = cond.get("lastTransitionTime") or now
-        if old is None:
-            out.append(new)
-        else:
-            out[out.index(old)] = new
-    return out
-
-
-def status_patch(
-    previous: Mapping[str, Any] | None,
-    status: ClusterPolicyStatus | NVIDIADriverStatus | GPUClusterStatus,
-    *,
-    held: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any] | None:
-    """The merge patch body that writes `status` with the `held` conditions laid over its
-    own (another part's, as `merge_conditions` does), or None when the stored one equals it."""
-    new = owned(status.to_dict(defaults=True))
-    if held:
-        new["conditions"] = merge_conditions(new.get("conditions") or [], held)
-    old = owned(previous)
-    if new == old:
-        return None
-    # A part that is gone (the node agent switched off) is removed, not left as it was.
-    return {"status": {**{k: None for k in old if k not in new}, **new}}
 
 
 # -- NVIDIADriver ---------------------------------------------------------------------------

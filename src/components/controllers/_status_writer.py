@@ -11,13 +11,23 @@ wired in `_operator`), so each status has one writer, one field manager and one 
 what was last written. Pre-flight's `PreflightFailed` condition comes the same way
 (`write_condition`): the writer holds it and lays it over every status it writes, so a
 write of the policy's own conditions never drops it, and the two never race.
+
+A policy's turn to `ready` waits until what it reports then is final (`ReadyHold`).
+A DaemonSet that finishes rolling out reconciles its policy at once: at 100 nodes the
+paced turn left `ready` 0.2-4.7 s behind the rollout, and `kubectl wait` with it. But the
+driver upgrade keeps its own account of the same rollout (each node's upgrade-state label,
+the policy's `status.upgrade` counts), and that may still be on its way at that moment. A
+`ready` written before it is a `ready` followed by more writes: a user who waits for
+`ready` and then reads the policy sees it change under them. So the first `ready` waits
+while anything else that reports into the policy has work under way, rechecked every
+`RECHECK_SECONDS` without a reconcile, for at most `HOLD_SECONDS`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from components.api import (
@@ -26,7 +36,6 @@ from components.api import (
     GPUClusterStatus,
     NVIDIADriverStatus,
 )
-from components.controllers._status import merge_conditions, milestones, status_patch
 from reconciler import (
     GVK,
     NORMAL,
@@ -38,6 +47,83 @@ from reconciler import (
     name_of,
     revision_of,
 )
+
+OWNED_STATUS_KEYS = (
+    "state",
+    "namespace",
+    "observedGeneration",
+    "conditions",
+    "components",
+    "nodeAgent",
+    "remediation",
+)
+"""The status fields a policy's own writer compares and writes; `upgrade` is the upgrade
+controller's part (`write_part`)."""
+
+
+def owned(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: raw[k] for k in OWNED_STATUS_KEYS if raw and k in raw}
+
+
+def milestones(raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What of a stored status a watcher acts on: the state, the generation it speaks of,
+    each condition's type, status and reason, each operand's state. Counts, messages and the
+    nodes named as not ready are progress: they change on every pod of a rollout."""
+    raw = raw or {}
+    return (
+        raw.get("state"),
+        raw.get("namespace"),
+        raw.get("observedGeneration"),
+        sorted(
+            (str(c.get("type")), str(c.get("status")), str(c.get("reason")))
+            for c in raw.get("conditions") or ()
+        ),
+        [(c.get("name"), c.get("state")) for c in raw.get("components") or ()],
+        "nodeAgent" in raw,
+        [(e.get("node"), e.get("step")) for e in raw.get("remediation") or ()],
+    )
+
+
+def merge_conditions(
+    conditions: Sequence[Mapping[str, Any]],
+    laid: Sequence[Mapping[str, Any]],
+    *,
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """`conditions` with each of `laid` in place of the one of its type (or added):
+    its `lastTransitionTime` is the stored one's while the status is the same, else its own,
+    else `now`."""
+    out = [dict(c) for c in conditions]
+    for cond in laid:
+        old = next((c for c in out if c.get("type") == cond.get("type")), None)
+        new = {k: v for k, v in cond.items() if k != "lastTransitionTime"}
+        if old is not None and old.get("status") == new.get("status"):
+            new["lastTransitionTime"] = old.get("lastTransitionTime") or now
+        else:
+            new["lastTransitionTime"] = cond.get("lastTransitionTime") or now
+        if old is None:
+            out.append(new)
+        else:
+            out[out.index(old)] = new
+    return out
+
+
+def status_patch(
+    previous: Mapping[str, Any] | None,
+    status: ClusterPolicyStatus | NVIDIADriverStatus | GPUClusterStatus,
+    *,
+    held: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any] | None:
+    """The merge patch body that writes `status` with the `held` conditions laid over its
+    own (another part's, as `merge_conditions` does), or None when the stored one equals it."""
+    new = owned(status.to_dict(defaults=True))
+    if held:
+        new["conditions"] = merge_conditions(new.get("conditions") or [], held)
+    old = owned(previous)
+    if new == old:
+        return None
+    # A part that is gone (the node agent switched off) is removed, not left as it was.
+    return {"status": {**{k: None for k in old if k not in new}, **new}}
 
 
 class StatusWriter:
@@ -161,3 +247,66 @@ def _same_ready(previous: Mapping[str, Any], ready: Any) -> bool:
                 and cond.get("message") == ready.message
             )
     return False
+
+
+RECHECK_SECONDS = 0.1
+"""How often a held `ready` asks again (a few integer reads)."""
+HOLD_SECONDS = 10.0
+"""The longest a `ready` waits: past it, it is written anyway (work that never settles, a
+node whose reconcile keeps failing, must not keep the policy from saying what it is)."""
+
+
+class ReadyHold:
+    def __init__(
+        self,
+        settling: Callable[[], bool] | None,
+        poke: Callable[[], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`settling`: whether other work that reports into the policy is under way (None:
+        nothing to wait for). `poke`: reconcile the policy again now, once it is not."""
+        self.settling = settling
+        self.poke = poke
+        self.clock = clock
+        self._since: float | None = None
+        self._armed = False
+
+    def holds(self, *, was_ready: bool, is_ready: bool) -> bool:
+        """Whether a status that turns the policy `ready` must wait (a poke comes when it
+        may go). Only the turn waits: a policy already ready writes its changes at once."""
+        if self.settling is None or was_ready or not is_ready:
+            self._since = None
+            return False
+        now = self.clock()
+        if self._since is None:
+            self._since = now
+        if now - self._since >= HOLD_SECONDS or not self.settling():
+            self._since = None
+            return False
+        self._arm()
+        return True
+
+    def seconds_left(self) -> float:
+        """Until a held `ready` is written anyway (the reconcile's own requeue, should the
+        recheck's poke never come)."""
+        since = self._since
+        return HOLD_SECONDS if since is None else max(0.0, since + HOLD_SECONDS - self.clock())
+
+    def _arm(self) -> None:
+        if not self._armed:
+            self._armed = True
+            asyncio.get_running_loop().call_later(RECHECK_SECONDS, self._check)
+
+    def _check(self) -> None:
+        since = self._since
+        if (
+            since is not None
+            and self.settling is not None
+            and self.settling()
+            and self.clock() - since < HOLD_SECONDS
+        ):
+            asyncio.get_running_loop().call_later(RECHECK_SECONDS, self._check)
+            return
+        self._armed = False
+        self.poke()

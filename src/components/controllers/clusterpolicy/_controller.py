@@ -16,7 +16,7 @@
    depends on it alone, `_driver`);
 5. status: readiness is judged from the cached DaemonSets, their pods and
    ControllerRevisions; the status is written only when it changed (the turn to `ready`
-   once the driver upgrade's own writes have landed, `_ready_hold`); each change becomes an
+   once the driver upgrade's own writes have landed, `ReadyHold`); each change becomes an
    Event; the `gpu_operator_*` metrics are set.
 
 A second reconcile that finds nothing to do writes nothing.
@@ -46,20 +46,19 @@ from components.controllers._apply import (
 from components.controllers._constants import (
     CLUSTER_POLICY,
     CRD,
-    DAEMONSET,
     NODE,
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._policies import GPU_CLUSTER_EXISTS, Stacks, parse_spec, spec_key
+from components.controllers._status import TAKEOVER_CONDITION as TAKEOVER
 from components.controllers._status import (
     Findings,
     ignored_status,
     node_agent_summary,
     policy_status,
 )
-from components.controllers._status_writer import StatusWriter
-from components.controllers._takeover_wait import CONDITION as TAKEOVER
+from components.controllers._status_writer import RECHECK_SECONDS, ReadyHold, StatusWriter
 from components.controllers._view import (
     ConfigDocuments,
     GpuNodeViews,
@@ -71,7 +70,6 @@ from components.controllers.clusterpolicy._events import PolicyEvents
 from components.controllers.clusterpolicy._label_wait import LabelWait
 from components.controllers.clusterpolicy._operands import PolicyOperands
 from components.controllers.clusterpolicy._pod_security import NamespacePodSecurity
-from components.controllers.clusterpolicy._ready_hold import RECHECK_SECONDS, ReadyHold
 from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import OPERANDS, ClusterView, Operand
 from components.remediation import remediation_status
@@ -161,7 +159,6 @@ class ClusterPolicyController:
             namespace,
             _informers.daemonset_pods(manager, namespace),
         )
-        _informers.owned(manager, DAEMONSET, namespace).add_handler(self.operands.replaced)
         self.recorder = recorder or manager.event_recorder("gpu-operator")
         self.controller: Controller | None = None
         self.set_auto_upgrade = set_auto_upgrade

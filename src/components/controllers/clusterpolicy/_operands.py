@@ -28,17 +28,13 @@ from components.controllers._apply import (
 )
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET
 from components.controllers._driver_handover import HandOver, hand_over
-from components.controllers._pod_tally import DaemonSetPodTally
-from components.controllers._readiness import operand_readiness
-from components.controllers._status import OperandReadiness
-from components.controllers._takeover_wait import TakeoverWait
+from components.controllers._readiness import DaemonSetPodTally, UnreadyNames, operand_readiness
+from components.controllers._status import OperandReadiness, TakeoverWait
 from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand
-from components.controllers.clusterpolicy._orphans import ReplacedDaemonSetPods
 from components.controllers.clusterpolicy._takeover import (
     ReferenceTakeover,
     with_reference_driver,
 )
-from components.controllers.clusterpolicy._unready_names import UnreadyNames
 from components.kinds import PODS_NOT_CACHED_OF
 from components.operands import ClusterView, Operand, Rendered
 from reconciler import Client, Object, is_deleting, name_of, namespace_of
@@ -144,7 +140,6 @@ class PolicyOperands:
         self.namespace = namespace
         self.driver = driver_operand(self.operands)
         self.takeover = ReferenceTakeover(client, namespace)
-        self.replaced = ReplacedDaemonSetPods(client, namespace)
         self.unready_names = UnreadyNames(client)
 
     def placement(self, policy: ClusterPolicy) -> DriverPlacement:
@@ -262,8 +257,7 @@ class PolicyOperands:
 
     async def prune(self, plan: Plan, applied: Applied, policy: ClusterPolicy) -> Pruned:
         """Hand unwanted driver DaemonSets' pods over, delete what we own and no longer
-        want (and pods the garbage collector missed, `_orphans`), then clean up after a
-        reference operator."""
+        want, then clean up after a reference operator."""
         failed = plan.render_failed | applied.failed
         serving = plan.driver.serving(plan.rendered.get(self.driver or ""), applied.held)
 
@@ -288,7 +282,6 @@ class PolicyOperands:
             owned_by_kind(CLUSTER_POLICY.kind),
             keep=lambda o: ref_of(o) in kept or keep(o),
         )
-        changes += await self.replaced.delete()
         changes += await self.takeover.clean(
             plan.policy_uid,
             plan.desired,

@@ -43,8 +43,7 @@ from components.api import (
 from components.controllers._apply import Change, ObjectRef, describe, ref_of
 from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED, TAKEOVER_NODE_INDEX
-from components.controllers._status import OperandReadiness
-from components.controllers._takeover_wait import TakeoverWait
+from components.controllers._status import OperandReadiness, TakeoverWait
 from reconciler import (
     GVK,
     OWNER_INDEX,

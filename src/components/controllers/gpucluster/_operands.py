@@ -25,8 +25,7 @@ from components.controllers._apply import (
     ref_of,
 )
 from components.controllers._constants import DAEMONSET, GPU_CLUSTER
-from components.controllers._pod_tally import DaemonSetPodTally
-from components.controllers._readiness import operand_readiness
+from components.controllers._readiness import DaemonSetPodTally, operand_readiness
 from components.controllers._status import OperandReadiness
 from components.operands import ClusterView, Operand, Rendered
 from reconciler import GVK, Client, Object, generation_of, name_of, namespace_of

@@ -10,8 +10,8 @@ import pytest
 
 from components.api import ClusterPolicy
 from components.controllers import HASH_ANNOTATION
+from components.controllers import _readiness as unready_names_module
 from components.controllers.clusterpolicy import _controller as clusterpolicy_module
-from components.controllers.clusterpolicy import _unready_names as unready_names_module
 from components.operands import OPERANDS, ClusterView, GPUNode
 from reconciler import GVK, Object, owner_reference
 from tests.integration.components.controllers.conftest import (

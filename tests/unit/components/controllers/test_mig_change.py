@@ -24,7 +24,8 @@ from components.controllers._mig_change import (
     refusal,
 )
 from components.controllers._mig_clearing import _node_changed
-from components.controllers._status import policy_status, status_patch
+from components.controllers._status import policy_status
+from components.controllers._status_writer import status_patch
 from components.upgrade import Blocker, PdbView, PodView
 from tests.unit.components.controllers.test_status import T0, T1, findings
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.controllers._pod_tally import DaemonSetPodTally, tally_on
+from components.controllers._readiness import DaemonSetPodTally, tally_on
 from components.operands import daemonset_ready
 from components.operands.readiness import daemonset_pods_ready
 

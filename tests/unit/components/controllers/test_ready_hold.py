@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from components.controllers.clusterpolicy._ready_hold import (
+from components.controllers._status_writer import (
     HOLD_SECONDS,
     RECHECK_SECONDS,
     ReadyHold,

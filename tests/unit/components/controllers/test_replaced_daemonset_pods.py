@@ -1,5 +1,6 @@
-"""Pods a replaced DaemonSet left behind: which are deleted, and when the operator stops
-looking. The informer's events are replayed by hand; the API server is a dict."""
+"""Pods a replaced DaemonSet left behind: which are deleted, when the sweep is asked for,
+and when the operator stops looking. The informer's events are replayed by hand; the API
+server is a dict."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.controllers.clusterpolicy._orphans import ReplacedDaemonSetPods
+from components.controllers._orphans import ReplacedDaemonSetPods
+from reconciler import Request
 
 pytestmark = pytest.mark.unit
 
@@ -60,9 +62,52 @@ class FakeClient:
         self.deleted.append((name, kwargs.get("uid")))
         self.pods.pop(name, None)
 
+    def list(self, gvk: Any, **kwargs: Any) -> list[Any]:
+        return []  # no ClusterPolicy
 
-def sweep(client: FakeClient) -> ReplacedDaemonSetPods:
-    return ReplacedDaemonSetPods(client, NS)  # type: ignore[arg-type]
+
+class FakeController:
+    def __init__(self) -> None:
+        self.enqueued: list[Request] = []
+
+    def enqueue(self, request: Request) -> None:
+        self.enqueued.append(request)
+
+
+class FakeManager:
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+        self.made = FakeController()
+
+    def controller(self, name: str, reconciler: Any) -> FakeController:
+        return self.made
+
+
+class FakeInformer:
+    def add_handler(self, handler: Any) -> None:
+        pass
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
+        self.events.append((obj["metadata"]["name"], reason, message))
+
+
+def sweep(client: FakeClient, recorder: FakeRecorder | None = None) -> ReplacedDaemonSetPods:
+    replaced = ReplacedDaemonSetPods(
+        FakeManager(client),  # type: ignore[arg-type]
+        NS,
+        recorder or FakeRecorder(),  # type: ignore[arg-type]
+    )
+    replaced.setup(FakeInformer())  # type: ignore[arg-type]
+    return replaced
+
+
+def enqueued(replaced: ReplacedDaemonSetPods) -> list[Request]:
+    return replaced.controller.enqueued  # type: ignore[union-attr]
 
 
 async def test_a_deleted_then_recreated_daemonset_leaves_no_pod_of_its_old_self() -> None:
@@ -75,15 +120,37 @@ async def test_a_deleted_then_recreated_daemonset_leaves_no_pod_of_its_old_self(
         "going": pod("going", "old", deleting=True),
         "fresh": pod("fresh", "new"),
     }
-    changes = await replaced.delete()
+    changes = await replaced.delete(NAME)
     assert client.deleted == [("stale", "pod-stale")]
     assert [c.verb for c in changes] == ["deleted"]
     assert "stale" in changes[0].what and changes[0].component == "state-device-plugin"
-    # The next list finds only a pod already going: the old uid is forgotten.
-    assert await replaced.delete() == []
+    # None left to delete (the other old pod was already going): the old uid is forgotten.
     lists = client.lists
-    await replaced.delete()
+    assert await replaced.delete(NAME) == []
     assert client.lists == lists, "a forgotten DaemonSet is listed again"
+
+
+async def test_the_sweep_is_asked_for_when_a_daemonset_is_back_under_a_name_that_went() -> None:
+    client = FakeClient()
+    recorder = FakeRecorder()
+    replaced = sweep(client, recorder)
+    replaced.on_add(daemonset("first"))
+    assert enqueued(replaced) == [], "a DaemonSet seen for the first time asks for nothing"
+    replaced.on_delete(daemonset("first"))
+    assert enqueued(replaced) == []
+    client.cached[NAME] = daemonset("new")
+    client.pods = {"stale": pod("stale", "first")}
+    replaced.on_add(daemonset("new"))
+    assert enqueued(replaced) == [Request(NS, NAME)]
+    await replaced.reconcile(Request(NS, NAME))
+    assert client.deleted == [("stale", "pod-stale")]
+    assert recorder.events == [
+        (
+            NAME,
+            "Deleted",
+            f"deleted Pod {NS}/stale (of the replaced DaemonSet {NAME}) (state-device-plugin)",
+        )
+    ]
 
 
 async def test_a_replacement_read_as_an_update_counts_as_well() -> None:
@@ -91,9 +158,10 @@ async def test_a_replacement_read_as_an_update_counts_as_well() -> None:
     client = FakeClient()
     replaced = sweep(client)
     replaced.on_update(daemonset("old"), daemonset("new"))
+    assert enqueued(replaced) == [Request(NS, NAME)]
     client.cached[NAME] = daemonset("new")
     client.pods = {"stale": pod("stale", "old")}
-    await replaced.delete()
+    await replaced.delete(NAME)
     assert client.deleted == [("stale", "pod-stale")]
 
 
@@ -102,10 +170,10 @@ async def test_a_daemonset_gone_and_not_back_is_left_to_the_garbage_collector() 
     replaced = sweep(client)
     replaced.on_delete(daemonset("old"))
     client.pods = {"stale": pod("stale", "old")}
-    assert await replaced.delete() == []
+    assert await replaced.delete(NAME) == []
     assert client.deleted == [] and client.lists == 0
     replaced.on_update(daemonset("same"), daemonset("same"))  # a plain update: nothing
     replaced.on_delete(daemonset("elsewhere", namespace="other"))
     client.cached[NAME] = daemonset("new")
-    await replaced.delete()
+    await replaced.delete(NAME)
     assert client.deleted == [("stale", "pod-stale")]

@@ -12,8 +12,8 @@ from components.controllers._status import (
     ignored_status,
     node_agent_summary,
     policy_status,
-    status_patch,
 )
+from components.controllers._status_writer import status_patch
 
 pytestmark = pytest.mark.unit
 

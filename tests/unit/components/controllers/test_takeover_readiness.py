@@ -12,7 +12,7 @@ import pytest
 
 from components.api import ClusterPolicy
 from components.controllers import Findings, OperandReadiness, policy_status
-from components.controllers._takeover_wait import TakeoverWait
+from components.controllers._status import TakeoverWait
 from components.controllers.clusterpolicy._takeover import (
     DONE,
     ReferenceTakeover,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.controllers.clusterpolicy._unready_names import STALL_SECONDS, UnreadyNames
+from components.controllers._readiness import STALL_SECONDS, UnreadyNames
 from components.kinds import CACHED_PODS, PODS_CACHED_OF, PODS_NOT_CACHED_OF
 from components.operands import OPERANDS
 from components.upgrade import parse_selector
