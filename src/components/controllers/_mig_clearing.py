@@ -51,8 +51,11 @@ from components.upgrade import (
     POD_NODE_INDEX,
     PodView,
     PodVolumes,
+    node_of_pod,
+    node_ref,
+    node_request,
+    nodes_labelled,
     pdb_view,
-    pod_node,
     pod_view,
 )
 from reconciler import (
@@ -67,9 +70,7 @@ from reconciler import (
     Result,
     annotations_of,
     is_deleting,
-    label_index_name,
     labels_of,
-    name_of,
     uid_of,
 )
 from reconciler import Eviction as Outcome
@@ -113,14 +114,6 @@ def _policy_changed(old: Object, new: Object) -> bool:
     return _policy_said(old) != _policy_said(new)
 
 
-def _node_ref(obj: Object) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name_of(obj), "uid": uid_of(obj)},
-    }
-
-
 def _pod_ref(pod: PodView) -> Object:
     return {
         "apiVersion": "v1",
@@ -160,7 +153,7 @@ class MigClearingController:
         node_events = Funcs(create=_pending, update=_node_changed)
         c.watch(
             _informers.mig_nodes(m),
-            lambda o: (Request("", name_of(o)),),
+            node_request,
             node_events,
             map_old=False,
         )
@@ -181,15 +174,10 @@ class MigClearingController:
     # -- event mapping -------------------------------------------------------------------
 
     def _pod_to_node(self, obj: Object) -> Iterable[Request]:
-        for name in pod_node(obj):
-            node = self.client.get(NODE, name)
-            if node is not None and _pending(node):
-                return (Request("", name),)
-        return ()
+        return node_of_pod(self.client.cache, obj, _pending)
 
     def _waiting_nodes(self) -> list[Request]:
-        index = label_index_name(MIG_CONFIG_STATE_LABEL)
-        return [Request("", name_of(n)) for n in self.client.list(NODE, index=(index, "pending"))]
+        return nodes_labelled(self.client.cache, MIG_CONFIG_STATE_LABEL, "pending")
 
     # -- reconcile -----------------------------------------------------------------------
 
@@ -227,7 +215,10 @@ class MigClearingController:
         if gone:
             log.debug("node %s: evicted %s for the MIG change to %s", name, gone, config)
             await self.recorder.event(
-                _node_ref(node), NORMAL, EVICTION_REASON, node_evicted_message(config, gone)
+                node_ref(name, uid_of(node)),
+                NORMAL,
+                EVICTION_REASON,
+                node_evicted_message(config, gone),
             )
             for pod in gone:
                 await self.recorder.event(
@@ -264,7 +255,9 @@ class MigClearingController:
             self.blocked[name] = message
             log.debug("node %s: %s", name, message)
             if node is not None:
-                await self.recorder.event(_node_ref(node), WARNING, BLOCKED_REASON, message)
+                await self.recorder.event(
+                    node_ref(name, uid_of(node)), WARNING, BLOCKED_REASON, message
+                )
         else:
             self.blocked.pop(name, None)
         if self.on_blocked_change is not None:

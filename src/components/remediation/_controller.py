@@ -56,6 +56,10 @@ from components.upgrade import (
     disruption_blocker,
     format_time,
     gpu_pods,
+    node_of_pod,
+    node_ref,
+    node_request,
+    nodes_labelled,
     pdb_view,
     pod_as_read,
     pod_node,
@@ -150,11 +154,11 @@ def _policy_said(obj: Object) -> tuple[Any, ...]:
 
 
 def _node_ref(node: Object) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name_of(node), "uid": uid_of(node)},
-    }
+    return node_ref(name_of(node), uid_of(node))
+
+
+def _draining(node: Object) -> bool:
+    return labels_of(node).get(REMEDIATION_STATE_LABEL) == "drain"
 
 
 class RemediationController:
@@ -199,7 +203,7 @@ class RemediationController:
         )
         c.watch(
             nodes,
-            lambda o: (Request("", name_of(o)),),
+            node_request,
             Funcs(update=lambda old, new: _watched(old) != _watched(new)),
             map_old=False,
         )
@@ -217,15 +221,10 @@ class RemediationController:
     # -- event mapping -------------------------------------------------------------------
 
     def _pod_to_node(self, obj: Object) -> Iterable[Request]:
-        for name in pod_node(obj):
-            node = self.client.get(NODE, name)
-            if node is not None and labels_of(node).get(REMEDIATION_STATE_LABEL) == "drain":
-                return (Request("", name),)
-        return ()
+        return node_of_pod(self.client.cache, obj, _draining)
 
     def _in_state(self, state: State) -> list[Request]:
-        index = label_index_name(REMEDIATION_STATE_LABEL)
-        return [Request("", name_of(n)) for n in self.client.list(NODE, index=(index, state))]
+        return nodes_labelled(self.client.cache, REMEDIATION_STATE_LABEL, state)
 
     def _all_nodes(self) -> list[Request]:
         return [Request("", name_of(n)) for n in self.client.list(NODE)]

@@ -67,6 +67,12 @@ from components.upgrade._names import (
     UPGRADE_REQUESTED,
     VALIDATOR_DEPLOY_LABEL,
 )
+from components.upgrade._node_requests import (
+    node_of_pod,
+    node_ref,
+    node_request,
+    nodes_labelled,
+)
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
 from components.upgrade._planner import cleanup, plan_node
@@ -138,7 +144,11 @@ __all__ = [
     "label_selector_matches",
     "max_unavailable",
     "newest_revision",
+    "node_of_pod",
+    "node_ref",
+    "node_request",
     "node_view",
+    "nodes_labelled",
     "parse_selector",
     "parse_time",
     "patched",
