@@ -152,15 +152,21 @@ class Applier:
                 continue
             if is_deleting(obj):
                 continue
-            await self.client.delete(
-                GVK.of(obj),
-                name_of(obj),
-                namespace=namespace_of(obj),
-                uid=uid_of(obj) or None,
-                missing_ok=True,
-            )
+            await delete_judged(self.client, obj)
             changes.append(Change("deleted", describe(obj), component_of(obj)))
         return changes
+
+
+async def delete_judged(client: Client, obj: Object) -> None:
+    """Delete `obj`, the very object judged (its uid a precondition: one replaced meanwhile
+    under its name refuses, 409); one already gone is no error."""
+    await client.delete(
+        GVK.of(obj),
+        name_of(obj),
+        namespace=namespace_of(obj),
+        uid=uid_of(obj) or None,
+        missing_ok=True,
+    )
 
 
 def owned_by_kind(kind: str, uid: str | None = None) -> Callable[[Object], bool]:

@@ -26,12 +26,23 @@ from reconciler import (
     Informer,
     Manager,
     Object,
+    Predicate,
     Request,
     namespace_of,
     owner_references_of,
 )
 
 Mapping = Callable[[Object], list[Request]]
+
+
+def watch_stack_object(
+    c: Controller, informer: Informer, mapping: Mapping, *predicates: Predicate
+) -> None:
+    """A watch of the stack's own objects (a policy, a GPUCluster, what decides between
+    them): an event means work to do now (unpaced); its mapping's answer does not move
+    with the object's changes (every policy, the deleting clusters), so only the new
+    object is mapped."""
+    c.watch(informer, mapping, *predicates, unpaced=True, map_old=False)
 
 
 class OperandWatches:

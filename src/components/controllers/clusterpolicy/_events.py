@@ -19,7 +19,7 @@ from components.controllers import _informers
 from components.controllers._apply import Applier, controller_owner
 from components.controllers._constants import CLUSTER_POLICY, NODE
 from components.controllers._filters import NODE_CHANGED, POLICY_CHANGED
-from components.controllers._operand_watches import OperandWatches
+from components.controllers._operand_watches import OperandWatches, watch_stack_object
 from components.controllers._policies import STACK_CHANGED
 from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
@@ -43,26 +43,14 @@ class PolicyEvents:
 
     def watch_gpu_clusters(self, c: Controller, manager: Manager) -> None:
         """A GPUCluster coming, going or settled may refuse or free the policy."""
-        c.watch(
-            _informers.gpu_clusters(manager),
-            self.all_policies,
-            STACK_CHANGED,
-            unpaced=True,
-            map_old=False,
-        )
+        watch_stack_object(c, _informers.gpu_clusters(manager), self.all_policies, STACK_CHANGED)
 
     def watch(self, c: Controller, manager: Manager, applier: Applier) -> None:
         """Wire every watch of `c`, the policy's controller; owned kinds that `applier`
         starts to watch later (a CRD installed) are wired as they come."""
         m = manager
-        c.watch(
-            _informers.cluster_policies(m),
-            self.all_policies,
-            POLICY_CHANGED,
-            unpaced=True,
-            map_old=False,
-        )
-        c.watch(_informers.service_monitor_crd(m), self.all_policies, unpaced=True, map_old=False)
+        watch_stack_object(c, _informers.cluster_policies(m), self.all_policies, POLICY_CHANGED)
+        watch_stack_object(c, _informers.service_monitor_crd(m), self.all_policies)
         c.watch(
             _informers.config_maps(m, self.namespace),
             self.active_policy,

@@ -13,7 +13,7 @@ from components.controllers import _informers
 from components.controllers._apply import Applier, controller_owner
 from components.controllers._constants import GPU_CLUSTER
 from components.controllers._filters import NODE_CHANGED
-from components.controllers._operand_watches import OperandWatches
+from components.controllers._operand_watches import OperandWatches, watch_stack_object
 from components.controllers.gpucluster._claims import on_gpus
 from reconciler import (
     Client,
@@ -50,21 +50,11 @@ class ClusterEvents:
 
     def watch(self, c: Controller, m: Manager, applier: Applier) -> None:
         clusters = _informers.gpu_clusters(m)
-        c.watch(
-            clusters,
-            self.all_clusters,
-            Or(GenerationChanged(), Funcs(update=_deletion_or_finalizers)),
-            unpaced=True,
-            map_old=False,
-        )
-        c.watch(_informers.cluster_policies(m), self.all_clusters, unpaced=True, map_old=False)
-        c.watch(
-            _informers.resource_claims(m),
-            self.deleting_clusters,
-            Funcs(update=_allocation_changed),
-            unpaced=True,
-            map_old=False,
-        )
+        changed = Or(GenerationChanged(), Funcs(update=_deletion_or_finalizers))
+        watch_stack_object(c, clusters, self.all_clusters, changed)
+        watch_stack_object(c, _informers.cluster_policies(m), self.all_clusters)
+        claims = _informers.resource_claims(m)
+        watch_stack_object(c, claims, self.deleting_clusters, Funcs(update=_allocation_changed))
         c.watch(_informers.service_monitor_crd(m), self.all_clusters, map_old=False)
         c.watch(_informers.nodes(m), self.all_clusters, NODE_CHANGED, map_old=False)
         self.operand_watches.watch(c, m, applier)
