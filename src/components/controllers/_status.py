@@ -165,10 +165,10 @@ def node_agent_summary(nodes: Iterable[Mapping[str, Any]]) -> NodeAgentStatus:
     )
 
 
-_S = TypeVar("_S", ClusterPolicyStatus, NVIDIADriverStatus)
+_S = TypeVar("_S", ClusterPolicyStatus, NVIDIADriverStatus, GPUClusterStatus)
 
 
-def _parse(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
+def stored_status(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
     """The status as stored, or an empty one if there is none (or it cannot be read)."""
     if raw:
         try:
@@ -179,7 +179,7 @@ def _parse(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
 
 
 def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
-    return _parse(ClusterPolicyStatus, raw)
+    return stored_status(ClusterPolicyStatus, raw)
 
 
 def not_ready_message(operands: Sequence[OperandReadiness]) -> str:
@@ -389,7 +389,7 @@ def status_patch(
 
 
 def parse_driver_status(raw: Mapping[str, Any] | None) -> NVIDIADriverStatus:
-    return _parse(NVIDIADriverStatus, raw)
+    return stored_status(NVIDIADriverStatus, raw)
 
 
 def driver_status(
