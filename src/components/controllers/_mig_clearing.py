@@ -16,7 +16,6 @@ once a pod, unless the policy lets such pods go anyway.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -32,7 +31,7 @@ from components.api import (
     node_agent_enabled,
 )
 from components.controllers import _informers
-from components.controllers._constants import CLUSTER_POLICY, NODE, PDB, POD
+from components.controllers._constants import CLUSTER_POLICY, NODE
 from components.controllers._mig_change import (
     BLOCKED_REASON,
     EVICTION_REASON,
@@ -48,15 +47,12 @@ from components.controllers._mig_change import (
     refusal,
 )
 from components.upgrade import (
-    POD_NODE_INDEX,
+    PodEvictor,
     PodView,
-    PodVolumes,
     node_of_pod,
     node_ref,
     node_request,
     nodes_labelled,
-    pdb_view,
-    pod_view,
 )
 from reconciler import (
     NORMAL,
@@ -144,7 +140,7 @@ class MigClearingController:
         """Node -> what keeps its MIG change waiting (only nodes something blocks)."""
         self._attempts: dict[str, int] = {}
         self._evicted: dict[str, float] = {}
-        self._volumes = PodVolumes(self.client)
+        self._evictor = PodEvictor(self.client)
         self.controller: Controller | None = None
 
     def setup(self) -> Controller:
@@ -201,13 +197,10 @@ class MigClearingController:
         now = self.clock()
         self._evicted = {uid: t for uid, t in self._evicted.items() if t > now}
         processes = self._processes(policy, node)
-        listed = self.client.list(POD, index=(POD_NODE_INDEX, name))
-        pods = gpu_users([pod_view(p) for p in listed], processes)
-        if not allowed.delete_empty_dir:
-            pods = await self._volumes.with_local_storage(pods)
+        pods = gpu_users(self._evictor.pods_on(name), processes)
+        pods = await self._evictor.readable(pods, delete_empty_dir=allowed.delete_empty_dir)
         plan = clearing(pods, allowed, self._evicted, processes)
-        asks = (self.client.evict(p.name, p.namespace) for p in plan.evict)
-        answers = list(zip(plan.evict, await asyncio.gather(*asks), strict=True))
+        answers = await self._evictor.evict(plan.evict)
         refused = [(p, r) for p, r in answers if not r.evicted]
         gone = [p for p, r in answers if r.outcome is Outcome.EVICTED]
         for pod in gone:
@@ -224,7 +217,7 @@ class MigClearingController:
                 await self.recorder.event(
                     _pod_ref(pod), WARNING, EVICTION_REASON, evicted_message(name, config)
                 )
-        pdbs = [pdb_view(b) for b in self.client.list(PDB)] if refused else []
+        pdbs = self._evictor.budgets() if refused else []
         blockers = [refusal(p, pdbs, r.message) for p, r in refused] + list(plan.blocked)
         message = blocked_message(config, blockers, refused=plan.drain_refused)
         await self._set_blocked(node, name, message)

@@ -35,6 +35,7 @@ from components.upgrade._clearing import (
     gpu_pods,
 )
 from components.upgrade._controller import UpgradeController
+from components.upgrade._evictor import PodEvictor
 from components.upgrade._fold import Fold, fold, patched
 from components.upgrade._limits import admit, counts, max_unavailable
 from components.upgrade._metrics import upgrade_metrics_for
@@ -118,6 +119,7 @@ __all__ = [
     "NodeView",
     "PdbView",
     "PinChange",
+    "PodEvictor",
     "PodView",
     "PodVolumes",
     "SelectorError",
