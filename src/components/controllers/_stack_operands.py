@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from components.controllers._apply import Applier, Change, ObjectRef, ref_of
+from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._status import OperandReadiness
 from components.operands import Operand, Rendered
-from reconciler import Object, name_of
+from reconciler import Client, Object, name_of
 from reconciler.errors import BadRequest, Forbidden, Invalid
 
 APPLY_CONCURRENCY = 8
@@ -86,6 +87,23 @@ def render_operands(
         problems=tuple(problems),
         desired=frozenset(ref_of(obj) for r in rendered.values() for obj in r.objects),
     )
+
+
+class OperandSet:
+    """A stack's operands, in order, with what writes them (`applier`) and what their
+    readiness is judged from (the cache, the DaemonSets' pod counts)."""
+
+    def __init__(
+        self,
+        client: Client,
+        applier: Applier,
+        operands: Sequence[Operand],
+        pods: DaemonSetPodTally,
+    ) -> None:
+        self.client = client
+        self.applier = applier
+        self.operands = list(operands)
+        self.pods = pods
 
 
 class OperandWrites:

@@ -30,6 +30,7 @@ from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._readiness import operand_readiness
 from components.controllers._stack_operands import (
+    OperandSet,
     OperandWrites,
     Rendering,
     readiness_of,
@@ -91,7 +92,7 @@ class Pruned:
     """Nodes whose driver is still the reference operator's (a takeover in progress)."""
 
 
-class PolicyOperands:
+class PolicyOperands(OperandSet):
     """The operands of the active policy, written and judged."""
 
     def __init__(
@@ -102,10 +103,7 @@ class PolicyOperands:
         namespace: str,
         pods: DaemonSetPodTally,
     ) -> None:
-        self.client = client
-        self.applier = applier
-        self.pods = pods
-        self.operands = list(operands)
+        super().__init__(client, applier, operands, pods)
         self.namespace = namespace
         self.driver = driver_operand(self.operands)
         self.takeover = ReferenceTakeover(client, namespace)

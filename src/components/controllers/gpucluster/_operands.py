@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from components.api import GPU_CLUSTER_NAME, ClusterPolicy, GPUCluster, dra_stack
-from components.controllers._apply import Applier, Change, component_of, owned_by_kind
+from components.controllers._apply import Change, component_of, owned_by_kind
 from components.controllers._constants import DAEMONSET, GPU_CLUSTER
-from components.controllers._pod_tally import DaemonSetPodTally
 from components.controllers._readiness import operand_readiness
 from components.controllers._stack_operands import (
+    OperandSet,
     OperandWrites,
     Rendering,
     readiness_of,
@@ -27,7 +27,7 @@ from components.controllers._stack_operands import (
 )
 from components.controllers._status import OperandReadiness
 from components.operands import ClusterView, Operand
-from reconciler import GVK, Client, Object, generation_of, name_of, namespace_of
+from reconciler import GVK, Object, generation_of, name_of, namespace_of
 
 DEPLOYMENT = GVK("apps", "v1", "Deployment")
 _WORKLOADS = frozenset({DAEMONSET.kind, DEPLOYMENT.kind})
@@ -43,20 +43,8 @@ class Applied:
     problems: tuple[tuple[str, str], ...]
 
 
-class StackOperands:
+class StackOperands(OperandSet):
     """The operands of the GPUCluster, written and judged."""
-
-    def __init__(
-        self,
-        client: Client,
-        applier: Applier,
-        operands: Sequence[Operand],
-        pods: DaemonSetPodTally,
-    ) -> None:
-        self.client = client
-        self.applier = applier
-        self.operands = list(operands)
-        self.pods = pods
 
     def render(self, stack: ClusterPolicy, view: ClusterView) -> Plan:
         return render_operands(
