@@ -13,7 +13,7 @@ brings the next event. Only such a DaemonSet costs a scan of the cached nodes (~
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from components.api import daemon_pod_runs_on, template_pod_spec
 from components.controllers._constants import CONTROLLER_REVISION, DAEMONSET, NODE
@@ -91,3 +91,10 @@ def nodes_to_serve(ds: Object, nodes: Iterable[Object]) -> list[str]:
             pod_spec, labels_of(node), (node.get("spec") or {}).get("taints") or ()
         )
     ]
+
+
+def readiness_of(
+    operands: Iterable[tuple[str, bool]], judge: Callable[[str], OperandReadiness]
+) -> list[OperandReadiness]:
+    """Each operand's readiness in order: `judge`'s for an enabled one."""
+    return [judge(name) if on else OperandReadiness(name, enabled=False) for name, on in operands]

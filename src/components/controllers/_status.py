@@ -45,7 +45,7 @@ from components.api import (
 from components.controllers._mig_change import BLOCKED_REASON, policy_message
 from components.controllers._takeover_wait import CONDITION as TAKEOVER_CONDITION
 from components.controllers._takeover_wait import TakeoverWait
-from reconciler import name_of
+from reconciler import Object, generation_of, name_of
 
 EVICTION_BLOCKED = "EvictionBlocked"
 """The `MIGChangeBlocked` condition's reason."""
@@ -426,3 +426,18 @@ def driver_status(
         nodes = readiness.nodes_desired if readiness is not None else 0
         status.mark_ready(message=f"the driver is ready on {nodes} nodes", now=now)
     return status
+
+
+INVALID_SPEC = "InvalidSpec"
+
+
+def invalid_spec(namespace: str, obj: Object, exc: pydantic.ValidationError) -> Findings:
+    """The findings of a spec that cannot be read: its first errors, named by field."""
+    errors = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+    )
+    return Findings(
+        namespace=namespace,
+        generation=generation_of(obj),
+        problems=[(INVALID_SPEC, f"the spec cannot be read: {errors}")],
+    )

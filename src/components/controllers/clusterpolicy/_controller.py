@@ -50,14 +50,14 @@ from components.controllers._constants import (
 )
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._policies import GPU_CLUSTER_EXISTS, Stacks, parse_spec, spec_key
-from components.controllers._stack_report import READY, StackReport, invalid_spec
 from components.controllers._status import (
     Findings,
     ignored_status,
+    invalid_spec,
     node_agent_summary,
     policy_status,
 )
-from components.controllers._status_writer import StatusWriter
+from components.controllers._status_writer import READY, StackReport, StatusWriter
 from components.controllers._takeover_wait import CONDITION as TAKEOVER
 from components.controllers._view import (
     ConfigDocuments,

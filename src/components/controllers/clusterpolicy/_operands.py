@@ -20,22 +20,19 @@ from components.controllers._apply import (
     Applier,
     Change,
     ObjectRef,
+    OperandSet,
+    OperandWrites,
+    Rendering,
     component_of,
     describe,
     owned_by_kind,
     ref_of,
+    render_operands,
 )
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET
 from components.controllers._driver_handover import HandOver, hand_over
 from components.controllers._pod_tally import DaemonSetPodTally
-from components.controllers._readiness import operand_readiness
-from components.controllers._stack_operands import (
-    OperandSet,
-    OperandWrites,
-    Rendering,
-    readiness_of,
-    render_operands,
-)
+from components.controllers._readiness import operand_readiness, readiness_of
 from components.controllers._status import OperandReadiness
 from components.controllers._takeover_wait import TakeoverWait
 from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand

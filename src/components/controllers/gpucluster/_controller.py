@@ -35,9 +35,8 @@ from components.controllers._constants import (
 )
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._policies import Stacks
-from components.controllers._stack_report import StackReport, invalid_spec
-from components.controllers._status import Findings
-from components.controllers._status_writer import StatusWriter
+from components.controllers._status import Findings, invalid_spec
+from components.controllers._status_writer import StackReport, StatusWriter
 from components.controllers._view import any_nfd_labels, views_of_gpu_nodes
 from components.controllers.gpucluster._claims import holding
 from components.controllers.gpucluster._events import ClusterEvents

@@ -15,16 +15,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from components.api import GPU_CLUSTER_NAME, ClusterPolicy, GPUCluster, dra_stack
-from components.controllers._apply import Change, component_of, owned_by_kind
-from components.controllers._constants import DAEMONSET, GPU_CLUSTER
-from components.controllers._readiness import operand_readiness
-from components.controllers._stack_operands import (
+from components.controllers._apply import (
+    Change,
     OperandSet,
     OperandWrites,
     Rendering,
-    readiness_of,
+    component_of,
+    owned_by_kind,
     render_operands,
 )
+from components.controllers._constants import DAEMONSET, GPU_CLUSTER
+from components.controllers._readiness import operand_readiness, readiness_of
 from components.controllers._status import OperandReadiness
 from components.operands import ClusterView, Operand
 from reconciler import GVK, Object, generation_of, name_of, namespace_of
