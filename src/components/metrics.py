@@ -7,10 +7,45 @@ serves both and existing dashboards keep working.
 from __future__ import annotations
 
 import enum
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 PREFIX = "gpu_operator_"
+_M = TypeVar("_M")
+
+
+class Metrics:
+    """Makes the `gpu_operator_*` metrics on one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def gauge(self, name: str, documentation: str) -> Gauge:
+        return Gauge(PREFIX + name, documentation, registry=self.registry)
+
+    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        """`_total` is added to the name on exposition."""
+        return Counter(PREFIX + name, documentation, labels, registry=self.registry)
+
+
+class PerRegistry(Generic[_M]):
+    """One set of metrics per registry, made on first use, as the engine's metrics are: a
+    second controller on the same registry (tests, a restart in the same process) shares
+    them instead of failing on names already registered."""
+
+    def __init__(self) -> None:
+        self._by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _M] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, registry: CollectorRegistry, make: Callable[[], _M]) -> _M:
+        found = self._by_registry.get(registry)
+        if found is None:
+            found = self._by_registry[registry] = make()
+        return found
 
 
 class ReconciliationStatus(enum.IntEnum):
@@ -24,12 +59,8 @@ class ReconciliationStatus(enum.IntEnum):
 
 class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        def gauge(name: str, documentation: str) -> Gauge:
-            return Gauge(PREFIX + name, documentation, registry=registry)
-
-        def counter(name: str, documentation: str) -> Counter:
-            return Counter(PREFIX + name, documentation, registry=registry)
-
+        made = Metrics(registry)
+        gauge, counter = made.gauge, made.counter
         self.gpu_nodes_total = gauge("gpu_nodes_total", "Number of nodes with GPUs")
         self.reconciliation_status = gauge(
             "reconciliation_status",

@@ -16,7 +16,6 @@ once a pod, unless the policy lets such pods go anyway.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -32,7 +31,7 @@ from components.api import (
     node_agent_enabled,
 )
 from components.controllers import _informers
-from components.controllers._constants import CLUSTER_POLICY, NODE, PDB, POD
+from components.controllers._constants import CLUSTER_POLICY, NODE
 from components.controllers._mig_change import (
     BLOCKED_REASON,
     EVICTION_REASON,
@@ -48,12 +47,12 @@ from components.controllers._mig_change import (
     refusal,
 )
 from components.upgrade import (
-    POD_NODE_INDEX,
+    PodEvictor,
     PodView,
-    PodVolumes,
-    pdb_view,
-    pod_node,
-    pod_view,
+    node_of_pod,
+    node_ref,
+    node_request,
+    nodes_labelled,
 )
 from reconciler import (
     NORMAL,
@@ -67,9 +66,7 @@ from reconciler import (
     Result,
     annotations_of,
     is_deleting,
-    label_index_name,
     labels_of,
-    name_of,
     uid_of,
 )
 from reconciler import Eviction as Outcome
@@ -113,14 +110,6 @@ def _policy_changed(old: Object, new: Object) -> bool:
     return _policy_said(old) != _policy_said(new)
 
 
-def _node_ref(obj: Object) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name_of(obj), "uid": uid_of(obj)},
-    }
-
-
 def _pod_ref(pod: PodView) -> Object:
     return {
         "apiVersion": "v1",
@@ -151,7 +140,7 @@ class MigClearingController:
         """Node -> what keeps its MIG change waiting (only nodes something blocks)."""
         self._attempts: dict[str, int] = {}
         self._evicted: dict[str, float] = {}
-        self._volumes = PodVolumes(self.client)
+        self._evictor = PodEvictor(self.client)
         self.controller: Controller | None = None
 
     def setup(self) -> Controller:
@@ -160,7 +149,7 @@ class MigClearingController:
         node_events = Funcs(create=_pending, update=_node_changed)
         c.watch(
             _informers.mig_nodes(m),
-            lambda o: (Request("", name_of(o)),),
+            node_request,
             node_events,
             map_old=False,
         )
@@ -181,15 +170,10 @@ class MigClearingController:
     # -- event mapping -------------------------------------------------------------------
 
     def _pod_to_node(self, obj: Object) -> Iterable[Request]:
-        for name in pod_node(obj):
-            node = self.client.get(NODE, name)
-            if node is not None and _pending(node):
-                return (Request("", name),)
-        return ()
+        return node_of_pod(self.client.cache, obj, _pending)
 
     def _waiting_nodes(self) -> list[Request]:
-        index = label_index_name(MIG_CONFIG_STATE_LABEL)
-        return [Request("", name_of(n)) for n in self.client.list(NODE, index=(index, "pending"))]
+        return nodes_labelled(self.client.cache, MIG_CONFIG_STATE_LABEL, "pending")
 
     # -- reconcile -----------------------------------------------------------------------
 
@@ -213,13 +197,10 @@ class MigClearingController:
         now = self.clock()
         self._evicted = {uid: t for uid, t in self._evicted.items() if t > now}
         processes = self._processes(policy, node)
-        listed = self.client.list(POD, index=(POD_NODE_INDEX, name))
-        pods = gpu_users([pod_view(p) for p in listed], processes)
-        if not allowed.delete_empty_dir:
-            pods = await self._volumes.with_local_storage(pods)
+        pods = gpu_users(self._evictor.pods_on(name), processes)
+        pods = await self._evictor.readable(pods, delete_empty_dir=allowed.delete_empty_dir)
         plan = clearing(pods, allowed, self._evicted, processes)
-        asks = (self.client.evict(p.name, p.namespace) for p in plan.evict)
-        answers = list(zip(plan.evict, await asyncio.gather(*asks), strict=True))
+        answers = await self._evictor.evict(plan.evict)
         refused = [(p, r) for p, r in answers if not r.evicted]
         gone = [p for p, r in answers if r.outcome is Outcome.EVICTED]
         for pod in gone:
@@ -227,13 +208,16 @@ class MigClearingController:
         if gone:
             log.debug("node %s: evicted %s for the MIG change to %s", name, gone, config)
             await self.recorder.event(
-                _node_ref(node), NORMAL, EVICTION_REASON, node_evicted_message(config, gone)
+                node_ref(name, uid_of(node)),
+                NORMAL,
+                EVICTION_REASON,
+                node_evicted_message(config, gone),
             )
             for pod in gone:
                 await self.recorder.event(
                     _pod_ref(pod), WARNING, EVICTION_REASON, evicted_message(name, config)
                 )
-        pdbs = [pdb_view(b) for b in self.client.list(PDB)] if refused else []
+        pdbs = self._evictor.budgets() if refused else []
         blockers = [refusal(p, pdbs, r.message) for p, r in refused] + list(plan.blocked)
         message = blocked_message(config, blockers, refused=plan.drain_refused)
         await self._set_blocked(node, name, message)
@@ -264,7 +248,9 @@ class MigClearingController:
             self.blocked[name] = message
             log.debug("node %s: %s", name, message)
             if node is not None:
-                await self.recorder.event(_node_ref(node), WARNING, BLOCKED_REASON, message)
+                await self.recorder.event(
+                    node_ref(name, uid_of(node)), WARNING, BLOCKED_REASON, message
+                )
         else:
             self.blocked.pop(name, None)
         if self.on_blocked_change is not None:

@@ -285,3 +285,10 @@ class UnreadyNames:
             log.debug("DaemonSet %s not ready on %d nodes (listed)", name_of(ds), len(stall.names))
         self._stalls = kept
         return min(waits) if waits else None
+
+
+def readiness_of(
+    operands: Iterable[tuple[str, bool]], judge: Callable[[str], OperandReadiness]
+) -> list[OperandReadiness]:
+    """Each operand's readiness in order: `judge`'s for an enabled one."""
+    return [judge(name) if on else OperandReadiness(name, enabled=False) for name, on in operands]

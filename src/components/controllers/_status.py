@@ -34,6 +34,7 @@ from components.api import (
     ComponentState,
     ComponentStatus,
     ConditionType,
+    GPUClusterStatus,
     NodeAgentStatus,
     NodeConditionSummary,
     NVIDIADriverStatus,
@@ -43,7 +44,7 @@ from components.api import (
     unsupported_message,
 )
 from components.controllers._mig_change import BLOCKED_REASON, policy_message
-from reconciler import name_of
+from reconciler import Object, generation_of, name_of
 
 EVICTION_BLOCKED = "EvictionBlocked"
 """The `MIGChangeBlocked` condition's reason."""
@@ -154,10 +155,10 @@ def node_agent_summary(nodes: Iterable[Mapping[str, Any]]) -> NodeAgentStatus:
     )
 
 
-_S = TypeVar("_S", ClusterPolicyStatus, NVIDIADriverStatus)
+_S = TypeVar("_S", ClusterPolicyStatus, NVIDIADriverStatus, GPUClusterStatus)
 
 
-def _parse(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
+def stored_status(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
     """The status as stored, or an empty one if there is none (or it cannot be read)."""
     if raw:
         try:
@@ -168,7 +169,7 @@ def _parse(model: type[_S], raw: Mapping[str, Any] | None) -> _S:
 
 
 def parse_status(raw: Mapping[str, Any] | None) -> ClusterPolicyStatus:
-    return _parse(ClusterPolicyStatus, raw)
+    return stored_status(ClusterPolicyStatus, raw)
 
 
 def not_ready_message(operands: Sequence[OperandReadiness]) -> str:
@@ -371,7 +372,7 @@ def ignored_status(
 
 
 def parse_driver_status(raw: Mapping[str, Any] | None) -> NVIDIADriverStatus:
-    return _parse(NVIDIADriverStatus, raw)
+    return stored_status(NVIDIADriverStatus, raw)
 
 
 def driver_status(
@@ -408,3 +409,18 @@ def driver_status(
         nodes = readiness.nodes_desired if readiness is not None else 0
         status.mark_ready(message=f"the driver is ready on {nodes} nodes", now=now)
     return status
+
+
+INVALID_SPEC = "InvalidSpec"
+
+
+def invalid_spec(namespace: str, obj: Object, exc: pydantic.ValidationError) -> Findings:
+    """The findings of a spec that cannot be read: its first errors, named by field."""
+    errors = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+    )
+    return Findings(
+        namespace=namespace,
+        generation=generation_of(obj),
+        problems=[(INVALID_SPEC, f"the spec cannot be read: {errors}")],
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from components.api import PreflightMode
+from components.api import PreflightMode, names_and_more
 from components.preflight._client import Check, Verdict
 
 CONDITION = "PreflightFailed"
@@ -39,9 +39,7 @@ class Finding:
         detail = f" ({self.check.detail})" if self.check.detail else ""
         if not self.blocks:
             return f"image {self.check.image} {what}{detail}"
-        names = ", ".join(self.nodes[:_NAMED])
-        if len(self.nodes) > _NAMED:
-            names += f" and {len(self.nodes) - _NAMED} more"
+        names = names_and_more(self.nodes, _NAMED)
         plural = "s" if len(self.nodes) != 1 else ""
         return f"image {self.check.image} {what}{detail}, needed by node{plural} {names}"
 

@@ -11,7 +11,6 @@ started that the cache has not shown yet.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -50,16 +49,18 @@ from components.remediation._model import (
 )
 from components.upgrade import (
     POD_NODE_INDEX,
-    PodVolumes,
+    PodEvictor,
     deletion_plan,
     describe,
     disruption_blocker,
     format_time,
     gpu_pods,
-    pdb_view,
+    node_of_pod,
+    node_ref,
+    node_request,
+    nodes_labelled,
     pod_as_read,
     pod_node,
-    pod_view,
 )
 from reconciler import (
     NORMAL,
@@ -150,11 +151,11 @@ def _policy_said(obj: Object) -> tuple[Any, ...]:
 
 
 def _node_ref(node: Object) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name_of(node), "uid": uid_of(node)},
-    }
+    return node_ref(name_of(node), uid_of(node))
+
+
+def _draining(node: Object) -> bool:
+    return labels_of(node).get(REMEDIATION_STATE_LABEL) == "drain"
 
 
 class RemediationController:
@@ -181,7 +182,7 @@ class RemediationController:
         self.metrics: RemediationMetrics = remediation_metrics_for(manager.registry)
         self._started: set[str] = set()
         """Nodes this process moved into a step the cache may not show yet."""
-        self._volumes = PodVolumes(self.client)
+        self._evictor = PodEvictor(self.client)
         self._told: dict[str, str] = {}
         """The last waiting Event per node (approval, dry run, blocked): said once."""
         self.controller: Controller | None = None
@@ -199,7 +200,7 @@ class RemediationController:
         )
         c.watch(
             nodes,
-            lambda o: (Request("", name_of(o)),),
+            node_request,
             Funcs(update=lambda old, new: _watched(old) != _watched(new)),
             map_old=False,
         )
@@ -217,15 +218,10 @@ class RemediationController:
     # -- event mapping -------------------------------------------------------------------
 
     def _pod_to_node(self, obj: Object) -> Iterable[Request]:
-        for name in pod_node(obj):
-            node = self.client.get(NODE, name)
-            if node is not None and labels_of(node).get(REMEDIATION_STATE_LABEL) == "drain":
-                return (Request("", name),)
-        return ()
+        return node_of_pod(self.client.cache, obj, _draining)
 
     def _in_state(self, state: State) -> list[Request]:
-        index = label_index_name(REMEDIATION_STATE_LABEL)
-        return [Request("", name_of(n)) for n in self.client.list(NODE, index=(index, state))]
+        return nodes_labelled(self.client.cache, REMEDIATION_STATE_LABEL, state)
 
     def _all_nodes(self) -> list[Request]:
         return [Request("", name_of(n)) for n in self.client.list(NODE)]
@@ -344,12 +340,9 @@ class RemediationController:
     async def _drain(
         self, node: Object, view: NodeView, move: Move, policy: Object | None, now: float
     ) -> Result | None:
-        listed = self.client.list(POD, index=(POD_NODE_INDEX, view.name))
         rules = pod_deletion(policy)
-        pods = gpu_pods([pod_view(p) for p in listed])
-        if not rules.delete_empty_dir:
-            # The cache drops volumes: whether a GPU pod has emptyDir data is read once.
-            pods = await self._volumes.with_local_storage(pods)
+        pods = gpu_pods(self._evictor.pods_on(view.name))
+        pods = await self._evictor.readable(pods, delete_empty_dir=rules.delete_empty_dir)
         plan = deletion_plan(pods, rules, section=SECTION)
         if plan.clear:
             gpu = view.gpu if view.gpu is not None else 0
@@ -358,9 +351,9 @@ class RemediationController:
             await self._patch(node, body)
             await self._announce(node, view, State.RESET, move.why)
             return None
-        answers = await asyncio.gather(*(self.client.evict(p.name, p.namespace) for p in plan.act))
-        refused = [(p, r) for p, r in zip(plan.act, answers, strict=True) if not r.evicted]
-        gone = [p for p, r in zip(plan.act, answers, strict=True) if r.evicted]
+        answers = await self._evictor.evict(plan.act)
+        refused = [(p, r) for p, r in answers if not r.evicted]
+        gone = [p for p, r in answers if r.evicted]
         if gone:
             log.info("node %s: evicted %s for the GPU remediation", view.name, describe(gone))
             await self.recorder.event(
@@ -371,7 +364,7 @@ class RemediationController:
             )
         blockers: list[str] = [str(b) for b in plan.blocked]
         if refused:
-            pdbs = [pdb_view(b) for b in self.client.list(PDB)]
+            pdbs = self._evictor.budgets()
             for pod, answer in refused:
                 budget = disruption_blocker(pod, pdbs)
                 blockers.append(

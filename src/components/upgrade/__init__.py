@@ -35,6 +35,7 @@ from components.upgrade._clearing import (
     gpu_pods,
 )
 from components.upgrade._controller import UpgradeController
+from components.upgrade._evictor import PodEvictor
 from components.upgrade._fold import Fold, fold, patched
 from components.upgrade._limits import admit, counts, max_unavailable
 from components.upgrade._metrics import upgrade_metrics_for
@@ -66,6 +67,12 @@ from components.upgrade._names import (
     STATE_SINCE,
     UPGRADE_REQUESTED,
     VALIDATOR_DEPLOY_LABEL,
+)
+from components.upgrade._node_requests import (
+    node_of_pod,
+    node_ref,
+    node_request,
+    nodes_labelled,
 )
 from components.upgrade._patches import transition_patch
 from components.upgrade._pin import PinChange, pin_change
@@ -112,6 +119,7 @@ __all__ = [
     "NodeView",
     "PdbView",
     "PinChange",
+    "PodEvictor",
     "PodView",
     "PodVolumes",
     "SelectorError",
@@ -138,7 +146,11 @@ __all__ = [
     "label_selector_matches",
     "max_unavailable",
     "newest_revision",
+    "node_of_pod",
+    "node_ref",
+    "node_request",
     "node_view",
+    "nodes_labelled",
     "parse_selector",
     "parse_time",
     "patched",

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.api import DriverUpgradePolicySpec, UpgradeState, scaled_value
+from components.upgrade._listing import listed
 from components.upgrade._model import NodeView
 from components.upgrade._names import IN_PROGRESS
 from components.upgrade._retry import retries
@@ -27,8 +28,6 @@ AFTER_RESTART = frozenset({S.VALIDATION_REQUIRED, S.UNCORDON_REQUIRED})
 HALTED_REASON = "FailureBudgetExceeded"
 WITHIN_REASON = "WithinFailureBudget"
 CONDITION = "UpgradeHalted"
-LISTED = 10
-"""Failing nodes named in the condition's message (the status lists every node anyway)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +38,11 @@ class Halt:
     version: str = ""
 
     def message(self) -> str:
-        shown = "; ".join(f"{n}: {r}" for n, r in self.failing[:LISTED])
-        more = f"; and {len(self.failing) - LISTED} more" if len(self.failing) > LISTED else ""
+        shown = listed([f"{n}: {r}" for n, r in self.failing], "; ")
         version = f"driver {self.version}: " if self.version else ""
         return (
             f"{version}{len(self.failing)} nodes failed the upgrade, more than the failure "
-            f"budget of {self.budget}; no further node is admitted. {shown}{more}"
+            f"budget of {self.budget}; no further node is admitted. {shown}"
         )
 
 

@@ -8,19 +8,16 @@ registry (tests, a restart in the same process) shares the gauges instead of fai
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
-PREFIX = "gpu_operator_"
+from components.metrics import Metrics, PerRegistry
 
 
 class UpgradeMetrics:
     def __init__(self, registry: CollectorRegistry, *, auto_upgrade_enabled: Any = None) -> None:
-        def gauge(name: str, doc: str) -> Any:
-            return Gauge(PREFIX + name, doc, registry=registry)
-
+        gauge = Metrics(registry).gauge
         self.in_progress = gauge(
             "nodes_upgrades_in_progress",
             "Total number of nodes on which the driver upgrade is in progress",
@@ -73,18 +70,13 @@ class UpgradeMetrics:
         self.pending.set(pending)
 
 
-_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, UpgradeMetrics] = (
-    weakref.WeakKeyDictionary()
-)
+_by_registry: PerRegistry[UpgradeMetrics] = PerRegistry()
 
 
 def upgrade_metrics_for(
     registry: CollectorRegistry, *, auto_upgrade_enabled: Any = None
 ) -> UpgradeMetrics:
     """The one `UpgradeMetrics` of a registry, created on first use."""
-    found = _by_registry.get(registry)
-    if found is None:
-        found = _by_registry[registry] = UpgradeMetrics(
-            registry, auto_upgrade_enabled=auto_upgrade_enabled
-        )
-    return found
+    return _by_registry.get(
+        registry, lambda: UpgradeMetrics(registry, auto_upgrade_enabled=auto_upgrade_enabled)
+    )

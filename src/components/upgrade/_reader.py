@@ -9,9 +9,9 @@ the DaemonSet that will put one there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
@@ -57,6 +57,7 @@ POD_NODE_INDEX = "upgrade:node"
 DRIVER_POD_INDEX = "upgrade:driver"
 
 PoolKey = tuple[str, str]
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +90,24 @@ class Views:
 
     def pod(self, obj: Object) -> PodView:
         key = (uid_of(obj) or name_of(obj), resource_version_of(obj))
-        view = self._pods.get(key)
-        if view is None:
-            if len(self._pods) >= self._limit:
-                self._pods.clear()
-            view = self._pods[key] = pod_view(obj)
-        return view
+        return self._kept(self._pods, key, obj, pod_view)
 
     def node(self, obj: Object) -> NodeView:
-        key = (name_of(obj), resource_version_of(obj))
-        view = self._nodes.get(key)
+        return self._kept(self._nodes, (name_of(obj), resource_version_of(obj)), obj, node_view)
+
+    def _kept(
+        self,
+        views: dict[tuple[str, str], _V],
+        key: tuple[str, str],
+        obj: Object,
+        view_of: Callable[[Object], _V],
+    ) -> _V:
+        """The view kept under `key`, or a new one (all dropped past `limit`)."""
+        view = views.get(key)
         if view is None:
-            if len(self._nodes) >= self._limit:
-                self._nodes.clear()
-            view = self._nodes[key] = node_view(obj)
+            if len(views) >= self._limit:
+                views.clear()
+            view = views[key] = view_of(obj)
         return view
 
 

@@ -36,6 +36,7 @@ from components.api import (
     RollbackRequest,
     UpgradeState,
 )
+from components.upgrade._listing import listed
 from components.upgrade._model import NodeView
 from components.upgrade._names import IN_PROGRESS
 
@@ -47,7 +48,6 @@ ROLLED_BACK = "RolledBack"
 ENDED = ROLLBACK_ENDED
 INVALID = "InvalidRollbackRequest"
 HALTED_REASON = "RollbackRequested"
-LISTED = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +135,12 @@ def rolling_back_message(plan: RollbackPlan, version: str) -> tuple[bool, str, s
     to = f" ({', '.join(plan.images)})" if plan.images else ""
     of = f"driver {version}" if version else "the rollout"
     if plan.remaining:
-        shown = ", ".join(f"{n} ({s})" for n, s in plan.remaining[:LISTED])
-        more = f", and {len(plan.remaining) - LISTED} more" if len(plan.remaining) > LISTED else ""
+        shown = listed([f"{n} ({s})" for n, s in plan.remaining], ", ")
         return (
             True,
             ROLLING_BACK,
             f"rollback ({mode}) of {of}: {len(plan.remaining)} nodes going back to their last "
-            f"good driver{to}: {shown}{more}",
+            f"good driver{to}: {shown}",
         )
     return (
         False,

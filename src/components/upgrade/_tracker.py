@@ -26,7 +26,10 @@ def _newer_or_equal(cached: str, expected: str) -> bool:
         return cached == expected
 
 
-class WriteTracker:
+class _Expectations:
+    """Per key, the resourceVersion the cache should show and when to stop waiting for it
+    (`timeout` seconds after it was recorded)."""
+
     def __init__(
         self, *, timeout: float = 30.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
@@ -34,6 +37,8 @@ class WriteTracker:
         self._clock = clock
         self._expected: dict[str, tuple[str, float]] = {}
 
+
+class WriteTracker(_Expectations):
     def record(self, written: Object) -> None:
         """Remember a write (the object the server returned)."""
         rv = resource_version_of(written)
@@ -66,7 +71,7 @@ class WriteTracker:
         return max(0.0, min(d for _, d in self._expected.values()) - self._clock())
 
 
-class DeleteTracker:
+class DeleteTracker(_Expectations):
     """Pods we asked to delete, until the cache shows the deletion.
 
     A node's reconcile that runs again before the pod's event arrives would see the pod as
@@ -75,27 +80,20 @@ class DeleteTracker:
     each of their events requeues the node. Keyed by the pod's uid; the cache has caught up
     when it shows the pod changed (terminating) or gone. An entry gives up after `timeout`."""
 
-    def __init__(
-        self, *, timeout: float = 30.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.timeout = timeout
-        self._clock = clock
-        self._asked: dict[str, tuple[str, float]] = {}
-
     def record(self, uid: str, resource_version: str) -> None:
         """The pod `uid`, as the cache showed it at `resource_version`, was asked to go."""
         now = self._clock()
-        if len(self._asked) > 1_000:
-            self._asked = {u: e for u, e in self._asked.items() if e[1] > now}
-        self._asked[uid] = (resource_version, now + self.timeout)
+        if len(self._expected) > 1_000:
+            self._expected = {u: e for u, e in self._expected.items() if e[1] > now}
+        self._expected[uid] = (resource_version, now + self.timeout)
 
     def behind(self, uid: str, resource_version: str, *, terminating: bool) -> bool:
         """Whether the cache still shows pod `uid` as it was when we asked it to go."""
-        entry = self._asked.get(uid)
+        entry = self._expected.get(uid)
         if entry is None:
             return False
         rv, deadline = entry
         if terminating or resource_version != rv or self._clock() > deadline:
-            del self._asked[uid]
+            del self._expected[uid]
             return False
         return True

@@ -28,6 +28,7 @@ from components.upgrade._names import (
     SCHEDULED_PODS,
     STATE_LABEL,
 )
+from components.upgrade._node_requests import node_request, nodes_labelled
 from components.upgrade._pods import is_driver_pod, pod_as_read
 from components.upgrade._reader import (
     DRIVER_POD_INDEX,
@@ -109,7 +110,7 @@ class Watches:
         """Watch `informers` from the node controller `nc` and the pool controller `pc`."""
         i = informers
         node_changed = Funcs(update=_node_changed)
-        nc.watch(i.nodes, lambda o: (Request("", name_of(o)),), node_changed, map_old=False)
+        nc.watch(i.nodes, node_request, node_changed, map_old=False)
         nc.watch(i.pods, self._pod_to_node)
         # Not on status writes: a driver DaemonSet's status changes with every pod of it
         # that comes up, and each would re-check every node it runs on (nodes^2 in a rollout);
@@ -172,10 +173,7 @@ class Watches:
         if kernel is not None:
             # A precompiled driver DaemonSet for a kernel: nodes that run that kernel may
             # now be pinned to it.
-            index = label_index_name(KERNEL_LABEL)
-            requests.extend(
-                Request("", name_of(n)) for n in self.cache.list(NODE, index=(index, kernel))
-            )
+            requests.extend(nodes_labelled(self.cache, KERNEL_LABEL, kernel))
         return requests
 
     def _revision_to_nodes(self, obj: Object) -> Iterable[Request]:
@@ -186,14 +184,10 @@ class Watches:
         return out
 
     def _nodes_in_states(self, *states: UpgradeState) -> Callable[[Object], Iterable[Request]]:
-        index = label_index_name(STATE_LABEL)
+        values = [state.value for state in states]
 
         def mapping(_obj: Object) -> Iterable[Request]:
-            return [
-                Request("", name_of(n))
-                for state in states
-                for n in self.cache.list(NODE, index=(index, state.value))
-            ]
+            return nodes_labelled(self.cache, STATE_LABEL, *values)
 
         return mapping
 

@@ -16,6 +16,7 @@ from components.api import DRIVER_KERNEL_PIN_LABEL, DRIVER_TAKEOVER_LABEL
 from components.upgrade._fold import Fold
 from components.upgrade._model import NodeView
 from components.upgrade._names import EVENT_REASON, NODE
+from components.upgrade._node_requests import node_ref
 from components.upgrade._patches import client_changes, transition_patch
 from components.upgrade._pin import PinChange
 from components.upgrade._reader import Pool
@@ -153,8 +154,7 @@ class NodeWriter:
         return written
 
     def event_node(self, node: NodeView, type_: str, message: str) -> None:
-        ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, "uid": node.uid}}
-        self.event(ref, type_, message)
+        self.event(node_ref(node.name, node.uid), type_, message)
 
     def event(self, obj: Object, type_: str, message: str) -> None:
         """Fire and forget: an event must never slow a step down."""

@@ -25,7 +25,6 @@ A second reconcile that finds nothing to do writes nothing.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import pydantic
@@ -41,7 +40,6 @@ from components.api import (
 from components.controllers import _informers
 from components.controllers._apply import (
     Applier,
-    Change,
 )
 from components.controllers._constants import (
     CLUSTER_POLICY,
@@ -55,10 +53,17 @@ from components.controllers._status import TAKEOVER_CONDITION as TAKEOVER
 from components.controllers._status import (
     Findings,
     ignored_status,
+    invalid_spec,
     node_agent_summary,
     policy_status,
 )
-from components.controllers._status_writer import RECHECK_SECONDS, ReadyHold, StatusWriter
+from components.controllers._status_writer import (
+    READY,
+    RECHECK_SECONDS,
+    ReadyHold,
+    StackReport,
+    StatusWriter,
+)
 from components.controllers._view import (
     ConfigDocuments,
     GpuNodeViews,
@@ -122,9 +127,6 @@ operand's readiness at once. A 1,000-node rollout wrote the policy's status 85 t
 a write of the whole policy through its schema (about 20 ms of the API server's CPU) and an
 event to every watcher of policies."""
 
-INVALID_SPEC = "InvalidSpec"
-READY = "ready"
-
 
 class ClusterPolicyController:
     def __init__(
@@ -160,6 +162,7 @@ class ClusterPolicyController:
             _informers.daemonset_pods(manager, namespace),
         )
         self.recorder = recorder or manager.event_recorder("gpu-operator")
+        self.report = StackReport(metrics, self.recorder, log, "ClusterPolicy")
         self.controller: Controller | None = None
         self.set_auto_upgrade = set_auto_upgrade
         self.mig_blocked = mig_blocked
@@ -204,13 +207,7 @@ class ClusterPolicyController:
     # -- reconcile -----------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        self.metrics.reconciliation_total.inc()
-        try:
-            return await self._reconcile(request)
-        except Exception:
-            self.metrics.reconciliation_failed_total.inc()
-            self.metrics.set_status(ReconciliationStatus.ERROR)
-            raise
+        return await self.report.counted(self._reconcile(request))
 
     async def _reconcile(self, request: Request) -> Result | None:
         policies = self.client.list(CLUSTER_POLICY)
@@ -270,7 +267,7 @@ class ClusterPolicyController:
             takeover=pruned.takeover,
         )
         status = policy_status(obj.get("status"), findings)
-        await self._report(obj, [*labelled, *applied.changes, *pruned.changes])
+        await self.report.changes(obj, [*labelled, *applied.changes, *pruned.changes])
         notice = self.operands.takeover.announce(name_of(obj), pruned.takeover)
         if notice is not None:
             await self.recorder.event(obj, NORMAL, TAKEOVER, notice)
@@ -315,19 +312,6 @@ class ClusterPolicyController:
 
     # -- status, events, metrics ---------------------------------------------------------
 
-    async def _report(self, obj: Object, changes: Sequence[Change]) -> None:
-        """One Event per operand and kind of change, naming its objects: a fresh policy
-        creates 37 objects, which as 37 Events would spend the policy's Event budget
-        (`reconciler.EventRecorder`) before its DaemonSets' turn."""
-        grouped: dict[tuple[str, str], list[str]] = {}
-        for change in changes:
-            log.debug("ClusterPolicy %s: %s", name_of(obj), change)
-            grouped.setdefault((change.component, change.verb), []).append(change.what)
-        for (component, verb), objects in grouped.items():
-            reason = {"created": "Created", "updated": "Updated", "deleted": "Deleted"}[verb]
-            message = f"{verb} {', '.join(objects)} ({component})"
-            await self.recorder.event(obj, NORMAL, reason, message)
-
     async def _ignore(self, obj: Object, active: Object) -> None:
         status = ignored_status(
             obj.get("status"),
@@ -352,30 +336,15 @@ class ClusterPolicyController:
         await self.status.write(obj, policy_status(previous, findings))
 
     async def _invalid(self, obj: Object, exc: pydantic.ValidationError) -> None:
-        errors = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        findings = Findings(
-            namespace=self.namespace,
-            generation=generation_of(obj),
-            problems=[(INVALID_SPEC, f"the spec cannot be read: {errors}")],
-        )
+        findings = invalid_spec(self.namespace, obj, exc)
         await self.status.write(obj, policy_status(obj.get("status"), findings))
         self.metrics.set_status(ReconciliationStatus.NOT_READY)
         self.metrics.reconciliation_failed_total.inc()
 
     def _set_metrics(self, policy: ClusterPolicy, findings: Findings, state: str) -> None:
-        m = self.metrics
-        m.gpu_nodes_total.set(findings.gpu_nodes)
-        m.reconciliation_has_nfd_labels.set(1 if findings.has_nfd_labels else 0)
         driver = policy.spec.driver
         if self.set_auto_upgrade:
-            m.driver_auto_upgrade_enabled.set(
+            self.metrics.driver_auto_upgrade_enabled.set(
                 1 if driver.enabled and driver.upgrade_policy.auto_upgrade else 0
             )
-        if state == READY:
-            m.set_status(ReconciliationStatus.READY)
-            m.reconciliation_last_success_ts_seconds.set(time.time())
-        else:
-            m.set_status(ReconciliationStatus.NOT_READY)
-            m.reconciliation_failed_total.inc()
+        self.report.reconciled(findings, state)

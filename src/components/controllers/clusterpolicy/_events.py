@@ -17,28 +17,18 @@ from __future__ import annotations
 from components.api import active_cluster_policy
 from components.controllers import _informers
 from components.controllers._apply import Applier, controller_owner
-from components.controllers._constants import CLUSTER_POLICY, DAEMONSET, NODE
-from components.controllers._filters import (
-    DELETED,
-    NODE_CHANGED,
-    NOT_DELETED,
-    POD_CHANGED,
-    POLICY_CHANGED,
-    ROLLOUT_FINISHED,
-    in_namespace,
-)
+from components.controllers._constants import CLUSTER_POLICY, NODE
+from components.controllers._filters import NODE_CHANGED, POLICY_CHANGED
+from components.controllers._operand_watches import OperandWatches, watch_stack_object
 from components.controllers._policies import STACK_CHANGED
 from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
     Client,
     Controller,
-    Informer,
     Manager,
     Object,
     Request,
     name_of,
-    namespace_of,
-    owner_references_of,
 )
 
 
@@ -49,29 +39,18 @@ class PolicyEvents:
         self.client = client
         self.namespace = namespace
         self.label_wait = label_wait
+        self.operand_watches = OperandWatches(client, namespace, self._owner_policy)
 
     def watch_gpu_clusters(self, c: Controller, manager: Manager) -> None:
         """A GPUCluster coming, going or settled may refuse or free the policy."""
-        c.watch(
-            _informers.gpu_clusters(manager),
-            self.all_policies,
-            STACK_CHANGED,
-            unpaced=True,
-            map_old=False,
-        )
+        watch_stack_object(c, _informers.gpu_clusters(manager), self.all_policies, STACK_CHANGED)
 
     def watch(self, c: Controller, manager: Manager, applier: Applier) -> None:
         """Wire every watch of `c`, the policy's controller; owned kinds that `applier`
         starts to watch later (a CRD installed) are wired as they come."""
         m = manager
-        c.watch(
-            _informers.cluster_policies(m),
-            self.all_policies,
-            POLICY_CHANGED,
-            unpaced=True,
-            map_old=False,
-        )
-        c.watch(_informers.service_monitor_crd(m), self.all_policies, unpaced=True, map_old=False)
+        watch_stack_object(c, _informers.cluster_policies(m), self.all_policies, POLICY_CHANGED)
+        watch_stack_object(c, _informers.service_monitor_crd(m), self.all_policies)
         c.watch(
             _informers.config_maps(m, self.namespace),
             self.active_policy,
@@ -81,17 +60,7 @@ class PolicyEvents:
         nodes = _informers.nodes(m)
         c.watch(nodes, self.active_policy, NODE_CHANGED, map_old=False)
         c.watch(nodes, self._labels_landed, NODE_CHANGED, unpaced=True, map_old=False)
-        c.watch(_informers.pods(m), self._via_daemonset, in_namespace(self.namespace), POD_CHANGED)
-        c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
-        for informer in applier.owned_informers:
-            self._watch_owned(c, informer)
-        applier.on_new_informer(lambda informer: self._watch_owned(c, informer))
-        daemonsets = _informers.owned(m, DAEMONSET, self.namespace)
-        c.watch(daemonsets, self._owner_policy, ROLLOUT_FINISHED, unpaced=True)
-
-    def _watch_owned(self, c: Controller, informer: Informer) -> None:
-        c.watch(informer, self._owner_policy, NOT_DELETED)
-        c.watch(informer, self._owner_policy, DELETED, unpaced=True)
+        self.operand_watches.watch(c, m, applier)
 
     def all_policies(self, obj: Object) -> list[Request]:
         """Every ClusterPolicy (one coming or going may change which is active), and the
@@ -119,14 +88,3 @@ class PolicyEvents:
         if ref.get("kind") == CLUSTER_POLICY.kind:
             return [Request("", str(ref.get("name")))]
         return self.active_policy(obj)  # e.g. a driver DaemonSet of an NVIDIADriver
-
-    def _via_daemonset(self, obj: Object) -> list[Request]:
-        """A pod or ControllerRevision: the policy that owns its DaemonSet."""
-        out: list[Request] = []
-        for ref in owner_references_of(obj):
-            if ref.get("kind") != DAEMONSET.kind:
-                continue
-            ds = self.client.get(DAEMONSET, str(ref.get("name")), namespace_of(obj))
-            if ds is not None:
-                out += self._owner_policy(ds)
-        return out

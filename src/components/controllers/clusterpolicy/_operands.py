@@ -11,24 +11,32 @@ own but no longer want is pruned (`prune`); last, readiness is judged from the c
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from components.api import ClusterPolicy
 from components.controllers._apply import (
     Applier,
     Change,
     ObjectRef,
+    OperandSet,
+    OperandWrites,
+    Rendering,
     component_of,
     describe,
     owned_by_kind,
     ref_of,
+    render_operands,
 )
 from components.controllers._constants import CLUSTER_POLICY, DAEMONSET
 from components.controllers._driver_handover import HandOver, hand_over
-from components.controllers._readiness import DaemonSetPodTally, UnreadyNames, operand_readiness
+from components.controllers._readiness import (
+    DaemonSetPodTally,
+    UnreadyNames,
+    operand_readiness,
+    readiness_of,
+)
 from components.controllers._status import OperandReadiness, TakeoverWait
 from components.controllers.clusterpolicy._driver import DriverPlacement, driver_operand
 from components.controllers.clusterpolicy._takeover import (
@@ -36,58 +44,27 @@ from components.controllers.clusterpolicy._takeover import (
     with_reference_driver,
 )
 from components.kinds import PODS_NOT_CACHED_OF
-from components.operands import ClusterView, Operand, Rendered
+from components.operands import ClusterView, Operand
 from reconciler import Client, Object, is_deleting, name_of, namespace_of
-from reconciler.errors import BadRequest, Forbidden, Invalid
 
 log = logging.getLogger("components.controllers.clusterpolicy")
 
-APPLY_CONCURRENCY = 8
-"""Objects applied at once, at most: prerequisites (ServiceAccounts, roles, ConfigMaps,
-Services, RuntimeClasses) first, then the bindings, then the DaemonSets."""
-
-_BINDINGS = frozenset({"RoleBinding", "ClusterRoleBinding"})
-
-
-def _wave(obj: Object) -> int:
-    """When an object is applied: 0 with the prerequisites, 1 with the bindings (after the
-    roles they name), 2 with the DaemonSets."""
-    kind = obj.get("kind")
-    return 2 if kind == DAEMONSET.kind else 1 if kind in _BINDINGS else 0
-
-
-def _daemonsets(rendered: Rendered | None) -> list[Object]:
-    return [o for o in rendered.objects if o.get("kind") == DAEMONSET.kind] if rendered else []
-
-
-RENDER_FAILED = "RenderFailed"
-APPLY_FAILED = "ApplyFailed"
+_WORKLOADS = frozenset({DAEMONSET.kind})
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Rendering):
     """What one policy wants, rendered before anything is written."""
 
     driver: DriverPlacement
     policy_uid: str
     has_service_monitor_crd: bool
-    operands: tuple[tuple[str, bool], ...]
-    """Every operand, in order, and whether it is enabled."""
-    rendered: Mapping[str, Rendered]
-    render_failed: frozenset[str]
-    """Operands whose render failed: their existing objects are left alone."""
-    problems: tuple[tuple[str, str], ...]
-    desired: frozenset[ObjectRef]
-
-    def objects(self) -> list[tuple[str, Object]]:
-        return [(name, obj) for name, r in self.rendered.items() for obj in r.objects]
 
     def readiness_daemonsets(self, operand: str) -> list[Object]:
         """The DaemonSets an operand's readiness is judged on."""
-        rendered = self.rendered.get(operand)
         if operand == self.driver.operand:
-            return self.driver.readiness_daemonsets(rendered)
-        return _daemonsets(rendered)
+            return self.driver.readiness_daemonsets(self.rendered.get(operand))
+        return self.of_kind(operand, DAEMONSET.kind)
 
 
 @dataclass(frozen=True)
@@ -113,16 +90,7 @@ class Pruned:
     """Nodes whose driver is still the reference operator's (a takeover in progress)."""
 
 
-@dataclass
-class _Writes:
-    """The apply's running account, frozen into `Applied` at its end."""
-
-    changes: list[Change] = field(default_factory=list)
-    failed: set[str] = field(default_factory=set)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-
-class PolicyOperands:
+class PolicyOperands(OperandSet):
     """The operands of the active policy, written and judged."""
 
     def __init__(
@@ -133,10 +101,7 @@ class PolicyOperands:
         namespace: str,
         pods: DaemonSetPodTally,
     ) -> None:
-        self.client = client
-        self.applier = applier
-        self.pods = pods
-        self.operands = list(operands)
+        super().__init__(client, applier, operands, pods)
         self.namespace = namespace
         self.driver = driver_operand(self.operands)
         self.takeover = ReferenceTakeover(client, namespace)
@@ -160,33 +125,21 @@ class PolicyOperands:
     def render(self, policy: ClusterPolicy, view: ClusterView) -> Plan:
         """Every enabled operand rendered; a render that fails is a problem, not an error."""
         driver = self.placement(policy)
-        operands: list[tuple[str, bool]] = []
-        rendered: dict[str, Rendered] = {}
-        failed: set[str] = set()
-        problems: list[tuple[str, str]] = []
-        for operand in self.operands:
-            enabled = driver.enabled(operand, policy)
-            operands.append((operand.name, enabled))
-            if not enabled:
-                continue
-            try:
-                result = driver.render(operand, policy, view)
-            except ValueError as exc:  # a renderer should say so in a condition instead
-                failed.add(operand.name)
-                problems.append((RENDER_FAILED, f"{operand.name}: {exc}"))
-                continue
-            rendered[operand.name] = result
-            problems += result.conditions
+        r = render_operands(
+            self.operands,
+            lambda o: driver.enabled(o, policy),
+            lambda o: driver.render(o, policy, view),
+        )
         return Plan(
+            operands=r.operands,
+            rendered=r.rendered,
+            render_failed=r.render_failed,
+            problems=r.problems,
+            desired=r.desired,
             driver=driver,
             # An owner reference names its owner's uid at the top, not in metadata.
             policy_uid=str((view.owner or {}).get("uid") or ""),
             has_service_monitor_crd=view.has_service_monitor_crd,
-            operands=tuple(operands),
-            rendered=rendered,
-            render_failed=frozenset(failed),
-            problems=tuple(problems),
-            desired=frozenset(ref_of(obj) for r in rendered.values() for obj in r.objects),
         )
 
     # -- apply -----------------------------------------------------------------------------
@@ -196,7 +149,7 @@ class PolicyOperands:
 
         `label_wait`, asked only when a DaemonSet is new: the seconds new DaemonSets should
         still wait for node labels (0: create them now)."""
-        writes = _Writes()
+        writes = OperandWrites(self.applier)
         # Nodes on the reference operator's driver are fenced off before ours is applied.
         writes.changes += await self.takeover.fence(plan.policy_uid, plan.desired)
         objects = plan.objects()
@@ -205,17 +158,8 @@ class PolicyOperands:
         # policy's objects came out over seconds (37 requests on an API server busy with the
         # first DaemonSets' pods), leaving the cluster half idle; at 100 nodes the last
         # DaemonSet still came 0.6 s after the first when only they were sequential.
-        gate = asyncio.Semaphore(APPLY_CONCURRENCY)
-
-        async def apply(name: str, obj: Object) -> None:
-            async with gate:
-                await self._write(obj, name, writes)
-
-        # Bindings after the roles they name: the API server checks a binding made by
-        # anyone without `bind` (the operator) against the rules of its role, and refuses
-        # it while that role does not exist yet.
-        for wave in (0, 1):
-            await asyncio.gather(*(apply(n, o) for n, o in objects if _wave(o) == wave))
+        # Bindings after the roles they name (`wave`).
+        await writes.write_waves(objects, _WORKLOADS, (0, 1))
         # A new DaemonSet waits while nodes still lack their labels (`_label_wait`).
         hold: float | None = None
         held: list[str] = []
@@ -229,7 +173,7 @@ class PolicyOperands:
                     held.append(name_of(obj))
                     continue
             daemonsets.append((name, obj))
-        await asyncio.gather(*(apply(n, o) for n, o in daemonsets))
+        await writes.write_all(daemonsets)
         return Applied(
             changes=tuple(writes.changes),
             failed=frozenset(writes.failed),
@@ -240,18 +184,6 @@ class PolicyOperands:
 
     def _is_new(self, obj: Object) -> bool:
         return self.client.get(DAEMONSET, name_of(obj), namespace_of(obj)) is None
-
-    async def _write(self, obj: Object, component: str, writes: _Writes) -> None:
-        try:
-            change = await self.applier.write(obj, component)
-        except (Invalid, BadRequest, Forbidden) as exc:
-            # The object as rendered cannot be written; say so and go on with the rest.
-            what = f"{obj.get('kind')} {name_of(obj)}"
-            writes.problems.append((APPLY_FAILED, f"{component}: {what}: {exc}"))
-            writes.failed.add(component)
-            return
-        if change is not None:
-            writes.changes.append(change)
 
     # -- prune -----------------------------------------------------------------------------
 
@@ -322,17 +254,14 @@ class PolicyOperands:
     # -- readiness -------------------------------------------------------------------------
 
     def readiness(self, plan: Plan, takeover: TakeoverWait | None) -> list[OperandReadiness]:
-        out = []
-        for name, enabled in plan.operands:
-            if not enabled:
-                out.append(OperandReadiness(name, enabled=False))
-                continue
+        def judge(name: str) -> OperandReadiness:
             daemonsets = plan.readiness_daemonsets(name)
             readiness = operand_readiness(self.client, self.pods, name, daemonsets)
             if name == plan.driver.operand:
                 readiness = with_reference_driver(readiness, takeover)
-            out.append(readiness)
-        return out
+            return readiness
+
+        return readiness_of(plan.operands, judge)
 
     async def name_unready(
         self, plan: Plan, readiness: list[OperandReadiness]

@@ -40,7 +40,7 @@ from components.api import (
     is_fenced,
     is_foreign,
 )
-from components.controllers._apply import Change, ObjectRef, describe, ref_of
+from components.controllers._apply import Change, ObjectRef, delete_judged, describe, ref_of
 from components.controllers._constants import DAEMONSET, NODE, POD
 from components.controllers._informers import CLUSTER_OWNED, NAMESPACED_OWNED, TAKEOVER_NODE_INDEX
 from components.controllers._status import OperandReadiness, TakeoverWait
@@ -207,13 +207,7 @@ class ReferenceTakeover:
         if is_deleting(obj):
             return []
         try:
-            await self.client.delete(
-                GVK.of(obj),
-                name_of(obj),
-                namespace=namespace_of(obj),
-                uid=uid_of(obj) or None,
-                missing_ok=True,
-            )
+            await delete_judged(self.client, obj)
         except Conflict:
             return []  # replaced meanwhile: not the object we judged
         log.info("deleted %s, left by the reference operator", describe(obj))

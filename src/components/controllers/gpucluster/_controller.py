@@ -18,14 +18,13 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 
 import pydantic
 
 from components.api import GPU_CLUSTER_FINALIZER, GPUCluster, dra_stack
 from components.controllers import _informers
-from components.controllers._apply import Applier, Change
+from components.controllers._apply import Applier
 from components.controllers._constants import (
     CRD,
     DAEMONSET,
@@ -36,8 +35,8 @@ from components.controllers._constants import (
 )
 from components.controllers._informers import GPU_NODE_INDEX
 from components.controllers._policies import Stacks
-from components.controllers._status import Findings
-from components.controllers._status_writer import StatusWriter
+from components.controllers._status import Findings, invalid_spec
+from components.controllers._status_writer import StackReport, StatusWriter
 from components.controllers._view import any_nfd_labels, views_of_gpu_nodes
 from components.controllers.gpucluster._claims import holding
 from components.controllers.gpucluster._events import ClusterEvents
@@ -51,7 +50,6 @@ from components.metrics import OperatorMetrics, ReconciliationStatus
 from components.operands import DRA_OPERANDS, ClusterView, Operand
 from reconciler import (
     GVK,
-    NORMAL,
     Controller,
     EventRecorder,
     Manager,
@@ -79,9 +77,7 @@ PACE_SECONDS = 1.0
 STATUS_PROGRESS_SECONDS = 5.0
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 """The namespace label without which the scheduler refuses an admin-access claim."""
-INVALID_SPEC = "InvalidSpec"
 NAMESPACE = GVK("", "v1", "Namespace")
-READY = "ready"
 
 
 def finalizers_of(obj: Object) -> list[str]:
@@ -113,6 +109,7 @@ class GPUClusterController:
         )
         self.applier = applier
         self.recorder = recorder or manager.event_recorder("gpu-operator")
+        self.report = StackReport(metrics, self.recorder, log, "GPUCluster")
         self.status = StatusWriter(
             self.client, self.recorder, GPU_CLUSTER, report_ready_changes=True
         )
@@ -129,13 +126,7 @@ class GPUClusterController:
     # -- reconcile -----------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        self.metrics.reconciliation_total.inc()
-        try:
-            return await self._reconcile(request)
-        except Exception:
-            self.metrics.reconciliation_failed_total.inc()
-            self.metrics.set_status(ReconciliationStatus.ERROR)
-            raise
+        return await self.report.counted(self._reconcile(request))
 
     async def _reconcile(self, request: Request) -> Result | None:
         obj = self.client.get(GPU_CLUSTER, request.name)
@@ -188,9 +179,9 @@ class GPUClusterController:
             gpu_nodes=len(with_gpu),
         )
         status = cluster_status(obj.get("status"), findings)
-        await self._report(obj, [*applied.changes, *pruned])
+        await self.report.changes(obj, [*applied.changes, *pruned])
         wait = await self.status.write(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
-        self._set_metrics(findings, status.state)
+        self.report.reconciled(findings, status.state)
         return Result(requeue_after=wait) if wait else None
 
     # -- deletion ------------------------------------------------------------------------
@@ -279,36 +270,7 @@ class GPUClusterController:
 
     # -- status, events, metrics ---------------------------------------------------------
 
-    async def _report(self, obj: Object, changes: Sequence[Change]) -> None:
-        """One Event per operand and kind of change, naming its objects."""
-        grouped: dict[tuple[str, str], list[str]] = {}
-        for change in changes:
-            grouped.setdefault((change.component, change.verb), []).append(change.what)
-        for (component, verb), objects in grouped.items():
-            reason = {"created": "Created", "updated": "Updated", "deleted": "Deleted"}[verb]
-            await self.recorder.event(
-                obj, NORMAL, reason, f"{verb} {', '.join(objects)} ({component})"
-            )
-
     async def _invalid(self, obj: Object, exc: pydantic.ValidationError) -> None:
-        errors = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        findings = Findings(
-            namespace=self.namespace,
-            generation=generation_of(obj),
-            problems=[(INVALID_SPEC, f"the spec cannot be read: {errors}")],
-        )
+        findings = invalid_spec(self.namespace, obj, exc)
         await self.status.write(obj, cluster_status(obj.get("status"), findings))
         self.metrics.set_status(ReconciliationStatus.NOT_READY)
-
-    def _set_metrics(self, findings: Findings, state: str) -> None:
-        m = self.metrics
-        m.gpu_nodes_total.set(findings.gpu_nodes)
-        m.reconciliation_has_nfd_labels.set(1 if findings.has_nfd_labels else 0)
-        if state == READY:
-            m.set_status(ReconciliationStatus.READY)
-            m.reconciliation_last_success_ts_seconds.set(time.time())
-        else:
-            m.set_status(ReconciliationStatus.NOT_READY)
-            m.reconciliation_failed_total.inc()

@@ -11,22 +11,15 @@ from __future__ import annotations
 
 from components.controllers import _informers
 from components.controllers._apply import Applier, controller_owner
-from components.controllers._constants import DAEMONSET, GPU_CLUSTER
-from components.controllers._filters import (
-    DELETED,
-    NODE_CHANGED,
-    NOT_DELETED,
-    POD_CHANGED,
-    ROLLOUT_FINISHED,
-    in_namespace,
-)
+from components.controllers._constants import GPU_CLUSTER
+from components.controllers._filters import NODE_CHANGED
+from components.controllers._operand_watches import OperandWatches, watch_stack_object
 from components.controllers.gpucluster._claims import on_gpus
 from reconciler import (
     Client,
     Controller,
     Funcs,
     GenerationChanged,
-    Informer,
     Manager,
     Object,
     Or,
@@ -34,8 +27,6 @@ from reconciler import (
     is_deleting,
     metadata_of,
     name_of,
-    namespace_of,
-    owner_references_of,
 )
 
 
@@ -55,37 +46,18 @@ class ClusterEvents:
     def __init__(self, client: Client, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
+        self.operand_watches = OperandWatches(client, namespace, self._owner)
 
     def watch(self, c: Controller, m: Manager, applier: Applier) -> None:
         clusters = _informers.gpu_clusters(m)
-        c.watch(
-            clusters,
-            self.all_clusters,
-            Or(GenerationChanged(), Funcs(update=_deletion_or_finalizers)),
-            unpaced=True,
-            map_old=False,
-        )
-        c.watch(_informers.cluster_policies(m), self.all_clusters, unpaced=True, map_old=False)
-        c.watch(
-            _informers.resource_claims(m),
-            self.deleting_clusters,
-            Funcs(update=_allocation_changed),
-            unpaced=True,
-            map_old=False,
-        )
+        changed = Or(GenerationChanged(), Funcs(update=_deletion_or_finalizers))
+        watch_stack_object(c, clusters, self.all_clusters, changed)
+        watch_stack_object(c, _informers.cluster_policies(m), self.all_clusters)
+        claims = _informers.resource_claims(m)
+        watch_stack_object(c, claims, self.deleting_clusters, Funcs(update=_allocation_changed))
         c.watch(_informers.service_monitor_crd(m), self.all_clusters, map_old=False)
         c.watch(_informers.nodes(m), self.all_clusters, NODE_CHANGED, map_old=False)
-        c.watch(_informers.pods(m), self._via_daemonset, in_namespace(self.namespace), POD_CHANGED)
-        c.watch(_informers.controller_revisions(m, self.namespace), self._via_daemonset)
-        for informer in applier.owned_informers:
-            self._watch_owned(c, informer)
-        applier.on_new_informer(lambda informer: self._watch_owned(c, informer))
-        daemonsets = _informers.owned(m, DAEMONSET, self.namespace)
-        c.watch(daemonsets, self._owner, ROLLOUT_FINISHED, unpaced=True)
-
-    def _watch_owned(self, c: Controller, informer: Informer) -> None:
-        c.watch(informer, self._owner, NOT_DELETED)
-        c.watch(informer, self._owner, DELETED, unpaced=True)
+        self.operand_watches.watch(c, m, applier)
 
     def all_clusters(self, obj: Object | None = None) -> list[Request]:
         names = {name_of(g) for g in self.client.list(GPU_CLUSTER)}
@@ -101,13 +73,3 @@ class ClusterEvents:
         if ref is None or ref.get("kind") != GPU_CLUSTER.kind:
             return []
         return [Request("", str(ref.get("name")))]
-
-    def _via_daemonset(self, obj: Object) -> list[Request]:
-        out: list[Request] = []
-        for ref in owner_references_of(obj):
-            if ref.get("kind") != DAEMONSET.kind:
-                continue
-            ds = self.client.get(DAEMONSET, str(ref.get("name")), namespace_of(obj))
-            if ds is not None:
-                out += self._owner(ds)
-        return out

@@ -11,55 +11,30 @@ controller Deployment's ready replicas.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from components.api import GPU_CLUSTER_NAME, ClusterPolicy, GPUCluster, dra_stack
 from components.controllers._apply import (
-    Applier,
     Change,
-    ObjectRef,
+    OperandSet,
+    OperandWrites,
+    Rendering,
     component_of,
     owned_by_kind,
-    ref_of,
+    render_operands,
 )
 from components.controllers._constants import DAEMONSET, GPU_CLUSTER
-from components.controllers._readiness import DaemonSetPodTally, operand_readiness
+from components.controllers._readiness import operand_readiness, readiness_of
 from components.controllers._status import OperandReadiness
-from components.operands import ClusterView, Operand, Rendered
-from reconciler import GVK, Client, Object, generation_of, name_of, namespace_of
-from reconciler.errors import BadRequest, Forbidden, Invalid
+from components.operands import ClusterView, Operand
+from reconciler import GVK, Object, generation_of, name_of, namespace_of
 
 DEPLOYMENT = GVK("apps", "v1", "Deployment")
-APPLY_CONCURRENCY = 8
-RENDER_FAILED = "RenderFailed"
-APPLY_FAILED = "ApplyFailed"
-_BINDINGS = frozenset({"RoleBinding", "ClusterRoleBinding"})
 _WORKLOADS = frozenset({DAEMONSET.kind, DEPLOYMENT.kind})
 
-
-def _wave(obj: Object) -> int:
-    kind = obj.get("kind")
-    return 2 if kind in _WORKLOADS else 1 if kind in _BINDINGS else 0
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one GPUCluster wants, rendered before anything is written."""
-
-    operands: tuple[tuple[str, bool], ...]
-    rendered: Mapping[str, Rendered]
-    render_failed: frozenset[str]
-    problems: tuple[tuple[str, str], ...]
-    desired: frozenset[ObjectRef]
-
-    def objects(self) -> list[tuple[str, Object]]:
-        return [(name, obj) for name, r in self.rendered.items() for obj in r.objects]
-
-    def of_kind(self, operand: str, kind: str) -> list[Object]:
-        rendered = self.rendered.get(operand)
-        return [o for o in rendered.objects if o.get("kind") == kind] if rendered else []
+Plan = Rendering
+"""What one GPUCluster wants, rendered before anything is written."""
 
 
 @dataclass(frozen=True)
@@ -69,77 +44,18 @@ class Applied:
     problems: tuple[tuple[str, str], ...]
 
 
-@dataclass
-class _Writes:
-    changes: list[Change] = field(default_factory=list)
-    failed: set[str] = field(default_factory=set)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-
-class StackOperands:
+class StackOperands(OperandSet):
     """The operands of the GPUCluster, written and judged."""
 
-    def __init__(
-        self,
-        client: Client,
-        applier: Applier,
-        operands: Sequence[Operand],
-        pods: DaemonSetPodTally,
-    ) -> None:
-        self.client = client
-        self.applier = applier
-        self.operands = list(operands)
-        self.pods = pods
-
     def render(self, stack: ClusterPolicy, view: ClusterView) -> Plan:
-        operands: list[tuple[str, bool]] = []
-        rendered: dict[str, Rendered] = {}
-        failed: set[str] = set()
-        problems: list[tuple[str, str]] = []
-        for operand in self.operands:
-            enabled = operand.enabled(stack)
-            operands.append((operand.name, enabled))
-            if not enabled:
-                continue
-            try:
-                result = operand.render(stack, view)
-            except ValueError as exc:
-                failed.add(operand.name)
-                problems.append((RENDER_FAILED, f"{operand.name}: {exc}"))
-                continue
-            rendered[operand.name] = result
-            problems += result.conditions
-        return Plan(
-            operands=tuple(operands),
-            rendered=rendered,
-            render_failed=frozenset(failed),
-            problems=tuple(problems),
-            desired=frozenset(ref_of(o) for r in rendered.values() for o in r.objects),
+        return render_operands(
+            self.operands, lambda o: o.enabled(stack), lambda o: o.render(stack, view)
         )
 
     async def apply(self, plan: Plan) -> Applied:
-        writes = _Writes()
-        gate = asyncio.Semaphore(APPLY_CONCURRENCY)
-
-        async def apply(name: str, obj: Object) -> None:
-            async with gate:
-                await self._write(obj, name, writes)
-
-        objects = plan.objects()
-        for wave in (0, 1, 2):
-            await asyncio.gather(*(apply(n, o) for n, o in objects if _wave(o) == wave))
+        writes = OperandWrites(self.applier)
+        await writes.write_waves(plan.objects(), _WORKLOADS, (0, 1, 2))
         return Applied(tuple(writes.changes), frozenset(writes.failed), tuple(writes.problems))
-
-    async def _write(self, obj: Object, component: str, writes: _Writes) -> None:
-        try:
-            change = await self.applier.write(obj, component)
-        except (Invalid, BadRequest, Forbidden) as exc:
-            what = f"{obj.get('kind')} {name_of(obj)}"
-            writes.problems.append((APPLY_FAILED, f"{component}: {what}: {exc}"))
-            writes.failed.add(component)
-            return
-        if change is not None:
-            writes.changes.append(change)
 
     async def prune(self, plan: Plan, applied: Applied, uid: str) -> list[Change]:
         """Delete what this GPUCluster owns and no longer wants (an operand whose render or
@@ -152,18 +68,13 @@ class StackOperands:
         )
 
     def readiness(self, plan: Plan) -> list[OperandReadiness]:
-        out = []
-        for name, enabled in plan.operands:
-            if not enabled:
-                out.append(OperandReadiness(name, enabled=False))
-                continue
-            found = operand_readiness(
-                self.client, self.pods, name, plan.of_kind(name, DAEMONSET.kind)
-            )
-            for deployment in plan.of_kind(name, DEPLOYMENT.kind):
-                found = self._with_deployment(found, deployment)
-            out.append(found)
-        return out
+        return readiness_of(plan.operands, lambda name: self._judged(plan, name))
+
+    def _judged(self, plan: Plan, name: str) -> OperandReadiness:
+        found = operand_readiness(self.client, self.pods, name, plan.of_kind(name, DAEMONSET.kind))
+        for deployment in plan.of_kind(name, DEPLOYMENT.kind):
+            found = self._with_deployment(found, deployment)
+        return found
 
     def _with_deployment(self, found: OperandReadiness, wanted: Object) -> OperandReadiness:
         """Not ready while the Deployment's replicas are not all ready at its generation."""

@@ -7,23 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pydantic
-
 from components.api import ClusterPolicyStatus, GPUClusterStatus
 from components.controllers._policies import CLUSTER_POLICY_EXISTS
-from components.controllers._status import Findings, policy_status
+from components.controllers._status import Findings, policy_status, stored_status
 from components.controllers.gpucluster._claims import named
 
 CLAIMS_ALLOCATED = "ClaimsAllocated"
-
-
-def _previous(raw: Mapping[str, Any] | None) -> GPUClusterStatus:
-    if raw:
-        try:
-            return GPUClusterStatus.from_dict({"state": "notReady", **raw})
-        except pydantic.ValidationError:
-            pass
-    return GPUClusterStatus(state="notReady")
 
 
 def _narrow(status: ClusterPolicyStatus) -> GPUClusterStatus:
@@ -63,7 +52,7 @@ def waiting_status(
     claims: Sequence[str],
 ) -> GPUClusterStatus:
     """Being deleted, held by the claims allocated on its GPUs."""
-    status = _previous(previous)
+    status = stored_status(GPUClusterStatus, previous)
     status.state = "notReady"
     status.namespace = namespace
     status.observed_generation = generation
