@@ -1,4 +1,6 @@
-"""One simulated cluster for the DRA tests, with the operator running and the reference's
+"""One simulated cluster for the whole DRA package (`test_dra.py`, whose tests each put
+back what they change, then `test_gpucluster.py`, whose last test deletes the GPUCluster;
+one cluster start instead of two), with the operator running and the reference's
 GPUCluster sample applied: the operator labels the GPU nodes and renders the DRA stack (the
 kubelet-plugin DaemonSet, its RBAC, the DeviceClasses, the ResourceSlice admission policy,
 the DRA validation), and the simulated kubelet plugin publishes each node's GPUs from it.
@@ -75,7 +77,7 @@ async def _published(sim: SimulatedCluster) -> None:
         await eventually(published, "every GPU node to publish its ResourceSlice", 180)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def dra_cluster() -> Iterator[SimulatedCluster]:
     # Our CRDs come with the cluster, as on a cluster the chart was installed on.
     crds = load_documents(sorted((REPO / "config" / "crd").glob("*.yaml")))
@@ -84,7 +86,7 @@ def dra_cluster() -> Iterator[SimulatedCluster]:
         yield sim
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def dra_operator(dra_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
     """The operator, serving the GPUCluster sample created once it runs."""
     process = OperatorProcess(

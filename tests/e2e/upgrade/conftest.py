@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from components.api import UpgradeState
+from components.run import VALIDATION_TIMEOUT_ENV
 from components.upgrade import (
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DEVICE_PLUGIN_PAUSED,
@@ -35,6 +37,9 @@ UPGRADE_CLUSTER = ClusterConfig(
     gpu_nodes=20, cpu_nodes=1, gpus_per_node=2, os=parse_os_list("ubuntu22.04")
 )
 S = UpgradeState
+VALIDATION_SECONDS = 6
+"""The validation timeout of `validating_operator`: a node whose validation never passes
+fails in a test's time."""
 IN_PROGRESS_VALUES = frozenset(s.value for s in IN_PROGRESS)
 
 
@@ -229,6 +234,32 @@ async def _install(sim: SimulatedCluster) -> None:
 def operator(upgrade_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
     process = OperatorProcess(
         upgrade_cluster.kubeconfig, upgrade_cluster.workdir / "logs" / "gpu-operator.log"
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="package")
+def validating_cluster() -> Iterator[SimulatedCluster]:
+    """One 20-node cluster for `test_rollback.py` and then `test_rollout_safety.py` (one
+    start instead of two): the rollback leaves every node on the good driver, its
+    workload gone, no version failing and no rollback asked for, so the first rollout of
+    `test_rollout_safety.py` finds every node in sync, as on a fresh cluster."""
+    with SimulatedCluster(UPGRADE_CLUSTER) as sim:
+        asyncio.run(_install(sim))
+        yield sim
+
+
+@pytest.fixture(scope="package")
+def validating_operator(validating_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
+    """The operator on `validating_cluster`, its validation timeout cut to seconds."""
+    process = OperatorProcess(
+        validating_cluster.kubeconfig,
+        validating_cluster.workdir / "logs" / "gpu-operator.log",
+        env={**os.environ, VALIDATION_TIMEOUT_ENV: str(VALIDATION_SECONDS)},
     )
     process.start()
     try:

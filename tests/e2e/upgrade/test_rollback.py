@@ -4,19 +4,24 @@ asks for a rollback (`nvidia.com/driver-rollback: failed`) and the failed nodes 
 the good version through the walk's own steps, with no GPU pod ever running under a
 restarting driver, while the spec still asks for the bad version.
 
-Its own cluster (the package's 20 simulated GPU nodes) and operator process, the operator's
-validation timeout cut to seconds as in `test_rollout_safety`.
+The package's 20 simulated GPU nodes and operator process with its validation timeout cut
+to seconds, shared with `test_rollout_safety` (which runs after this module: the test
+leaves the cluster with every node on the good version and nothing else of its own).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
+
 from components.api import ROLLBACK_ANNOTATION, UpgradeState
 from gpusim import SimulatedCluster
-from reconciler import Object, name_of, uid_of
+from reconciler import GVK, Object, labels_of, name_of, uid_of
 from tests.e2e.operator._harness import OperatorProcess
 from tests.polling import eventually
 
-from .conftest import Watch, pod_ready
+from .conftest import POD, Watch, pod_ready
 from .test_driver_upgrade import _workload
 from .test_rollout_safety import (
     BAD,
@@ -30,14 +35,35 @@ from .test_rollout_safety import (
     _set_policy,
     _upgrade_status,
     operator,
+    upgrade_cluster,
 )
 
-__all__ = ["operator"]  # the module's operator process, validation timeout cut to seconds
+# The cluster and operator process (validation timeout cut to seconds) it shares.
+__all__ = ["operator", "upgrade_cluster"]
 S = UpgradeState
+DEPLOYMENT = GVK("apps", "v1", "Deployment")
+
+
+@pytest.fixture
+async def as_found(upgrade_cluster: SimulatedCluster, watch: Watch) -> AsyncIterator[None]:
+    """Afterwards, what the test added goes: its workload, the failing version, the
+    rollback request (the rollout tests go on on this cluster)."""
+    yield
+    await upgrade_cluster.set_failing_driver_versions([])
+    patch = {"metadata": {"annotations": {ROLLBACK_ANNOTATION: None}}}
+    await watch.client.patch(CLUSTER_POLICY, POLICY, patch)
+    await watch.client.delete(DEPLOYMENT, "train", namespace="work")
+
+    def gone() -> bool:
+        return not any(
+            labels_of(p).get("app") == "train" for p in watch.cache.list(POD, namespace="work")
+        )
+
+    await eventually(gone, "the train pods gone", 120)
 
 
 async def test_rollback_brings_the_failed_nodes_back_with_no_gpu_pod_under_a_restarting_driver(
-    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch
+    operator: OperatorProcess, upgrade_cluster: SimulatedCluster, watch: Watch, as_found: None
 ) -> None:
     budget, parallel = 2, 3
     upgrade = {"autoUpgrade": True, "maxParallelUpgrades": parallel, "maxUnavailable": "100%"}

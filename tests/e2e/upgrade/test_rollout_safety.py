@@ -2,17 +2,17 @@
 bad driver version (one the simulated nodes fail to validate: the simulator's
 `failing-driver-versions` marker) halted by the failure budget.
 
-One cluster (the package's 20 simulated GPU nodes) and one operator process for the module,
-its validation timeout cut to seconds so that a node whose validation never passes fails
-in a test's time. Tests run in file order, each from where the one before left the nodes.
+One cluster (the package's 20 simulated GPU nodes) and one operator process, its
+validation timeout cut to seconds so that a node whose validation never passes fails in a
+test's time; both shared with `test_rollback.py`, which runs first and leaves every node
+on the good driver. Tests run in file order, each from where the one before left the nodes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from components.api import WEEKDAYS, UpgradeState
-from components.run import VALIDATION_TIMEOUT_ENV
 from components.upgrade import STATE_LABEL
 from gpusim import SimulatedCluster
 from reconciler import GVK, Object, PatchType, labels_of, name_of, uid_of
@@ -28,7 +27,7 @@ from reconciler.errors import NotFound
 from tests.e2e.operator._harness import OperatorProcess
 from tests.polling import eventually
 
-from .conftest import IN_PROGRESS_VALUES, Watch, pod_ready
+from .conftest import IN_PROGRESS_VALUES, VALIDATION_SECONDS, Watch, pod_ready
 
 S = UpgradeState
 POLICY = "cluster-policy"
@@ -37,24 +36,19 @@ GOOD = "595.91.07"
 NEXT = "595.100.01"
 LATER = "595.100.02"
 BAD = "600.10.01"
-VALIDATION_SECONDS = 6
 ROLLOUT_SECONDS = 600.0
 IN_WALK = IN_PROGRESS_VALUES - {S.UPGRADE_FAILED.value}
 """Nodes admitted and not yet done or failed."""
 
 
 @pytest.fixture(scope="module")
-def operator(upgrade_cluster: SimulatedCluster) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(
-        upgrade_cluster.kubeconfig,
-        upgrade_cluster.workdir / "logs" / "gpu-operator.log",
-        env={**os.environ, VALIDATION_TIMEOUT_ENV: str(VALIDATION_SECONDS)},
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def upgrade_cluster(validating_cluster: SimulatedCluster) -> SimulatedCluster:
+    return validating_cluster
+
+
+@pytest.fixture(scope="module")
+def operator(validating_operator: OperatorProcess) -> OperatorProcess:
+    return validating_operator
 
 
 async def _set_policy(watch: Watch, version: str, upgrade: dict[str, Any]) -> None:
