@@ -42,22 +42,20 @@ class Send(Protocol):
 
 
 class ServerSideApply:
-    """`Client.apply`'s machinery: one field manager, the applied-hash skip and our own
-    written copies. Its requests go out through the client's `send`, as every other
-    request does, with the same retries and the same lease check."""
+    """`Client.apply`'s machinery: the applied-hash skip and our own written copies. Its
+    requests go out through the client's `send`, as every other request does, with the
+    same retries and the same lease check; the field manager is the client's to choose."""
 
     def __init__(
         self,
         mapper: RESTMapper,
         cache: Cache,
         *,
-        field_manager: str,
         hash_annotation: str | None,
         send: Send,
     ) -> None:
         self.mapper = mapper
         self.cache = cache
-        self.field_manager = field_manager
         self.hash_annotation = hash_annotation
         self._send = send
         self._applied = WrittenCopies()
@@ -69,7 +67,7 @@ class ServerSideApply:
         self._applied.forget((gvk, namespace, name))
 
     async def apply(
-        self, obj: Object, *, force: bool, field_manager: str | None, subresource: str | None
+        self, obj: Object, *, force: bool, field_manager: str, subresource: str | None
     ) -> Applied:
         gvk = GVK.of(obj)
         res = await self.mapper.resource_for(gvk)
@@ -85,7 +83,7 @@ class ServerSideApply:
                 log.debug("apply %s %s skipped: unchanged", gvk.kind, display_name_of(obj))
                 return Applied(before, Operation.UNCHANGED)
             obj = _with_annotation(obj, annotation, digest)
-        params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
+        params: Params = {"fieldManager": field_manager, "force": force}
 
         path = res.path(namespace, name, subresource)
         status, out = await self._send(

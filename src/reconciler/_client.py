@@ -79,7 +79,6 @@ class Client(LiveReads):
         self._ssa = ServerSideApply(
             mapper,
             cache,
-            field_manager=field_manager,
             hash_annotation=hash_annotation,
             send=self.request_with_status,
         )
@@ -118,7 +117,10 @@ class Client(LiveReads):
         `hash_annotation`, an apply whose desired hash is already on that object is not sent.
         """
         return await self._ssa.apply(
-            obj, force=force, field_manager=field_manager, subresource=subresource
+            obj,
+            force=force,
+            field_manager=field_manager or self.field_manager,
+            subresource=subresource,
         )
 
     async def apply_status(self, obj: Object, *, field_manager: str | None = None) -> Applied:
