@@ -9,7 +9,7 @@ applies returned is kept (`WrittenCopies`) until the cache catches up with it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from typing import Protocol, Unpack
 
 from reconciler._cache import Cache
 from reconciler._exceptions import NotFound
@@ -27,42 +27,37 @@ from reconciler._objects import (
 )
 from reconciler._outcomes import Applied, Operation, desired_hash
 from reconciler._restmapper import Resource, RESTMapper
-from reconciler._retry import with_retries
-from reconciler._transport import APPLY_PATCH, Params, Transport
+from reconciler._transport import APPLY_PATCH, Params, RequestOptions
 from reconciler._written import WrittenCopies
 
 log = logging.getLogger("reconciler.client")
 
-WriteCheck = Callable[[str, str], Callable[[], None] | None]
-"""For (method, path): what the transport asks right before the write goes out, if anything."""
+
+class Send(Protocol):
+    """The client's `request_with_status`: its retries, and its lease check before a write."""
+
+    async def __call__(
+        self, method: str, path: str, **options: Unpack[RequestOptions]
+    ) -> tuple[int, Object]: ...
 
 
 class ServerSideApply:
-    """`Client.apply`'s machinery: one field manager, the applied-hash skip and our own
-    written copies."""
+    """`Client.apply`'s machinery: the applied-hash skip and our own written copies. Its
+    requests go out through the client's `send`, as every other request does, with the
+    same retries and the same lease check; the field manager is the client's to choose."""
 
     def __init__(
         self,
-        transport: Transport,
         mapper: RESTMapper,
         cache: Cache,
         *,
-        field_manager: str,
         hash_annotation: str | None,
-        attempts: int,
-        write_check: WriteCheck,
-        read: Callable[[str], Awaitable[Object]],
+        send: Send,
     ) -> None:
-        """`read` GETs a path with the client's retries (the object before an apply, while
-        its kind's cache has not synced)."""
-        self.transport = transport
         self.mapper = mapper
         self.cache = cache
-        self.field_manager = field_manager
         self.hash_annotation = hash_annotation
-        self.attempts = attempts
-        self._write_check = write_check
-        self._read = read
+        self._send = send
         self._applied = WrittenCopies()
         """What our hashed applies returned: the cache's copy (and the hash on it) is older
         than the server's until its watch brings them."""
@@ -72,7 +67,7 @@ class ServerSideApply:
         self._applied.forget((gvk, namespace, name))
 
     async def apply(
-        self, obj: Object, *, force: bool, field_manager: str | None, subresource: str | None
+        self, obj: Object, *, force: bool, field_manager: str, subresource: str | None
     ) -> Applied:
         gvk = GVK.of(obj)
         res = await self.mapper.resource_for(gvk)
@@ -88,19 +83,15 @@ class ServerSideApply:
                 log.debug("apply %s %s skipped: unchanged", gvk.kind, display_name_of(obj))
                 return Applied(before, Operation.UNCHANGED)
             obj = _with_annotation(obj, annotation, digest)
-        params: Params = {"fieldManager": field_manager or self.field_manager, "force": force}
+        params: Params = {"fieldManager": field_manager, "force": force}
 
         path = res.path(namespace, name, subresource)
-        status, out = await with_retries(
-            lambda: self.transport.request_with_status(
-                "PATCH",
-                path,
-                params=params,
-                body=obj,
-                content_type=APPLY_PATCH,
-                before_send=self._write_check("PATCH", path),
-            ),
-            attempts=self.attempts,
+        status, out = await self._send(
+            "PATCH",
+            path,
+            params=params,
+            body=obj,
+            content_type=APPLY_PATCH,
         )
         if annotation:
             self._applied.remember((gvk, namespace, name), out)
@@ -140,9 +131,10 @@ class ServerSideApply:
         if self.cache.has_synced(gvk):
             return self.cache.get(gvk, name, namespace)
         try:
-            return await self._read(res.path(namespace, name))
+            _, current = await self._send("GET", res.path(namespace, name))
         except NotFound:
             return None
+        return current
 
 
 def _with_annotation(obj: Object, key: str, value: str) -> Object:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Iterable, Mapping
+from dataclasses import astuple
 from typing import Any
 
 from reconciler._connectivity import Connectivity
@@ -19,6 +20,7 @@ from reconciler._informer import Informer
 from reconciler._objects import GVK, Object, ObjectKey, labels_of, namespace_of
 from reconciler._reflector import INACTIVITY_TIMEOUT
 from reconciler._restmapper import RESTMapper
+from reconciler._scope import Scope
 from reconciler._transport import Transport
 from reconciler._trim import Path, Transform, Trimmer
 
@@ -71,20 +73,17 @@ class Cache:
         all_indexers = dict(indexers or {})
         for key in index_labels:
             all_indexers[label_index_name(key)] = by_label(key)
+        scope = Scope(namespace, label_selector, field_selector)
         informer = self._informers.get(gvk)
         if informer is not None:
-            _check_same(
-                informer, (namespace, label_selector, field_selector), drop, transform, schema
-            )
+            _check_same(informer, scope, drop, transform, schema)
             informer.add_indexers(all_indexers)
             return informer
         informer = Informer(
             self._transport,
             self._mapper,
             gvk,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            scope=scope,
             indexers=all_indexers,
             trimmer=Trimmer(drop, transform, schema=schema),
             inactivity_timeout=inactivity_timeout,
@@ -169,15 +168,14 @@ class Cache:
 
 def _check_same(
     informer: Informer,
-    scope: tuple[str | None, str | None, str | None],
+    scope: Scope,
     drop: Iterable[Path],
     transform: Transform | None,
     schema: Any,
 ) -> None:
     gvk = informer.gvk
-    cached_scope = (informer.namespace, informer.label_selector, informer.field_selector)
-    if scope != cached_scope:
-        raise ValueError(f"{gvk} is already cached with scope {cached_scope}")
+    if scope != informer.scope:
+        raise ValueError(f"{gvk} is already cached with scope {astuple(informer.scope)}")
     if transform is not informer.trimmer.transform:
         raise ValueError(f"{gvk} is already cached with transform {informer.trimmer.transform}")
     paths = Trimmer(drop).paths

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from typing import Unpack
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol, TypeVar, Unpack
 
 import msgspec
 
@@ -36,6 +36,17 @@ from reconciler._retry import TRANSIENT, with_retries
 from reconciler._transport import JSON, METADATA_ONLY, Params, PatchType, RequestOptions, Transport
 
 log = logging.getLogger("reconciler.client")
+_Answer = TypeVar("_Answer", covariant=True)
+
+
+class _TransportSend(Protocol[_Answer]):
+    """`Transport.request` or `Transport.request_with_status`."""
+
+    def __call__(
+        self, method: str, path: str, **options: Unpack[RequestOptions]
+    ) -> Awaitable[_Answer]: ...
+
+
 _SORTED = msgspec.json.Encoder(order="sorted")
 """For the patch a log line shows: keys sorted, so equal patches read the same."""
 
@@ -66,14 +77,10 @@ class Client(LiveReads):
         self.attempts = attempts
         self.may_write = may_write
         self._ssa = ServerSideApply(
-            transport,
             mapper,
             cache,
-            field_manager=field_manager,
             hash_annotation=hash_annotation,
-            attempts=attempts,
-            write_check=self._write_check,
-            read=lambda path: self.request("GET", path),
+            send=self.request_with_status,
         )
 
     # -- reads from the cache ------------------------------------------------------------
@@ -110,7 +117,10 @@ class Client(LiveReads):
         `hash_annotation`, an apply whose desired hash is already on that object is not sent.
         """
         return await self._ssa.apply(
-            obj, force=force, field_manager=field_manager, subresource=subresource
+            obj,
+            force=force,
+            field_manager=field_manager or self.field_manager,
+            subresource=subresource,
         )
 
     async def apply_status(self, obj: Object, *, field_manager: str | None = None) -> Applied:
@@ -267,12 +277,34 @@ class Client(LiveReads):
         **options: Unpack[RequestOptions],
     ) -> Object:
         """A raw request with the transient-error retries and none of the logging."""
+        return await self._retried(self.transport.request, method, path, retry_on, options)
+
+    async def request_with_status(
+        self,
+        method: str,
+        path: str,
+        *,
+        retry_on: Iterable[type[Exception]] = TRANSIENT,
+        **options: Unpack[RequestOptions],
+    ) -> tuple[int, Object]:
+        """Like `request`, with the success status: 201 tells a create from an update."""
+        return await self._retried(
+            self.transport.request_with_status, method, path, retry_on, options
+        )
+
+    async def _retried(
+        self,
+        send: _TransportSend[_Answer],
+        method: str,
+        path: str,
+        retry_on: Iterable[type[Exception]],
+        options: RequestOptions,
+    ) -> _Answer:
+        """`send` with the retries, and a write with the lease check right before it goes."""
         if method != "GET":
             options["before_send"] = self._write_check(method, path)
         return await with_retries(
-            lambda: self.transport.request(method, path, **options),
-            attempts=self.attempts,
-            retry_on=retry_on,
+            lambda: send(method, path, **options), attempts=self.attempts, retry_on=retry_on
         )
 
     def _write_check(self, method: str, path: str) -> Callable[[], None] | None:

@@ -19,6 +19,7 @@ from reconciler._indexers import DEFAULT_INDEXERS, IndexFunc
 from reconciler._objects import GVK, Object, resource_version_of
 from reconciler._reflector import INACTIVITY_TIMEOUT, Reflector
 from reconciler._restmapper import RESTMapper
+from reconciler._scope import WHOLE_KIND, Scope
 from reconciler._store import Store, key_of
 from reconciler._transport import Transport
 from reconciler._trim import Trimmer
@@ -41,9 +42,7 @@ class Informer:
         mapper: RESTMapper,
         gvk: GVK,
         *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        scope: Scope = WHOLE_KIND,
         indexers: Mapping[str, IndexFunc] | None = None,
         trimmer: Trimmer | None = None,
         inactivity_timeout: float = INACTIVITY_TIMEOUT,
@@ -51,9 +50,7 @@ class Informer:
     ) -> None:
         """`connectivity` is shared by a cache's informers, so an outage is told once."""
         self.gvk = gvk
-        self.namespace = namespace
-        self.label_selector = label_selector
-        self.field_selector = field_selector
+        self.scope = scope
         self.store = Store({**DEFAULT_INDEXERS, **(indexers or {})})
         self.trimmer = trimmer or Trimmer()
         self.reflector = Reflector(
@@ -61,9 +58,7 @@ class Informer:
             mapper,
             gvk,
             self,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            scope=scope,
             decoder=ObjectDecoder(self.trimmer.decoder_paths, self.trimmer.schema),
             inactivity_timeout=inactivity_timeout,
             connectivity=connectivity,
@@ -71,6 +66,15 @@ class Informer:
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def namespace(self) -> str | None:
+        """For a caller that picks the informers it may use by their scope."""
+        return self.scope.namespace
+
+    @property
+    def label_selector(self) -> str | None:
+        return self.scope.label_selector
 
     @property
     def has_synced(self) -> bool:

@@ -34,6 +34,7 @@ from reconciler._exceptions import (
 )
 from reconciler._objects import GVK, Object, resource_version_of
 from reconciler._restmapper import RESTMapper
+from reconciler._scope import WHOLE_KIND, Scope
 from reconciler._transport import Params, Transport
 
 log = logging.getLogger("reconciler.reflector")
@@ -66,9 +67,7 @@ class Reflector:
         gvk: GVK,
         sink: Sink,
         *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        scope: Scope = WHOLE_KIND,
         decoder: ObjectDecoder | None = None,
         watch_timeout: tuple[int, int] = (300, 600),
         inactivity_timeout: float = INACTIVITY_TIMEOUT,
@@ -81,12 +80,7 @@ class Reflector:
         self.gvk = gvk
         self._sink = sink
         self._decoder = decoder or ObjectDecoder()
-        self.namespace = namespace
-        self._selectors: dict[str, str] = {}
-        if label_selector:
-            self._selectors["labelSelector"] = label_selector
-        if field_selector:
-            self._selectors["fieldSelector"] = field_selector
+        self.scope = scope
         self.watch_timeout = watch_timeout
         self.inactivity_timeout = inactivity_timeout
         self._backoff = backoff or Backoff()
@@ -109,7 +103,7 @@ class Reflector:
         while True:
             try:
                 if not path:
-                    path = (await self._mapper.resource_for(self.gvk)).path(self.namespace)
+                    path = (await self._mapper.resource_for(self.gvk)).path(self.scope.namespace)
                 if need_list:
                     try:
                         await self._list(path, list_rv)
@@ -161,7 +155,7 @@ class Reflector:
                 await asyncio.sleep(delay)
 
     async def _list(self, path: str, resource_version: str) -> None:
-        params: dict[str, Any] = dict(self._selectors)
+        params: dict[str, Any] = dict(self.scope.selectors)
         items: list[Object] = []
         request, decode_list = self._transport.request_bytes, self._decoder.list
         if resource_version:
@@ -200,7 +194,7 @@ class Reflector:
         """Follow one watch stream to its end; returns how many events it carried."""
         timeout = random.randint(*self.watch_timeout)
         params: Params = {
-            **self._selectors,
+            **self.scope.selectors,
             "watch": True,
             "resourceVersion": self.last_sync_resource_version,
             "allowWatchBookmarks": True,

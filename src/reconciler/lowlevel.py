@@ -34,6 +34,7 @@ from reconciler._rate_limiters import (
 from reconciler._rate_limiting_queue import RateLimitingQueue
 from reconciler._reflector import Reflector, Sink
 from reconciler._restmapper import Resource, RESTMapper
+from reconciler._scope import Scope
 from reconciler._store import Store
 from reconciler._transport import METADATA_ONLY, RequestObserver, Transport
 from reconciler._trim import DEFAULT_DROP, Path, Transform, Trimmer, drop_paths
@@ -70,6 +71,7 @@ __all__ = [
     "Reflector",
     "RequestObserver",
     "Resource",
+    "Scope",
     "ShutDown",
     "Sink",
     "StaticToken",

@@ -65,10 +65,14 @@ def _me(small: int) -> Layout:
     return ((f"1g.{small}gb+me", 1),)
 
 
-_H100_80GB_IDS = ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE")
-_A100_80GB_IDS = ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE")
-_80GB_PROFILES = _ladder((10, 20, 40, 40, 80))
-_94_96GB_SMALL = (("1g.12gb", 7), ("1g.24gb", 4), ("2g.24gb", 3))
+def _seven_slices(
+    name: str, device_ids: tuple[str, ...], memory: tuple[int, int, int, int, int]
+) -> MigGPU:
+    """A GPU with the usual ladder (`_ladder`), whose `all-balanced` layout and `+me`
+    variant are cut from the ladder's own 1g, 2g and 3g sizes: one row of facts a model."""
+    small, double, half, _, _ = memory
+    return MigGPU(name, device_ids, _ladder(memory), _balanced(small, double, half), _me(small))
+
 
 MIG_GPUS: Sequence[MigGPU] = (
     MigGPU(
@@ -78,44 +82,21 @@ MIG_GPUS: Sequence[MigGPU] = (
         (("1g.6gb", 2), ("2g.12gb", 1)),
         (("1g.6gb+me", 1), ("2g.12gb+me", 1)),
     ),
-    MigGPU(
-        "A100-40GB",
-        ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"),
-        (
-            ("1g.5gb", 7),
-            ("1g.10gb", 4),
-            ("2g.10gb", 3),
-            ("3g.20gb", 2),
-            ("4g.20gb", 1),
-            ("7g.40gb", 1),
-        ),
-        _balanced(5, 10, 20),
-        _me(5),
+    _seven_slices(
+        "A100-40GB", ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"), (5, 10, 20, 20, 40)
     ),
-    MigGPU("A100-80GB", _A100_80GB_IDS, _80GB_PROFILES, _balanced(10, 20, 40), _me(10)),
-    MigGPU("H100-80GB", _H100_80GB_IDS, _80GB_PROFILES, _balanced(10, 20, 40), _me(10)),
-    MigGPU(
-        "H100-94GB-NVL",
-        ("0x232110DE", "0x233A10DE"),
-        (*_94_96GB_SMALL, ("3g.47gb", 2), ("4g.47gb", 1), ("7g.94gb", 1)),
-        _balanced(12, 24, 47),
-        _me(12),
+    _seven_slices(
+        "A100-80GB", ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"), (10, 20, 40, 40, 80)
     ),
-    MigGPU(
-        # H100-96GB, PG506-96GB, GH200 96GB and H20
-        "H100-96GB",
-        ("0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"),
-        (*_94_96GB_SMALL, ("3g.48gb", 2), ("4g.48gb", 1), ("7g.96gb", 1)),
-        _balanced(12, 24, 48),
-        _me(12),
+    _seven_slices(
+        "H100-80GB", ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE"), (10, 20, 40, 40, 80)
     ),
-    MigGPU(
-        "H200-141GB",
-        ("0x233510DE",),
-        _ladder((18, 35, 71, 71, 141)),
-        _balanced(18, 35, 71),
-        _me(18),
+    _seven_slices("H100-94GB-NVL", ("0x232110DE", "0x233A10DE"), (12, 24, 47, 47, 94)),
+    # H100-96GB, PG506-96GB, GH200 96GB and H20
+    _seven_slices(
+        "H100-96GB", ("0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"), (12, 24, 48, 48, 96)
     ),
+    _seven_slices("H200-141GB", ("0x233510DE",), (18, 35, 71, 71, 141)),
     MigGPU(
         # The reference's default config offers no `all-1g.35gb` on the H200 NVL.
         "H200-141GB-NVL",
@@ -124,47 +105,17 @@ MIG_GPUS: Sequence[MigGPU] = (
         _balanced(18, 35, 71),
         _me(18),
     ),
-    MigGPU(
-        "GH200-144GB",
-        ("0x234810DE",),
-        _ladder((18, 36, 72, 72, 144)),
-        _balanced(18, 36, 72),
-        _me(18),
-    ),
-    MigGPU(
-        "B200-180GB",
-        ("0x290110DE",),
-        _ladder((23, 45, 90, 90, 180)),
-        _balanced(23, 45, 90),
-        _me(23),
-    ),
-    MigGPU(
-        "GB200-186GB",
-        ("0x294110DE",),
-        _ladder((23, 47, 93, 93, 186)),
-        _balanced(23, 47, 93),
-        _me(23),
-    ),
+    _seven_slices("GH200-144GB", ("0x234810DE",), (18, 36, 72, 72, 144)),
+    _seven_slices("B200-180GB", ("0x290110DE",), (23, 45, 90, 90, 180)),
+    _seven_slices("GB200-186GB", ("0x294110DE",), (23, 47, 93, 93, 186)),
     MigGPU(
         # A GB200 with 189 GB: its whole-GPU layouts only; no balanced layout filters on it.
         "GB200-189GB",
         (),
         (("3g.95gb", 2), ("4g.95gb", 1), ("7g.189gb", 1)),
     ),
-    MigGPU(
-        "B300-269GB",
-        ("0x318210DE",),
-        _ladder((34, 67, 135, 135, 269)),
-        _balanced(34, 67, 135),
-        _me(34),
-    ),
-    MigGPU(
-        "GB300-278GB",
-        ("0x31C210DE",),
-        _ladder((35, 70, 139, 139, 278)),
-        _balanced(35, 70, 139),
-        _me(35),
-    ),
+    _seven_slices("B300-269GB", ("0x318210DE",), (34, 67, 135, 135, 269)),
+    _seven_slices("GB300-278GB", ("0x31C210DE",), (35, 70, 139, 139, 278)),
     MigGPU(
         "RTX-PRO-6000-96GB",
         ("0x2BB510DE",),

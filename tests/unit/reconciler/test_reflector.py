@@ -16,7 +16,7 @@ import pytest
 
 from reconciler import GVK, Informer, ObjectKey
 from reconciler.errors import ApiUnreachable, Gone, TooManyRequests
-from reconciler.lowlevel import Backoff, Reflector, Resource, RESTMapper, Transport
+from reconciler.lowlevel import Backoff, Reflector, Resource, RESTMapper, Scope, Transport
 
 pytestmark = pytest.mark.unit
 
@@ -148,6 +148,36 @@ async def test_expired_relist_falls_back_to_a_consistent_paged_list() -> None:
     assert lists[2]["continue"] == "tok"
     assert len(informer.store) == 2
     assert script.calls[-1][1]["resourceVersion"] == "40"
+
+
+async def test_a_scoped_reflector_lists_and_watches_one_namespace_by_its_selectors() -> None:
+    """The scope is what the server is asked for: a selector left out of one request would
+    fill the cache with the whole kind, or drop objects the watch then adds back."""
+    script = Script()
+    script.lists = [{"metadata": {"resourceVersion": "7"}, "items": [cm("a", "5")]}]
+    paths: list[str] = []
+    request_bytes = script.request_bytes
+
+    async def recording(method: str, path: str, **kw: Any) -> bytes:
+        paths.append(path)
+        return await request_bytes(method, path, **kw)
+
+    script.request_bytes = recording  # type: ignore[method-assign]
+    transport = Transport(type("Api", (), {"configuration": type("C", (), {"host": "h"})()})())
+    mapper = RESTMapper(transport)
+    mapper.register(Resource(CM, "configmaps", True))
+    scope = Scope("ns", label_selector="app=x", field_selector="metadata.name=a")
+    informer = Informer(transport, mapper, CM, scope=scope)
+    reflector = Reflector(script, mapper, CM, informer, scope=scope)  # type: ignore[arg-type]
+    task = asyncio.create_task(reflector.run())
+    await asyncio.wait_for(script.idle.wait(), 10)
+    task.cancel()
+    assert paths == ["/api/v1/namespaces/ns/configmaps"]
+    selectors = {"labelSelector": "app=x", "fieldSelector": "metadata.name=a"}
+    for kind, params in script.calls:
+        assert {k: params.get(k) for k in selectors} == selectors, kind
+    assert [kind for kind, _ in script.calls] == ["list", "watch"]
+    assert informer.namespace == "ns" and informer.label_selector == "app=x"
 
 
 class RecordedBackoff(Backoff):
