@@ -26,6 +26,7 @@ from components.controllers._constants import (
     HASH_ANNOTATION,
     LEASE_NAME,
 )
+from components.controllers._label_wait import LabelWait, nodes_awaiting_labels
 from components.controllers._labels import (
     LabelPolicy,
     annotation_patch,
@@ -38,11 +39,7 @@ from components.controllers._nvidiadriver import NVIDIADriverController
 from components.controllers._operator import Operator, build_operator, setup_operator
 from components.controllers._pools import Pool, Pools, assign, exclusion_terms
 from components.controllers._status import Findings, OperandReadiness, policy_status
-from components.controllers.clusterpolicy import (
-    ClusterPolicyController,
-    LabelWait,
-    nodes_awaiting_labels,
-)
+from components.controllers.clusterpolicy import ClusterPolicyController
 
 __all__ = [
     "DEFAULT_NAMESPACE",

@@ -9,16 +9,13 @@ events to requests.
 """
 
 from components.controllers.clusterpolicy._controller import NAME, ClusterPolicyController
-from components.controllers.clusterpolicy._label_wait import LabelWait, nodes_awaiting_labels
 from components.controllers.clusterpolicy._operands import Plan
 from components.controllers.clusterpolicy._preview import PolicyPreview, Preview
 
 __all__ = [
     "NAME",
     "ClusterPolicyController",
-    "LabelWait",
     "Plan",
     "PolicyPreview",
     "Preview",
-    "nodes_awaiting_labels",
 ]

@@ -48,6 +48,7 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
+from components.controllers._label_wait import LabelWait
 from components.controllers._policies import GPU_CLUSTER_EXISTS, Stacks, parse_spec, spec_key
 from components.controllers._status import TAKEOVER_CONDITION as TAKEOVER
 from components.controllers._status import (
@@ -72,7 +73,6 @@ from components.controllers._view import (
     views_of_gpu_nodes,
 )
 from components.controllers.clusterpolicy._events import PolicyEvents
-from components.controllers.clusterpolicy._label_wait import LabelWait
 from components.controllers.clusterpolicy._operands import PolicyOperands
 from components.controllers.clusterpolicy._pod_security import NamespacePodSecurity
 from components.metrics import OperatorMetrics, ReconciliationStatus

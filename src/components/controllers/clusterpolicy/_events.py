@@ -19,9 +19,9 @@ from components.controllers import _informers
 from components.controllers._apply import Applier, controller_owner
 from components.controllers._constants import CLUSTER_POLICY, NODE
 from components.controllers._filters import NODE_CHANGED, POLICY_CHANGED
+from components.controllers._label_wait import LabelWait
 from components.controllers._operand_watches import OperandWatches, watch_stack_object
 from components.controllers._policies import STACK_CHANGED
-from components.controllers.clusterpolicy._label_wait import LabelWait
 from reconciler import (
     Client,
     Controller,

@@ -9,7 +9,8 @@
    (`components.api.dra_stack`); one that cannot be read gets `InvalidSpec`;
 4. the finalizer, and the namespace label `resource.kubernetes.io/admin-access=true` the
    validator's admin-access claim needs;
-5. render every DRA operand into one `Plan`, apply, prune what it no longer wants;
+5. render every DRA operand into one `Plan`, apply (a new DaemonSet once the GPU nodes
+   carry the DRA deploy labels, `_label_wait`), prune what it no longer wants;
 6. status: readiness from the cached DaemonSets (and the compute-domain controller's
    Deployment), written when it changed, each change an Event; the `gpu_operator_*`
    metrics set as for a ClusterPolicy.
@@ -34,6 +35,8 @@ from components.controllers._constants import (
     SERVICE_MONITOR_CRD,
 )
 from components.controllers._informers import GPU_NODE_INDEX
+from components.controllers._label_wait import LabelWait
+from components.controllers._labels import LabelPolicy
 from components.controllers._policies import Stacks
 from components.controllers._status import Findings, invalid_spec
 from components.controllers._status_writer import StackReport, StatusWriter
@@ -78,6 +81,8 @@ STATUS_PROGRESS_SECONDS = 5.0
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 """The namespace label without which the scheduler refuses an admin-access claim."""
 NAMESPACE = GVK("", "v1", "Namespace")
+DRA_LABELS = LabelPolicy(dra=True)
+"""The labels the node-labelling controller gives GPU nodes while a GPUCluster is the stack."""
 
 
 def finalizers_of(obj: Object) -> list[str]:
@@ -114,12 +119,14 @@ class GPUClusterController:
             self.client, self.recorder, GPU_CLUSTER, report_ready_changes=True
         )
         self.controller: Controller | None = None
+        self._label_wait = LabelWait()
         self._admin_access_seen = False
         """The namespace was seen labelled: not read again (we never take the label off)."""
 
     def setup(self) -> Controller:
         c = self.manager.controller(NAME, self, min_interval=PACE_SECONDS)
-        ClusterEvents(self.client, self.namespace).watch(c, self.manager, self.applier)
+        events = ClusterEvents(self.client, self.namespace, self._label_wait)
+        events.watch(c, self.manager, self.applier)
         self.controller = c
         return c
 
@@ -168,7 +175,9 @@ class GPUClusterController:
             owner=owner_reference(obj),
         )
         plan = self.operands.render(stack, view)
-        applied = await self.operands.apply(plan)
+        applied = await self.operands.apply(
+            plan, label_wait=lambda: self._label_wait.remaining(self.client.list(NODE), DRA_LABELS)
+        )
         pruned = await self.operands.prune(plan, applied, uid_of(obj))
         findings = Findings(
             namespace=self.namespace,
@@ -182,6 +191,9 @@ class GPUClusterController:
         await self.report.changes(obj, [*applied.changes, *pruned])
         wait = await self.status.write(obj, status, progress_every=STATUS_PROGRESS_SECONDS)
         self.report.reconciled(findings, status.state)
+        if applied.held:
+            # The last label landing asks at once (`_events`); this is the bound.
+            wait = min(wait, applied.hold_seconds) if wait else applied.hold_seconds
         return Result(requeue_after=wait) if wait else None
 
     # -- deletion ------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from components.controllers import _informers
 from components.controllers._apply import Applier, controller_owner
-from components.controllers._constants import GPU_CLUSTER
+from components.controllers._constants import GPU_CLUSTER, NODE
 from components.controllers._filters import NODE_CHANGED
+from components.controllers._label_wait import LabelWait
 from components.controllers._operand_watches import OperandWatches, watch_stack_object
 from components.controllers.gpucluster._claims import on_gpus
 from reconciler import (
@@ -43,9 +44,10 @@ def _allocation_changed(old: Object, new: Object) -> bool:
 class ClusterEvents:
     """The GPUCluster controller's watches and the mappings behind them."""
 
-    def __init__(self, client: Client, namespace: str) -> None:
+    def __init__(self, client: Client, namespace: str, label_wait: LabelWait) -> None:
         self.client = client
         self.namespace = namespace
+        self.label_wait = label_wait
         self.operand_watches = OperandWatches(client, namespace, self._owner)
 
     def watch(self, c: Controller, m: Manager, applier: Applier) -> None:
@@ -56,7 +58,9 @@ class ClusterEvents:
         claims = _informers.resource_claims(m)
         watch_stack_object(c, claims, self.deleting_clusters, Funcs(update=_allocation_changed))
         c.watch(_informers.service_monitor_crd(m), self.all_clusters, map_old=False)
-        c.watch(_informers.nodes(m), self.all_clusters, NODE_CHANGED, map_old=False)
+        nodes = _informers.nodes(m)
+        c.watch(nodes, self.all_clusters, NODE_CHANGED, map_old=False)
+        c.watch(nodes, self._labels_landed, NODE_CHANGED, unpaced=True, map_old=False)
         self.operand_watches.watch(c, m, applier)
 
     def all_clusters(self, obj: Object | None = None) -> list[Request]:
@@ -64,6 +68,13 @@ class ClusterEvents:
         if obj is not None and obj.get("kind") == GPU_CLUSTER.kind:
             names.add(name_of(obj))
         return [Request("", n) for n in sorted(names)]
+
+    def _labels_landed(self, node: Object) -> list[Request]:
+        """Every GPUCluster, at once, when the node brought the last labels its new
+        DaemonSets waited for (`LabelWait`), or was the last of them and went."""
+        if not self.label_wait.landed(node, lambda name: self.client.get(NODE, name)):
+            return []
+        return self.all_clusters()
 
     def deleting_clusters(self, _: Object) -> list[Request]:
         return [Request("", name_of(g)) for g in self.client.list(GPU_CLUSTER) if is_deleting(g)]

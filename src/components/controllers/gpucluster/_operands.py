@@ -1,7 +1,9 @@
 """One GPUCluster's operands: rendered into one immutable plan, applied, pruned and
 judged, each step handing its result to the next (as the ClusterPolicy's, without what
-only the device-plugin stack has: the driver's placement, a reference driver's takeover,
-the wait for node labels).
+only the device-plugin stack has: the driver's placement, a reference driver's takeover).
+New DaemonSets wait for the GPU nodes' DRA deploy labels as the policy's do
+(`_label_wait`): created on a half-labelled cluster, the kubelet plugin's pods came 2-4x
+slower than on labelled nodes at 1,000 nodes.
 
 Roles, accounts and everything else first, then the bindings (the API server checks a
 binding against its role's rules), then the DaemonSets and the Deployment. Readiness is
@@ -11,7 +13,7 @@ controller Deployment's ready replicas.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from components.api import GPU_CLUSTER_NAME, ClusterPolicy, GPUCluster, dra_stack
@@ -42,6 +44,10 @@ class Applied:
     changes: tuple[Change, ...]
     failed: frozenset[str]
     problems: tuple[tuple[str, str], ...]
+    held: tuple[str, ...] = ()
+    """DaemonSets not created yet: they wait for the node labels (`_label_wait`)."""
+    hold_seconds: float = 0.0
+    """How much longer they wait at most."""
 
 
 class StackOperands(OperandSet):
@@ -52,10 +58,35 @@ class StackOperands(OperandSet):
             self.operands, lambda o: o.enabled(stack), lambda o: o.render(stack, view)
         )
 
-    async def apply(self, plan: Plan) -> Applied:
+    async def apply(self, plan: Plan, *, label_wait: Callable[[], float] | None = None) -> Applied:
+        """Write what the plan wants. `label_wait`, asked only when a DaemonSet is new: the
+        seconds new DaemonSets should still wait for node labels (0: create them now)."""
         writes = OperandWrites(self.applier)
-        await writes.write_waves(plan.objects(), _WORKLOADS, (0, 1, 2))
-        return Applied(tuple(writes.changes), frozenset(writes.failed), tuple(writes.problems))
+        objects = plan.objects()
+        held: list[str] = []
+        hold: float | None = None
+        for _, obj in objects:
+            if label_wait is not None and obj.get("kind") == DAEMONSET.kind and self._is_new(obj):
+                hold = label_wait() if hold is None else hold
+                if hold > 0:
+                    held.append(name_of(obj))
+        if held:
+            objects = [
+                (n, o)
+                for n, o in objects
+                if not (o.get("kind") == DAEMONSET.kind and name_of(o) in held)
+            ]
+        await writes.write_waves(objects, _WORKLOADS, (0, 1, 2))
+        return Applied(
+            tuple(writes.changes),
+            frozenset(writes.failed),
+            tuple(writes.problems),
+            tuple(held),
+            hold or 0.0,
+        )
+
+    def _is_new(self, obj: Object) -> bool:
+        return self.client.get(DAEMONSET, name_of(obj), namespace_of(obj)) is None
 
     async def prune(self, plan: Plan, applied: Applied, uid: str) -> list[Change]:
         """Delete what this GPUCluster owns and no longer wants (an operand whose render or

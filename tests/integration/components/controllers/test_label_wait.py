@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from components.controllers.clusterpolicy import _label_wait as label_wait_module
+from components.controllers import _label_wait as label_wait_module
 from reconciler import GVK
 from reconciler.errors import ApiError
 from tests.integration.components.controllers.conftest import Cluster

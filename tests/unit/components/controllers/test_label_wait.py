@@ -9,7 +9,7 @@ import pytest
 
 from components.api import ClusterPolicy
 from components.controllers import LabelPolicy, LabelWait, node_label_patch, nodes_awaiting_labels
-from components.controllers.clusterpolicy import _label_wait as label_wait_module
+from components.controllers import _label_wait as label_wait_module
 from reconciler import name_of
 
 NFD_GPU = {"feature.node.kubernetes.io/pci-10de.present": "true"}

@@ -1,4 +1,5 @@
-"""Creating a policy's DaemonSets after the node labels they select on, not before.
+"""Creating a stack's DaemonSets (a ClusterPolicy's or a GPUCluster's) after the node labels
+they select on, not before.
 
 A DaemonSet created while its nodes' deploy labels are still being written gets pods on
 the nodes labelled so far; the DaemonSet controller comes back for the others only after it
@@ -62,9 +63,11 @@ class LabelWait:
         """The nodes new DaemonSets wait for, while they do."""
         self._wanted: LabelPolicy | None = None
 
-    def remaining(self, nodes: Iterable[Object], policy: ClusterPolicy) -> float:
-        """Seconds new DaemonSets should still wait (0: create them now)."""
-        self._wanted = wanted = LabelPolicy.of(policy)
+    def remaining(self, nodes: Iterable[Object], stack: ClusterPolicy | LabelPolicy) -> float:
+        """Seconds new DaemonSets should still wait (0: create them now); `stack`: the
+        policy the labels come from, or (a GPUCluster's) the labels wanted."""
+        wanted = stack if isinstance(stack, LabelPolicy) else LabelPolicy.of(stack)
+        self._wanted = wanted
         waiting = [name_of(node) for node in nodes if lacks_labels(node, wanted)]
         self._awaiting = set()
         if not waiting:
