@@ -102,6 +102,7 @@ PROFILE_INTERVAL = 0.004
 """CPU seconds between two samples of the operator's stack (`--profile`)."""
 NAMESPACE = "gpu-operator"
 OPERATOR_LOG = "scale-operator.log"
+DRA_OPERATOR_LOG = "scale-dra-operator.log"
 NODE = GVK("", "v1", "Node")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
 POD = GVK("", "v1", "Pod")
@@ -1420,6 +1421,8 @@ def _gpu_cluster_run(config: ClusterConfig, deadline_s: float) -> dict[str, Any]
         finally:
             process.terminate()
             process.wait(120)
+            # Its log (one INFO line per change it made) outlives the cluster's folder.
+            shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / DRA_OPERATOR_LOG)
     return run
 
 
