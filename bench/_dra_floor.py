@@ -16,6 +16,7 @@ import asyncio
 import time
 from typing import Any, Protocol
 
+from _dra_timeline import Timeline
 from gpusim import (
     ANNOTATION_HOST_DRIVER,
     DRA_DRIVER,
@@ -77,8 +78,11 @@ async def dra_floor(
 
         await asyncio.gather(*(prepare(node) for node in gpu_nodes))
         objects = dra_stack()
+        timeline = Timeline(gpu_nodes, gpu_cluster=False)
+        await timeline.start(transport)
         tally.start()
         began = time.monotonic()
+        timeline.begin()
         # The namespace, then every prerequisite at once, then the DaemonSet.
         await transport.request("POST", dra_collection_path(objects[0]), body=objects[0])
         rest = objects[1:]
@@ -99,11 +103,13 @@ async def dra_floor(
                 break
             await asyncio.sleep(interval)
         cpu = tally.stop()
+        await timeline.stop()
         await transport.close()
     return {
         "seconds": round(seconds, 1),
         "gpu_nodes": len(gpu_nodes),
         "published": len(published),
         "objects": len(objects),
+        "timeline": timeline.summary(),
         **cpu,
     }

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from _dra_floor import HOST_DRIVER, Tally, published_nodes
+from _dra_timeline import Timeline
 from gpusim import ANNOTATION_HOST_DRIVER, SimulatedCluster
 from reconciler.lowlevel import Transport
 
@@ -59,9 +60,13 @@ async def gpu_cluster_run(
     sample = yaml.safe_load(SAMPLE.read_text())
     async with sim.api_client() as api:
         transport = Transport(api)
+        timeline = Timeline(gpu_nodes, gpu_cluster=True)
+        await timeline.start(transport)
         tally.start()
         began = time.monotonic()
+        timeline.begin()
         await transport.request("POST", _GPU_CLUSTERS, body=sample)
+        timeline.events["GPUCluster created (POST answered)"] = round(time.monotonic() - began, 3)
         published: set[str] = set()
         while True:
             published = await published_nodes(transport) & gpu_nodes
@@ -70,10 +75,12 @@ async def gpu_cluster_run(
                 break
             await asyncio.sleep(interval)
         cpu = tally.stop()
+        await timeline.stop()
         await transport.close()
     return {
         "seconds": round(seconds, 1),
         "gpu_nodes": len(gpu_nodes),
         "published": len(published),
+        "timeline": timeline.summary(),
         **cpu,
     }

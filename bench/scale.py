@@ -75,6 +75,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from _common import RESULTS, finish
 from _dra_floor import dra_floor
 from _dra_operator import gpu_cluster_run, prepare
+from _dra_timeline import describe
 from _watchers import SYNCED
 from components.api import DRIVER_DEPLOY_LABEL, GPU_PRESENT_LABEL, ClusterPolicy
 from components.controllers import LabelPolicy, node_label_patch
@@ -101,6 +102,7 @@ PROFILE_INTERVAL = 0.004
 """CPU seconds between two samples of the operator's stack (`--profile`)."""
 NAMESPACE = "gpu-operator"
 OPERATOR_LOG = "scale-operator.log"
+DRA_OPERATOR_LOG = "scale-dra-operator.log"
 NODE = GVK("", "v1", "Node")
 DAEMONSET = GVK("apps", "v1", "DaemonSet")
 POD = GVK("", "v1", "Pod")
@@ -1262,8 +1264,8 @@ def main() -> None:
         "--dra",
         action="store_true",
         help="the DRA floor, then the operator given the reference's GPUCluster sample on a "
-        "fresh cluster, timed to the same end, with its CPU and memory (printed, no results "
-        "file)",
+        "fresh cluster, timed to the same end, with its CPU, memory and both timelines "
+        "(results file scale-dra-<nodes>.json)",
     )
     parser.add_argument(
         "--pods",
@@ -1327,35 +1329,79 @@ def _measure_dra_floors(
     args: argparse.Namespace, sizes: list[int], *, operator: bool = False
 ) -> None:
     """The DRA floor (`_dra_floor`) of each size, `--repeats` times, and with `operator` the
-    GPUCluster run (`_dra_operator`) beside each; printed, not kept."""
+    GPUCluster run (`_dra_operator`) beside each, each with its timeline (`_dra_timeline`).
+    With `operator` the figures go to `scale-dra-<nodes>.json` (one size) through `finish`;
+    the floor alone is printed, not kept."""
     runs = []
     for nodes in sizes:
         for _ in range(args.repeats):
             config = ClusterConfig(gpu_nodes=nodes, cpu_nodes=2, os=parse_os_list(args.os))
+            load = _load_average()
             with SimulatedCluster(config, startup_timeout=900) as sim:
                 tally = CpuTally({**sim.pids(), "bench": os.getpid()})
                 run = asyncio.run(dra_floor(sim, args.deadline_seconds, tally))
             run["nodes"] = nodes
+            run["load_average"] = load
             print(
                 f"[{nodes}] DRA floor: {run['published']}/{run['gpu_nodes']} GPU nodes "
-                f"published their ResourceSlice in {run['seconds']}s",
+                f"published their ResourceSlice in {run['seconds']}s (load average {load})\n"
+                f"{describe(run['timeline'])}",
                 flush=True,
             )
             if operator:
+                load = _load_average()
                 run["gpu_cluster"] = _gpu_cluster_run(config, args.deadline_seconds)
                 ours = run["gpu_cluster"]
+                ours["load_average"] = load
                 ratio = round(ours["seconds"] / run["seconds"], 2) if run["seconds"] else None
                 run["ratio"] = ratio
                 print(
                     f"[{nodes}] GPUCluster: {ours['published']}/{ours['gpu_nodes']} GPU nodes "
-                    f"published their ResourceSlice in {ours['seconds']}s ({ratio}x the floor); "
-                    f"operator CPU {ours['operator_cpu_seconds']}s, peak RSS "
-                    f"{ours['operator_peak_rss_mib']} MiB",
+                    f"published their ResourceSlice in {ours['seconds']}s ({ratio}x the floor; "
+                    f"load average {load}); operator CPU {ours['operator_cpu_seconds']}s, peak "
+                    f"RSS {ours['operator_peak_rss_mib']} MiB\n{describe(ours['timeline'])}",
                     flush=True,
                 )
             runs.append(run)
-    name = "scale-dra" if operator else "scale-dra-floor"
-    print(json.dumps({"benchmark": name, "runs": runs}), flush=True)
+    if not operator:
+        print(json.dumps({"benchmark": "scale-dra-floor", "runs": runs}), flush=True)
+        return
+    figures: dict[str, Any] = {"runs": runs, "medians": {}}
+    for n in sizes:
+        of_size = [r for r in runs if r["nodes"] == n]
+        m = _dra_medians(of_size)
+        figures["medians"][str(n)] = m
+        print(
+            f"[{n}] {len(of_size)} runs: GPUCluster/floor median {m['ratio']} (each "
+            f"{m['ratios']}), floor median {m['floor_seconds']}s, GPUCluster median "
+            f"{m['gpu_cluster_seconds']}s, operator CPU median {m['operator_cpu_seconds']}s, "
+            f"peak RSS max {m['operator_peak_rss_mib']} MiB",
+            flush=True,
+        )
+    finish("scale-dra" if len(sizes) > 1 else f"scale-dra-{sizes[0]}", figures)
+
+
+def _load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages as a run starts (it is shared)."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _dra_medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over repeated `--dra` pairs of one size: the ratios (median, lowest, highest), the
+    seconds and the operator's CPU and peak memory."""
+    ratios = [r["ratio"] for r in runs if r.get("ratio") is not None]
+    ours = [r["gpu_cluster"] for r in runs]
+    return {
+        "ratios": ratios,
+        "ratio": round(statistics.median(ratios), 2) if ratios else None,
+        "ratio_range": [min(ratios), max(ratios)] if ratios else None,
+        "floor_seconds": round(statistics.median(r["seconds"] for r in runs), 1),
+        "gpu_cluster_seconds": round(statistics.median(o["seconds"] for o in ours), 1),
+        "operator_cpu_seconds": round(
+            statistics.median(o["operator_cpu_seconds"] or 0.0 for o in ours), 2
+        ),
+        "operator_peak_rss_mib": max(o["operator_peak_rss_mib"] for o in ours),
+    }
 
 
 def _gpu_cluster_run(config: ClusterConfig, deadline_s: float) -> dict[str, Any]:
@@ -1375,6 +1421,8 @@ def _gpu_cluster_run(config: ClusterConfig, deadline_s: float) -> dict[str, Any]
         finally:
             process.terminate()
             process.wait(120)
+            # Its log (one INFO line per change it made) outlives the cluster's folder.
+            shutil.copyfile(sim.workdir / "logs" / "gpu-operator.log", RESULTS / DRA_OPERATOR_LOG)
     return run
 
 

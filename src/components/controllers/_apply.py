@@ -280,15 +280,15 @@ class OperandWrites:
     """One apply's writes and its running account: the changes made, the operands an
     object of which could not be written, and why."""
 
-    def __init__(self, applier: Applier) -> None:
+    def __init__(self, applier: Applier, concurrency: int = APPLY_CONCURRENCY) -> None:
         self.applier = applier
         self.changes: list[Change] = []
         self.failed: set[str] = set()
         self.problems: list[tuple[str, str]] = []
-        self._gate = asyncio.Semaphore(APPLY_CONCURRENCY)
+        self._gate = asyncio.Semaphore(concurrency)
 
     async def write_all(self, objects: Iterable[tuple[str, Object]]) -> None:
-        """Write each (operand, object) at once, at most `APPLY_CONCURRENCY` in flight."""
+        """Write each (operand, object) at once, at most `concurrency` in flight."""
         await asyncio.gather(*(self._bounded(obj, name) for name, obj in objects))
 
     async def write_waves(

@@ -34,6 +34,9 @@ from reconciler import GVK, Object, generation_of, name_of, namespace_of
 
 DEPLOYMENT = GVK("apps", "v1", "Deployment")
 _WORKLOADS = frozenset({DAEMONSET.kind, DEPLOYMENT.kind})
+APPLY_CONCURRENCY = 32
+"""Writes in flight at once: each wave (about thirty objects for the reference's sample)
+goes out in one round trip, as a new GPUCluster's kubelet plugin waits for all of it."""
 
 Plan = Rendering
 """What one GPUCluster wants, rendered before anything is written."""
@@ -61,7 +64,7 @@ class StackOperands(OperandSet):
     async def apply(self, plan: Plan, *, label_wait: Callable[[], float] | None = None) -> Applied:
         """Write what the plan wants. `label_wait`, asked only when a DaemonSet is new: the
         seconds new DaemonSets should still wait for node labels (0: create them now)."""
-        writes = OperandWrites(self.applier)
+        writes = OperandWrites(self.applier, APPLY_CONCURRENCY)
         objects = plan.objects()
         held: list[str] = []
         hold: float | None = None
