@@ -62,6 +62,9 @@ async def gpu_cluster_run(
         transport = Transport(api)
         timeline = Timeline(gpu_nodes, gpu_cluster=True)
         await timeline.start(transport)
+        import scale  # scale imports this module: its helpers are read at call time
+
+        settled = await scale.quiet()
         tally.start()
         began = time.monotonic()
         timeline.begin()
@@ -81,6 +84,7 @@ async def gpu_cluster_run(
         "seconds": round(seconds, 1),
         "gpu_nodes": len(gpu_nodes),
         "published": len(published),
+        "quiet_after_seconds": settled,
         "timeline": timeline.summary(),
         **cpu,
     }
