@@ -23,14 +23,10 @@ from gpusim._crds import apply_crds, load_documents
 from gpusim._dra_stack import DEPLOY_LABEL as DRA_DEPLOY_LABEL
 from gpusim._dra_stack import DRIVER as DRA_DRIVER
 from gpusim._dra_stack import NAMESPACE as DRA_NAMESPACE
-from gpusim._dra_stack import NODE_LABELS as DRA_NODE_LABELS
-from gpusim._dra_stack import OTHER_NODE_REFUSED as DRA_OTHER_NODE_REFUSED
 from gpusim._dra_stack import PLUGIN_ACCOUNT as DRA_PLUGIN_ACCOUNT
 from gpusim._dra_stack import PLUGIN_APP as DRA_PLUGIN_APP
 from gpusim._dra_stack import POLICY as DRA_POLICY
 from gpusim._dra_stack import VALIDATOR_APP as DRA_VALIDATOR_APP
-from gpusim._dra_stack import collection_path as dra_collection_path
-from gpusim._dra_stack import dra_stack
 from gpusim._errors import SimAlreadyRunningError, SimError
 from gpusim._failing_drivers import (
     ANNOTATION_FAILING_DRIVERS,
@@ -114,8 +110,6 @@ __all__ = [
     "DRA_DEPLOY_LABEL",
     "DRA_DRIVER",
     "DRA_NAMESPACE",
-    "DRA_NODE_LABELS",
-    "DRA_OTHER_NODE_REFUSED",
     "DRA_PLUGIN_ACCOUNT",
     "DRA_PLUGIN_APP",
     "DRA_POLICY",
@@ -150,8 +144,6 @@ __all__ = [
     "apply_crds",
     "build_reference",
     "cpu_node",
-    "dra_collection_path",
-    "dra_stack",
     "error_patch",
     "failing_versions",
     "gpu_node",

@@ -13,7 +13,7 @@ SLEEPER = "registry.k8s.io/pause:3.10"
 
 
 async def create(api: Any, obj: dict[str, Any]) -> Any:
-    """Create an object with the matching typed call (`gpusim.dra_stack()`'s, or a test's)."""
+    """Create an object (a test's) with the matching typed call."""
     kind = obj["kind"]
     namespace = obj["metadata"].get("namespace", "")
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
