@@ -58,6 +58,21 @@ class Tally(Protocol):
     def stop(self) -> dict[str, Any]: ...
 
 
+async def start_clock(
+    timeline: Timeline, transport: Transport, tally: Tally
+) -> tuple[float, float]:
+    """The timeline watching, the machine let settle, then the clock: the seconds the
+    machine took to settle, and the clock's start."""
+    import scale  # scale imports this module: its helpers are read at call time
+
+    await timeline.start(transport)
+    settled = await scale.quiet()
+    tally.start()
+    began = time.monotonic()
+    timeline.begin()
+    return settled, began
+
+
 def rendered_dra_objects(nodes: list[Object], namespace: str) -> list[Object]:
     """What the GPUCluster controller would create for the sample on these nodes, without
     an owner."""
@@ -109,11 +124,7 @@ async def dra_floor(
             [n for n in labelled if name_of(n) in gpu_names], scale.NAMESPACE
         )
         timeline = Timeline(gpu_names, gpu_cluster=False)
-        await timeline.start(transport)
-        settled = await scale.quiet()
-        tally.start()
-        began = time.monotonic()
-        timeline.begin()
+        settled, began = await start_clock(timeline, transport, tally)
         # Everything the workloads use at once, then the workloads at once (as the
         # operator's waves: it sends its bindings in a wave of their own as well).
         await scale._gather(c.create(o) for o in objects if o.get("kind") not in _WORKLOADS)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from _dra_floor import HOST_DRIVER, Tally, published_nodes
+from _dra_floor import HOST_DRIVER, Tally, published_nodes, start_clock
 from _dra_timeline import Timeline
 from gpusim import ANNOTATION_HOST_DRIVER, SimulatedCluster
 from reconciler.lowlevel import Transport
@@ -61,13 +61,7 @@ async def gpu_cluster_run(
     async with sim.api_client() as api:
         transport = Transport(api)
         timeline = Timeline(gpu_nodes, gpu_cluster=True)
-        await timeline.start(transport)
-        import scale  # scale imports this module: its helpers are read at call time
-
-        settled = await scale.quiet()
-        tally.start()
-        began = time.monotonic()
-        timeline.begin()
+        settled, began = await start_clock(timeline, transport, tally)
         await transport.request("POST", _GPU_CLUSTERS, body=sample)
         timeline.events["GPUCluster created (POST answered)"] = round(time.monotonic() - began, 3)
         published: set[str] = set()
